@@ -1,0 +1,59 @@
+// Command quota-center is the quota center service.
+//
+//	quota-center serve    serve the HTTP API (default)
+//	quota-center migrate  apply the ledger migrations to QC_MYSQL_DSN
+//	quota-center version  print the version
+//
+// Configuration comes from flags or QC_ environment variables; see
+// internal/config and the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/quotacenter/quota-center/internal/app"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "quota-center:", err)
+		os.Exit(1)
+	}
+}
+
+// run dispatches the subcommand; it returns when the command is done or ctx
+// is cancelled (serve shuts down gracefully).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		app.Version = version
+		return app.Serve(ctx, args, stderr, nil)
+	case "migrate":
+		return app.Migrate(ctx, args, stdout)
+	case "version":
+		_, err := fmt.Fprintln(stdout, "quota-center", version)
+		return err
+	case "help", "-h", "--help":
+		_, err := fmt.Fprintln(stdout, "usage: quota-center [serve|migrate|version] [flags]; quota-center serve -h lists the flags")
+		return err
+	}
+	return fmt.Errorf("unknown command %q: use serve, migrate or version", cmd)
+}

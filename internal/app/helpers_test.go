@@ -1,0 +1,109 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/quotacenter/quota-center/internal/testenv"
+)
+
+// call sends a JSON request and decodes the JSON answer.
+func call(tb testing.TB, s *testenv.Server, method, path string, body any) (int, map[string]any, http.Header) {
+	tb.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := map[string]any{}
+	if len(raw) > 0 && raw[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&out); err != nil {
+			tb.Fatalf("%s %s: bad JSON %q: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+func num(tb testing.TB, m map[string]any, k string) int64 {
+	tb.Helper()
+	n, ok := m[k].(json.Number)
+	if !ok {
+		tb.Fatalf("field %s missing or not a number in %v", k, m)
+	}
+	v, err := n.Int64()
+	if err != nil {
+		tb.Fatalf("field %s: %v", k, err)
+	}
+	return v
+}
+
+func putPolicy(tb testing.TB, s *testenv.Server, name string, body map[string]any) {
+	tb.Helper()
+	code, out, _ := call(tb, s, http.MethodPut, "/admin/policies/"+name, body)
+	if code != http.StatusOK && code != http.StatusCreated {
+		tb.Fatalf("put policy: %d %v", code, out)
+	}
+}
+
+type status struct{ used, reserved, remaining, active, limit int64 }
+
+func getStatus(tb testing.TB, s *testenv.Server, name string) (status, map[string]any) {
+	tb.Helper()
+	code, out, _ := call(tb, s, http.MethodGet, "/quota/status?resourceName="+name, nil)
+	if code != http.StatusOK {
+		tb.Fatalf("status: %d %v", code, out)
+	}
+	return status{
+		used: num(tb, out, "usedAmount"), reserved: num(tb, out, "reservedAmount"),
+		remaining: num(tb, out, "remainingQuota"), active: num(tb, out, "activeSessions"),
+		limit: num(tb, out, "totalLimit"),
+	}, out
+}
+
+// ledgerSums reads the ledger directly: charged of settled rows and
+// reserved (grants) of USING rows for a resource.
+func ledgerSums(tb testing.TB, s *testenv.Server, name string) (charged, reserved, rows int64) {
+	tb.Helper()
+	err := s.Ledger.QueryRow(`SELECT
+		COALESCE(SUM(CASE WHEN status IN ('FINISHED','LEAKED') THEN charged_amount ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0),
+		COUNT(*)
+		FROM quota_usage WHERE resource_name = ?`, name).Scan(&charged, &reserved, &rows)
+	if err != nil {
+		tb.Fatalf("ledger sums: %v", err)
+	}
+	return charged, reserved, rows
+}
+
+func forModes(t *testing.T, fn func(t *testing.T, s *testenv.Server)) {
+	for _, m := range testenv.Modes() {
+		t.Run(string(m), func(t *testing.T) {
+			fn(t, testenv.Start(t, m))
+		})
+	}
+}

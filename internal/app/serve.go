@@ -1,0 +1,203 @@
+// Package app wires quota-center together: it opens the backends (or the
+// embedded dev-mode ones), builds the service, HTTP API, metrics and
+// sweeper, and runs them until its context ends. cmd/quota-center calls it;
+// end-to-end tests call it on port 0.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/quotacenter/quota-center/internal/config"
+	"github.com/quotacenter/quota-center/internal/dev"
+	"github.com/quotacenter/quota-center/internal/httpapi"
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
+	"github.com/quotacenter/quota-center/internal/period"
+	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/redisstore"
+	"github.com/quotacenter/quota-center/internal/sweeper"
+)
+
+// backends are the opened stores and how to close them.
+type backends struct {
+	rdb    redis.UniversalClient
+	ledger *mysqlstore.Store
+	close  func()
+}
+
+// openBackends connects to Redis and MySQL, or starts the embedded dev-mode
+// backends when neither is configured.
+func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger) (*backends, error) {
+	mopts := mysqlstore.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, QueryTimeout: cfg.MySQL.Timeout}
+	if cfg.DevMode() {
+		b, err := dev.Start(ctx, cfg.Dev.SQLitePath, mopts)
+		if err != nil {
+			return nil, err
+		}
+		log.Warn("DEV MODE: no QC_REDIS_ADDR or QC_MYSQL_DSN set; running on embedded miniredis and a SQLite ledger",
+			zap.String("redis", b.Redis.Addr()), zap.String("sqlite", cfg.Dev.SQLitePath),
+			zap.String("note", "data is lost on exit unless QC_DEV_SQLITE_PATH is a file; auth is off"))
+		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
+	}
+	rdb := redis.NewClient(&redis.Options{
+		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
+		DialTimeout: cfg.Redis.Timeout * 2, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout,
+		PoolSize: cfg.Redis.PoolSize, MinIdleConns: 4,
+		// go-redis retries a command after a network error or timeout; every
+		// script is idempotent by session id, so a retry never charges twice.
+		MaxRetries: 2,
+	})
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("connect redis %s: %w", cfg.Redis.Addr, err)
+	}
+	ms, err := mysqlstore.Open(ctx, cfg.MySQL.DSN, mopts)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("connect mysql: %w", err)
+	}
+	if cfg.MigrateOnStart {
+		if err := ms.Migrate(ctx); err != nil {
+			_ = rdb.Close()
+			_ = ms.Close()
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+		log.Info("migrations applied")
+	}
+	return &backends{rdb: rdb, ledger: ms, close: func() { _ = rdb.Close(); _ = ms.Close() }}, nil
+}
+
+func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, err
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc := zapcore.NewJSONEncoder(ec)
+	if c.Format == "console" {
+		enc = zapcore.NewConsoleEncoder(ec)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+// Version is reported in the start-up log; cmd sets it from its build flags.
+var Version = "dev"
+
+// Serve runs `quota-center serve` with args (flags; QC_ variables fill the
+// rest) until ctx is done, then shuts down: /readyz turns 503, in-flight
+// requests drain within the grace period, the sweeper stops, then Redis and
+// MySQL are closed. Logs go to logOut. onListen, when set, gets the bound
+// address (tests listen on 127.0.0.1:0). It returns nil after a clean stop.
+func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(addr string)) error {
+	cfg, _, err := config.Load("serve", args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Log, logOut)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	log.Info("starting", zap.String("version", Version), zap.Any("config", cfg.Redacted()))
+
+	b, err := openBackends(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	store := redisstore.New(b.rdb)
+	svc := quota.NewService(store, b.ledger, b.ledger, &period.Scheduler{}, quota.Options{
+		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
+	})
+	metrics := httpapi.NewMetrics(reg)
+	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
+		for _, p := range pols {
+			metrics.Known(p)
+		}
+	}
+	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
+	api := httpapi.New(httpapi.Deps{
+		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
+		Ready: func(ctx context.Context) error {
+			if err := b.rdb.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("redis: %w", err)
+			}
+			if err := b.ledger.Ping(ctx); err != nil {
+				return fmt.Errorf("mysql: %w", err)
+			}
+			return nil
+		},
+	})
+	sw := sweeper.New(sweeper.Config{
+		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
+	}, b.ledger, store, b.ledger, log.Named("sweeper"), reg)
+
+	// Listen synchronously so a taken port fails the start, not later.
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(log.Named("http.server")),
+	}
+	log.Info("listening", zap.String("addr", ln.Addr().String()))
+	if onListen != nil {
+		onListen(ln.Addr().String())
+	}
+
+	swCtx, stopSweeper := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = sw.Run(swCtx)
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err = <-serveErr:
+		err = fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+		log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace))
+		api.Drain()
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+		if serr := srv.Shutdown(sctx); serr != nil {
+			log.Warn("shutdown incomplete", zap.Error(serr))
+			_ = srv.Close()
+		}
+		cancel()
+		if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = serr
+		}
+	}
+	stopSweeper()
+	wg.Wait()
+	log.Info("stopped")
+	return err
+}

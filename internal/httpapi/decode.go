@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"strconv"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// errBodyTooLarge is returned by decode when the body exceeds the limit (413).
+var errBodyTooLarge = errors.New("request body too large")
+
+// errMediaType is returned by decode for a non-JSON Content-Type (415).
+var errMediaType = errors.New("unsupported media type")
+
+var integerRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// decode reads one JSON object from r.Body into dst, strictly: a JSON
+// Content-Type (or none), no unknown fields, no duplicate keys, nothing after
+// the object. The body was already capped by http.MaxBytesReader.
+func decode(r *http.Request, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "application/problem+json") {
+			return fmt.Errorf("%w: Content-Type must be application/json, got %q", errMediaType, ct)
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: limit is %d bytes", errBodyTooLarge, mbe.Limit)
+		}
+		return &quota.ValidationError{Field: "body", Reason: "could not be read: " + err.Error()}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}
+	}
+	if err := checkDuplicateKeys(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &quota.ValidationError{Field: "body", Reason: "has data after the JSON object"}
+	}
+	return nil
+}
+
+// checkDuplicateKeys rejects an object that names a key twice: encoding/json
+// would silently keep the last one, so a proxy and this server could read two
+// different requests from one body.
+func checkDuplicateKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return jsonError(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
+	}
+	seen := make(map[string]bool, 8)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonError(err)
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return &quota.ValidationError{Field: key, Reason: "is given twice"}
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return jsonError(err)
+		}
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var ve *quota.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return ve
+	case errors.As(err, &te):
+		return &quota.ValidationError{Field: te.Field, Reason: "must be a JSON " + jsonKind(te.Type.Kind().String())}
+	case errors.As(err, &se):
+		return &quota.ValidationError{Field: "body", Reason: "is not valid JSON: " + se.Error()}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return &quota.ValidationError{Field: "body", Reason: "is truncated JSON"}
+	}
+	return &quota.ValidationError{Field: "body", Reason: err.Error()}
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	}
+	return "value of another type"
+}
+
+// parseAmount reads a JSON integer amount: a number literal without
+// fraction or exponent, not a string, not -0, at most 2^53−1 in magnitude
+// (range rules beyond that are the domain's). A missing or null field is an
+// error when required, else 0.
+func parseAmount(field string, raw json.RawMessage, required bool) (int64, error) {
+	s := string(bytes.TrimSpace(raw))
+	bad := func(reason string) (int64, error) {
+		return 0, &quota.ValidationError{Field: field, Reason: reason}
+	}
+	switch {
+	case s == "" || s == "null":
+		if required {
+			return bad("is required")
+		}
+		return 0, nil
+	case s[0] == '"':
+		return bad("must be a JSON number, not a string")
+	case s == "-0":
+		return bad("must not be -0")
+	case !integerRE.MatchString(s):
+		return bad("must be a whole number (no fraction or exponent)")
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v > quota.MaxAmount || v < -quota.MaxAmount {
+		return bad("must be at most 2^53-1")
+	}
+	return v, nil
+}

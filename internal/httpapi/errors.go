@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// Wire codes of the error body {success:false, code, message}.
+const (
+	CodeSuccess            = "SUCCESS"
+	CodeInvalidArgument    = "INVALID_ARGUMENT"
+	CodeUnauthenticated    = "UNAUTHENTICATED"
+	CodePermissionDenied   = "PERMISSION_DENIED"
+	CodeResourceNotFound   = "RESOURCE_NOT_FOUND"
+	CodeSessionNotFound    = "SESSION_NOT_FOUND"
+	CodeNotFound           = "NOT_FOUND"
+	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"
+	CodeSessionNotActive   = "SESSION_NOT_ACTIVE"
+	CodeSessionConflict    = "SESSION_CONFLICT"
+	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
+	CodeUnsupportedMedia   = "UNSUPPORTED_MEDIA_TYPE"
+	CodeQuotaExhausted     = "QUOTA_EXHAUSTED"
+	CodeBackendUnavailable = "BACKEND_UNAVAILABLE"
+	CodeCircuitOpen        = "CIRCUIT_BREAKER_OPEN"
+	CodeInternal           = "INTERNAL_ERROR"
+)
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Success        bool   `json:"success"`
+	Code           string `json:"code"`
+	Message        string `json:"message"`
+	Status         string `json:"status,omitempty"`         // SESSION_NOT_ACTIVE: the session's status
+	RemainingQuota *int64 `json:"remainingQuota,omitempty"` // QUOTA_EXHAUSTED
+	NextResetAt    string `json:"nextResetAt,omitempty"`    // QUOTA_EXHAUSTED, when the policy resets
+}
+
+// classify maps an error to its HTTP status and wire code. It is the one
+// place that does so.
+func classify(err error) (int, string) {
+	var ve *quota.ValidationError
+	var na *quota.NotActiveError
+	switch {
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, CodeInvalidArgument
+	case errors.Is(err, errBodyTooLarge):
+		return http.StatusRequestEntityTooLarge, CodePayloadTooLarge
+	case errors.Is(err, errMediaType):
+		return http.StatusUnsupportedMediaType, CodeUnsupportedMedia
+	case errors.Is(err, quota.ErrResourceNotFound):
+		return http.StatusNotFound, CodeResourceNotFound
+	case errors.Is(err, quota.ErrSessionNotFound):
+		return http.StatusNotFound, CodeSessionNotFound
+	case errors.As(err, &na):
+		return http.StatusConflict, CodeSessionNotActive
+	case errors.Is(err, quota.ErrSessionConflict):
+		return http.StatusConflict, CodeSessionConflict
+	case errors.Is(err, quota.ErrCircuitOpen):
+		return http.StatusServiceUnavailable, CodeCircuitOpen
+	case errors.Is(err, quota.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, CodeBackendUnavailable
+	}
+	return http.StatusInternalServerError, CodeInternal
+}
+
+// writeError answers with the status and JSON body for err. 5xx errors are
+// logged here, once; 4xx are the caller's and are not logged above debug.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := classify(err)
+	body := errorBody{Code: code, Message: err.Error()}
+	var na *quota.NotActiveError
+	if errors.As(err, &na) {
+		body.Status = string(na.Status)
+	}
+	switch {
+	case status >= 500:
+		if r.Context().Err() == nil {
+			s.log.Error("request failed", zap.String("route", routeOf(r)), zap.String("code", code), zap.Error(err))
+		}
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		if status == http.StatusInternalServerError {
+			body.Message = "internal error" // details are in the log, not on the wire
+		}
+	default:
+		s.log.Debug("request refused", zap.String("route", routeOf(r)), zap.String("code", code), zap.Error(err))
+	}
+	writeJSON(w, status, body)
+}
+
+// writeJSON writes v as the JSON body with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"success":false,"code":"INTERNAL_ERROR","message":"encode response"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

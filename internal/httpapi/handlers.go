@@ -1,0 +1,315 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+type applyRequest struct {
+	ResourceName string          `json:"resourceName"`
+	ApplyAmount  json.RawMessage `json:"applyAmount"`
+	ClientID     string          `json:"clientId"`
+	SessionID    string          `json:"sessionId"`
+	MinAmount    json.RawMessage `json:"minAmount"`
+}
+
+type applyResponse struct {
+	Success                  bool   `json:"success"`
+	Code                     string `json:"code"`
+	SessionID                string `json:"sessionId"`
+	GrantedAmount            int64  `json:"grantedAmount"`
+	RemainingQuota           int64  `json:"remainingQuota"`
+	LeaseExpiresAt           string `json:"leaseExpiresAt"`
+	HeartbeatIntervalSeconds int64  `json:"heartbeatIntervalSeconds"`
+}
+
+func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
+	var body applyRequest
+	req, err := func() (quota.ApplyRequest, error) {
+		if err := decode(r, &body); err != nil {
+			return quota.ApplyRequest{}, err
+		}
+		amt, err := parseAmount("applyAmount", body.ApplyAmount, true)
+		if err != nil {
+			return quota.ApplyRequest{}, err
+		}
+		min, err := parseAmount("minAmount", body.MinAmount, false)
+		if err != nil {
+			return quota.ApplyRequest{}, err
+		}
+		return quota.ApplyRequest{
+			ResourceName: body.ResourceName, Amount: amt, MinAmount: min,
+			ClientID: body.ClientID, SessionID: body.SessionID,
+		}, nil
+	}()
+	if err == nil {
+		var res quota.ApplyResponse
+		res, err = s.svc.Apply(r.Context(), req)
+		if err == nil {
+			s.metrics.observeApply(req.ResourceName, res)
+			if res.Exhausted {
+				s.writeExhausted(w, res)
+				return
+			}
+			writeJSON(w, http.StatusOK, applyResponse{
+				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
+				RemainingQuota: res.Remaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
+				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds,
+			})
+			return
+		}
+	}
+	if label := resourceLabel(body.ResourceName, err); label != "" {
+		s.metrics.apply.WithLabelValues(label, "error").Inc()
+	}
+	s.writeError(w, r, err)
+}
+
+// writeExhausted answers 429 QUOTA_EXHAUSTED; Retry-After is the whole
+// seconds to the next reset, when the policy resets.
+func (s *Server) writeExhausted(w http.ResponseWriter, res quota.ApplyResponse) {
+	rem := res.Remaining
+	body := errorBody{Code: CodeQuotaExhausted, RemainingQuota: &rem,
+		Message: "quota exhausted: " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period"}
+	if !res.NextResetAt.IsZero() {
+		body.NextResetAt = ts(res.NextResetAt)
+		secs := int64(math.Ceil(time.Until(res.NextResetAt).Seconds()))
+		if secs < 1 {
+			secs = 1
+		}
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	writeJSON(w, http.StatusTooManyRequests, body)
+}
+
+type sessionRequest struct {
+	ResourceName     string          `json:"resourceName"`
+	SessionID        string          `json:"sessionId"`
+	ActualUsedAmount json.RawMessage `json:"actualUsedAmount,omitempty"`
+}
+
+type heartbeatResponse struct {
+	Success        bool   `json:"success"`
+	Code           string `json:"code"`
+	SessionID      string `json:"sessionId"`
+	Status         string `json:"status"`
+	LeaseExpiresAt string `json:"leaseExpiresAt"`
+}
+
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ResourceName string `json:"resourceName"`
+		SessionID    string `json:"sessionId"`
+	}
+	err := decode(r, &body)
+	if err == nil {
+		var res quota.HeartbeatResponse
+		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID)
+		if err == nil {
+			s.metrics.heartbeat.WithLabelValues(body.ResourceName, "ok").Inc()
+			writeJSON(w, http.StatusOK, heartbeatResponse{
+				Success: true, Code: CodeSuccess, SessionID: res.SessionID,
+				Status: string(res.Status), LeaseExpiresAt: ts(res.LeaseExpiresAt),
+			})
+			return
+		}
+	}
+	if label := resourceLabel(body.ResourceName, err); label != "" {
+		result := "error"
+		switch {
+		case errors.Is(err, quota.ErrSessionNotActive):
+			result = "not_active"
+		case errors.Is(err, quota.ErrSessionNotFound):
+			result = "not_found"
+		}
+		s.metrics.heartbeat.WithLabelValues(label, result).Inc()
+	}
+	s.writeError(w, r, err)
+}
+
+type finishResponse struct {
+	Success        bool   `json:"success"`
+	Code           string `json:"code"`
+	SessionID      string `json:"sessionId"`
+	GrantedAmount  int64  `json:"grantedAmount"`
+	ChargedAmount  int64  `json:"chargedAmount"`
+	RefundedAmount int64  `json:"refundedAmount"`
+	OverageAmount  int64  `json:"overageAmount"`
+	RemainingQuota int64  `json:"remainingQuota"`
+}
+
+func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
+	var body sessionRequest
+	err := decode(r, &body)
+	var actual int64
+	if err == nil {
+		actual, err = parseAmount("actualUsedAmount", body.ActualUsedAmount, true)
+	}
+	if err == nil {
+		var res quota.FinishResponse
+		res, err = s.svc.Finish(r.Context(), quota.FinishRequest{
+			ResourceName: body.ResourceName, SessionID: body.SessionID, Actual: actual,
+		})
+		if err == nil {
+			s.metrics.observeFinish(body.ResourceName, res)
+			writeJSON(w, http.StatusOK, finishResponse{
+				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
+				ChargedAmount: res.Charged, RefundedAmount: res.Refunded, OverageAmount: res.Overage,
+				RemainingQuota: res.Remaining,
+			})
+			return
+		}
+	}
+	if label := resourceLabel(body.ResourceName, err); label != "" {
+		s.metrics.finish.WithLabelValues(label, "error").Inc()
+	}
+	s.writeError(w, r, err)
+}
+
+type statusResponse struct {
+	Success        bool    `json:"success"`
+	Code           string  `json:"code"`
+	ResourceName   string  `json:"resourceName"`
+	QuotaType      string  `json:"quotaType"`
+	TotalLimit     int64   `json:"totalLimit"`
+	UsedAmount     int64   `json:"usedAmount"`
+	ReservedAmount int64   `json:"reservedAmount"`
+	RemainingQuota int64   `json:"remainingQuota"`
+	ActiveSessions int64   `json:"activeSessions"`
+	PeriodStart    string  `json:"periodStart"`
+	NextResetAt    *string `json:"nextResetAt"`
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "resourceName" {
+			s.writeError(w, r, &quota.ValidationError{Field: k, Reason: "is not a known query parameter"})
+			return
+		}
+	}
+	if len(q["resourceName"]) > 1 {
+		s.writeError(w, r, &quota.ValidationError{Field: "resourceName", Reason: "is given twice"})
+		return
+	}
+	st, err := s.svc.Status(r.Context(), q.Get("resourceName"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusResponse{
+		Success: true, Code: CodeSuccess, ResourceName: st.Policy.ResourceName,
+		QuotaType: string(st.Policy.QuotaType), TotalLimit: st.Policy.TotalLimit,
+		UsedAmount: st.Used, ReservedAmount: st.Reserved, RemainingQuota: st.Remaining,
+		ActiveSessions: st.ActiveSessions, PeriodStart: ts(st.Period.Start), NextResetAt: tsOrNil(st.Period.End),
+	})
+}
+
+type policyJSON struct {
+	ResourceName         string `json:"resourceName"`
+	QuotaType            string `json:"quotaType"`
+	TotalLimit           int64  `json:"totalLimit"`
+	ResetCron            string `json:"resetCron"`
+	Timezone             string `json:"timezone"`
+	LeakThresholdSeconds int64  `json:"leakThresholdSeconds"`
+	CreatedAt            string `json:"createdAt"`
+	UpdatedAt            string `json:"updatedAt"`
+}
+
+func toPolicyJSON(p quota.Policy) policyJSON {
+	return policyJSON{
+		ResourceName: p.ResourceName, QuotaType: string(p.QuotaType), TotalLimit: p.TotalLimit,
+		ResetCron: p.ResetCron, Timezone: p.Timezone, LeakThresholdSeconds: p.LeakThresholdSeconds,
+		CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt),
+	}
+}
+
+func (s *Server) handleListPolicies(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.svc.Policies(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]policyJSON, len(ps))
+	for i, p := range ps {
+		out[i] = toPolicyJSON(p)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "policies": out})
+}
+
+func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "resourceName")
+	if err := quota.ValidateResourceName(name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := s.svc.Policy(r.Context(), name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toPolicyJSON(p))
+}
+
+type putPolicyRequest struct {
+	ResourceName         string          `json:"resourceName"` // optional; must match the path
+	QuotaType            string          `json:"quotaType"`
+	TotalLimit           json.RawMessage `json:"totalLimit"`
+	ResetCron            string          `json:"resetCron"`
+	Timezone             string          `json:"timezone"`
+	LeakThresholdSeconds json.RawMessage `json:"leakThresholdSeconds"`
+}
+
+func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "resourceName")
+	p, err := func() (quota.Policy, error) {
+		if err := quota.ValidateResourceName(name); err != nil {
+			return quota.Policy{}, err
+		}
+		var body putPolicyRequest
+		if err := decode(r, &body); err != nil {
+			return quota.Policy{}, err
+		}
+		if body.ResourceName != "" && body.ResourceName != name {
+			return quota.Policy{}, &quota.ValidationError{Field: "resourceName", Reason: "must match the path"}
+		}
+		limit, err := parseAmount("totalLimit", body.TotalLimit, true)
+		if err != nil {
+			return quota.Policy{}, err
+		}
+		leak, err := parseAmount("leakThresholdSeconds", body.LeakThresholdSeconds, false)
+		if err != nil {
+			return quota.Policy{}, err
+		}
+		if body.LeakThresholdSeconds != nil && leak <= 0 {
+			return quota.Policy{}, &quota.ValidationError{Field: "leakThresholdSeconds", Reason: "must be at least 1"}
+		}
+		return quota.Policy{
+			ResourceName: name, QuotaType: quota.QuotaType(body.QuotaType), TotalLimit: limit,
+			ResetCron: body.ResetCron, Timezone: body.Timezone, LeakThresholdSeconds: leak,
+		}, nil
+	}()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	stored, created, err := s.svc.PutPolicy(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.metrics.Known(stored)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, toPolicyJSON(stored))
+}

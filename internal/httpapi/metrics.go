@@ -1,0 +1,217 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+var units = []string{"seconds", "calls", "tokens", "bytes"}
+
+// Metrics are the request-side Prometheus metrics. Resource labels are only
+// ever set for resources that have a policy, so unknown names never create
+// series; there is no client or session label.
+type Metrics struct {
+	apply     *prometheus.CounterVec // resource, result
+	exhausted *prometheus.CounterVec // resource
+	finish    *prometheus.CounterVec // resource, result
+	heartbeat *prometheus.CounterVec // resource, result
+	granted   map[string]*prometheus.CounterVec
+	charged   map[string]*prometheus.CounterVec
+	refunded  map[string]*prometheus.CounterVec
+	overage   map[string]*prometheus.CounterVec
+	used      map[string]*prometheus.HistogramVec
+	duration  *prometheus.HistogramVec // route, method, code
+}
+
+// NewMetrics registers the request metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	m := &Metrics{
+		apply: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_apply_total", Help: "Apply requests by resource and result (granted, replayed, exhausted, rejected, error).",
+		}, []string{"resource", "result"}),
+		exhausted: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_exhausted_total", Help: "Applies refused because the period's quota was exhausted.",
+		}, []string{"resource"}),
+		finish: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_finish_total", Help: "Finish requests by resource and result (finished, replayed, recovered, rejected, error).",
+		}, []string{"resource", "result"}),
+		heartbeat: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_heartbeat_total", Help: "Heartbeats by resource and result (ok, not_active, not_found, rejected, error).",
+		}, []string{"resource", "result"}),
+		granted:  map[string]*prometheus.CounterVec{},
+		charged:  map[string]*prometheus.CounterVec{},
+		refunded: map[string]*prometheus.CounterVec{},
+		overage:  map[string]*prometheus.CounterVec{},
+		used:     map[string]*prometheus.HistogramVec{},
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quota_http_request_duration_seconds",
+			Help:    "HTTP request latency by chi route pattern, method and status code.",
+			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2.5},
+		}, []string{"route", "method", "code"}),
+	}
+	for _, u := range units {
+		m.granted[u] = f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_granted_" + u + "_total", Help: "Amount granted by applies, in " + u + ".",
+		}, []string{"resource"})
+		m.charged[u] = f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_charged_" + u + "_total", Help: "Actual usage reported by finishes (overage included), in " + u + ".",
+		}, []string{"resource"})
+		m.refunded[u] = f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_refunded_" + u + "_total", Help: "Amount refunded by finishes (granted minus actual), in " + u + ".",
+		}, []string{"resource"})
+		m.overage[u] = f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_overage_" + u + "_total", Help: "Usage beyond the grant, charged by finishes, in " + u + ".",
+		}, []string{"resource"})
+		m.used[u] = f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "quota_session_used_" + u, Help: "Actual usage per finished session, in " + u + ".",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 16),
+		}, []string{"resource"})
+	}
+	return m
+}
+
+// Known creates a resource's series up front so that dashboards show zeros,
+// not gaps, before the first request.
+func (m *Metrics) Known(p quota.Policy) {
+	r, u := p.ResourceName, p.QuotaType.Unit()
+	for _, res := range []string{"granted", "replayed", "exhausted", "error"} {
+		m.apply.WithLabelValues(r, res)
+	}
+	m.exhausted.WithLabelValues(r)
+	for _, res := range []string{"finished", "replayed", "recovered", "error"} {
+		m.finish.WithLabelValues(r, res)
+	}
+	if u == "" {
+		return
+	}
+	m.granted[u].WithLabelValues(r)
+	m.charged[u].WithLabelValues(r)
+	m.refunded[u].WithLabelValues(r)
+	m.overage[u].WithLabelValues(r)
+}
+
+func (m *Metrics) observeApply(resource string, res quota.ApplyResponse) {
+	switch {
+	case res.Exhausted:
+		m.apply.WithLabelValues(resource, "exhausted").Inc()
+		m.exhausted.WithLabelValues(resource).Inc()
+	case res.Replayed:
+		m.apply.WithLabelValues(resource, "replayed").Inc()
+	default:
+		m.apply.WithLabelValues(resource, "granted").Inc()
+		if u := res.QuotaType.Unit(); u != "" {
+			m.granted[u].WithLabelValues(resource).Add(float64(res.Granted))
+		}
+	}
+}
+
+func (m *Metrics) observeFinish(resource string, res quota.FinishResponse) {
+	if res.Replayed {
+		m.finish.WithLabelValues(resource, "replayed").Inc()
+		return
+	}
+	if res.WasLeaked {
+		m.finish.WithLabelValues(resource, "recovered").Inc()
+	} else {
+		m.finish.WithLabelValues(resource, "finished").Inc()
+	}
+	if u := res.QuotaType.Unit(); u != "" {
+		m.charged[u].WithLabelValues(resource).Add(float64(res.Charged))
+		m.refunded[u].WithLabelValues(resource).Add(float64(res.Refunded))
+		m.overage[u].WithLabelValues(resource).Add(float64(res.Overage))
+		m.used[u].WithLabelValues(resource).Observe(float64(res.Charged))
+	}
+}
+
+// StatusSource is what the balance collector reads at scrape time.
+type StatusSource interface {
+	Policies(ctx context.Context) ([]quota.Policy, error)
+	Status(ctx context.Context, resource string) (quota.StatusResponse, error)
+}
+
+// BalanceCollector exports each resource's current balance, read from the
+// stores at scrape time (never a value captured once): quota_limit_<unit>,
+// quota_used_<unit>, quota_reserved_<unit>, quota_remaining_<unit>,
+// quota_active_sessions, quota_period_start_timestamp_seconds and
+// quota_next_reset_timestamp_seconds.
+type BalanceCollector struct {
+	src     StatusSource
+	timeout time.Duration
+	descs   map[string][4]*prometheus.Desc // unit → limit, used, reserved, remaining
+	active  *prometheus.Desc
+	start   *prometheus.Desc
+	next    *prometheus.Desc
+	errs    prometheus.Counter
+}
+
+// NewBalanceCollector registers a collector reading src with the given
+// per-scrape timeout.
+func NewBalanceCollector(reg prometheus.Registerer, src StatusSource, timeout time.Duration) *BalanceCollector {
+	c := &BalanceCollector{
+		src: src, timeout: timeout, descs: map[string][4]*prometheus.Desc{},
+		active: prometheus.NewDesc("quota_active_sessions", "USING sessions of the resource.", []string{"resource"}, nil),
+		start:  prometheus.NewDesc("quota_period_start_timestamp_seconds", "Start of the current period, Unix seconds.", []string{"resource"}, nil),
+		next:   prometheus.NewDesc("quota_next_reset_timestamp_seconds", "End of the current period (next reset), Unix seconds; absent when the policy never resets.", []string{"resource"}, nil),
+		errs: promauto.With(reg).NewCounter(prometheus.CounterOpts{
+			Name: "quota_store_scrape_errors_total", Help: "Balance reads that failed during a metrics scrape.",
+		}),
+	}
+	for _, u := range units {
+		c.descs[u] = [4]*prometheus.Desc{
+			prometheus.NewDesc("quota_limit_"+u, "Limit of the current period, in "+u+".", []string{"resource"}, nil),
+			prometheus.NewDesc("quota_used_"+u, "Charged in the current period (finished and leaked sessions), in "+u+".", []string{"resource"}, nil),
+			prometheus.NewDesc("quota_reserved_"+u, "Reserved by USING sessions of the current period, in "+u+".", []string{"resource"}, nil),
+			prometheus.NewDesc("quota_remaining_"+u, "Limit minus used minus reserved (negative after overage), in "+u+".", []string{"resource"}, nil),
+		}
+	}
+	reg.MustRegister(c)
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *BalanceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		for _, x := range d {
+			ch <- x
+		}
+	}
+	ch <- c.active
+	ch <- c.start
+	ch <- c.next
+}
+
+// Collect implements prometheus.Collector.
+func (c *BalanceCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	pols, err := c.src.Policies(ctx)
+	if err != nil {
+		c.errs.Inc()
+		return
+	}
+	for _, p := range pols {
+		st, err := c.src.Status(ctx, p.ResourceName)
+		if err != nil {
+			c.errs.Inc()
+			continue
+		}
+		r := p.ResourceName
+		if d, ok := c.descs[p.QuotaType.Unit()]; ok {
+			ch <- prometheus.MustNewConstMetric(d[0], prometheus.GaugeValue, float64(st.Policy.TotalLimit), r)
+			ch <- prometheus.MustNewConstMetric(d[1], prometheus.GaugeValue, float64(st.Used), r)
+			ch <- prometheus.MustNewConstMetric(d[2], prometheus.GaugeValue, float64(st.Reserved), r)
+			ch <- prometheus.MustNewConstMetric(d[3], prometheus.GaugeValue, float64(st.Remaining), r)
+		}
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(st.ActiveSessions), r)
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(st.Period.Start.UnixMilli())/1000, r)
+		if !st.Period.End.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.next, prometheus.GaugeValue, float64(st.Period.End.UnixMilli())/1000, r)
+		}
+	}
+}

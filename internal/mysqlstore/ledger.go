@@ -1,0 +1,198 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+type usageRow struct {
+	ResourceName   string        `db:"resource_name"`
+	ClientID       string        `db:"client_id"`
+	SessionID      string        `db:"session_id"`
+	PeriodStartMs  int64         `db:"period_start_ms"`
+	ApplyAmount    int64         `db:"apply_amount"`
+	MinAmount      int64         `db:"min_amount"`
+	GrantedAmount  int64         `db:"granted_amount"`
+	ChargedAmount  int64         `db:"charged_amount"`
+	RefundedAmount int64         `db:"refunded_amount"`
+	OverageAmount  int64         `db:"overage_amount"`
+	StartMs        int64         `db:"start_ms"`
+	EndMs          sql.NullInt64 `db:"end_ms"`
+	Status         string        `db:"status"`
+	LeakRecovered  bool          `db:"leak_recovered"`
+}
+
+func (r usageRow) record() quota.UsageRecord {
+	rec := quota.UsageRecord{
+		ResourceName:   r.ResourceName,
+		ClientID:       r.ClientID,
+		SessionID:      r.SessionID,
+		PeriodStart:    timeOf(r.PeriodStartMs),
+		ApplyAmount:    r.ApplyAmount,
+		MinAmount:      r.MinAmount,
+		GrantedAmount:  r.GrantedAmount,
+		ChargedAmount:  r.ChargedAmount,
+		RefundedAmount: r.RefundedAmount,
+		OverageAmount:  r.OverageAmount,
+		StartTime:      timeOf(r.StartMs),
+		Status:         quota.Status(r.Status),
+		LeakRecovered:  r.LeakRecovered,
+	}
+	if r.EndMs.Valid {
+		rec.EndTime = timeOf(r.EndMs.Int64)
+	}
+	return rec
+}
+
+// InsertSession durably writes a new USING ledger row for rec: its resource,
+// client, session id, period start, apply, min and granted amounts and start
+// time (times truncated to the millisecond). charged_amount is set to
+// GrantedAmount (the reservation); rec's Status, ChargedAmount,
+// RefundedAmount, OverageAmount, EndTime and LeakRecovered are ignored.
+//
+// Concurrent calls are group-committed into one multi-row INSERT (see
+// Options.BatchMaxRows and BatchMaxWait); the call returns once its own row
+// is committed. If ctx is done before the row is sent, it returns ctx's error
+// and the row is not written; once sent, it waits for the outcome.
+//
+// Errors: one wrapping quota.ErrDuplicateSession when the session id is
+// already in the ledger (the existing row is unchanged), quota.ErrUnavailable
+// when the database cannot be reached or the store is closed.
+func (s *Store) InsertSession(ctx context.Context, rec quota.UsageRecord) error {
+	return s.batch.insert(ctx, rec)
+}
+
+// insertColumns and insertValues are one row of the group-commit INSERT.
+const (
+	insertColumns = `INSERT INTO quota_usage (resource_name, client_id, session_id, period_start_ms,
+	apply_amount, min_amount, granted_amount, charged_amount, start_ms, status) VALUES `
+	insertValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, 'USING')`
+)
+
+// insertRows writes recs with one INSERT statement: all of them or none.
+func (s *Store) insertRows(ctx context.Context, recs []quota.UsageRecord) error {
+	var b strings.Builder
+	b.Grow(len(insertColumns) + len(recs)*(len(insertValues)+2))
+	b.WriteString(insertColumns)
+	args := make([]any, 0, len(recs)*9)
+	for i, r := range recs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(insertValues)
+		args = append(args, r.ResourceName, r.ClientID, r.SessionID, msOf(r.PeriodStart),
+			r.ApplyAmount, r.MinAmount, r.GrantedAmount, r.GrantedAmount, msOf(r.StartTime))
+	}
+	_, err := s.db.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
+// FinishSession settles the USING or LEAKED row of rec.SessionID: status
+// FINISHED, charged_amount = rec.ChargedAmount (the actual usage, overage
+// included), refunded and overage amounts and end time from rec. A LEAKED
+// row (or rec.LeakRecovered) sets leak_recovered. A FINISHED or missing row
+// is left as it is, without error. Errors: one wrapping quota.ErrUnavailable
+// when the database cannot be reached.
+func (s *Store) FinishSession(ctx context.Context, rec quota.UsageRecord) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	// leak_recovered is assigned before status: MySQL evaluates SET
+	// left to right with the new values.
+	_, err := s.db.ExecContext(ctx, `UPDATE quota_usage SET
+		leak_recovered = CASE WHEN status = 'LEAKED' THEN 1 ELSE ? END,
+		status = 'FINISHED', charged_amount = ?, refunded_amount = ?, overage_amount = ?, end_ms = ?
+		WHERE session_id = ? AND status IN ('USING', 'LEAKED')`,
+		rec.LeakRecovered, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount,
+		nullMsOf(rec.EndTime), rec.SessionID)
+	if err != nil {
+		return translate("finish session "+rec.SessionID, err)
+	}
+	return nil
+}
+
+// markLeakedChunk bounds the sessions of one MarkLeaked statement.
+const markLeakedChunk = 500
+
+// MarkLeaked moves the USING rows of leaks to LEAKED, charging their grant
+// (charged_amount = granted_amount) and setting end_ms to each EndTime. Rows
+// that are not USING are left as they are. Up to 500 sessions are updated by
+// one statement; it is idempotent, so a retry after a partial failure is
+// safe. Errors: one wrapping quota.ErrUnavailable when the database cannot
+// be reached.
+func (s *Store) MarkLeaked(ctx context.Context, leaks []quota.LeakedSession) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	for len(leaks) > 0 {
+		chunk := leaks[:min(len(leaks), markLeakedChunk)]
+		leaks = leaks[len(chunk):]
+
+		var b strings.Builder
+		b.WriteString(`UPDATE quota_usage SET status = 'LEAKED', charged_amount = granted_amount, end_ms = CASE session_id`)
+		args := make([]any, 0, 3*len(chunk))
+		for _, l := range chunk {
+			b.WriteString(" WHEN ? THEN ?")
+			args = append(args, l.SessionID, nullMsOf(l.EndTime))
+		}
+		b.WriteString(" END WHERE status = 'USING' AND session_id IN (?")
+		b.WriteString(strings.Repeat(", ?", len(chunk)-1))
+		b.WriteString(")")
+		for _, l := range chunk {
+			args = append(args, l.SessionID)
+		}
+		if _, err := s.db.ExecContext(ctx, b.String(), args...); err != nil {
+			return translate(fmt.Sprintf("mark %d sessions leaked", len(chunk)), err)
+		}
+	}
+	return nil
+}
+
+// Session reads the ledger row of sessionID. Times are UTC at millisecond
+// precision; EndTime is zero while USING. Errors: one wrapping
+// quota.ErrSessionNotFound when there is no such row, quota.ErrUnavailable
+// when the database cannot be reached.
+func (s *Store) Session(ctx context.Context, sessionID string) (quota.UsageRecord, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var r usageRow
+	err := s.db.GetContext(ctx, &r, `SELECT resource_name, client_id, session_id, period_start_ms,
+		apply_amount, min_amount, granted_amount, charged_amount, refunded_amount, overage_amount,
+		start_ms, end_ms, status, leak_recovered
+		FROM quota_usage WHERE session_id = ?`, sessionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return quota.UsageRecord{}, fmt.Errorf("get session %s: %w", sessionID, quota.ErrSessionNotFound)
+	}
+	if err != nil {
+		return quota.UsageRecord{}, translate("get session "+sessionID, err)
+	}
+	return r.record(), nil
+}
+
+// PeriodTotals sums the ledger rows of resource in the period starting at
+// periodStart (matched to the millisecond): Reserved is the charged_amount
+// (= grant) of USING rows, Charged the charged_amount of FINISHED and LEAKED
+// rows, in the policy's unit. A period without rows gives zero totals.
+// Errors: one wrapping quota.ErrUnavailable when the database cannot be
+// reached.
+func (s *Store) PeriodTotals(ctx context.Context, resource string, periodStart time.Time) (quota.PeriodTotals, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var t struct {
+		Reserved int64 `db:"reserved"`
+		Charged  int64 `db:"charged"`
+	}
+	err := s.db.GetContext(ctx, &t, `SELECT
+		COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0) AS reserved,
+		COALESCE(SUM(CASE WHEN status IN ('FINISHED', 'LEAKED') THEN charged_amount ELSE 0 END), 0) AS charged
+		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ?`,
+		resource, msOf(periodStart))
+	if err != nil {
+		return quota.PeriodTotals{}, translate(fmt.Sprintf("period totals %s@%d", resource, msOf(periodStart)), err)
+	}
+	return quota.PeriodTotals{Charged: t.Charged, Reserved: t.Reserved}, nil
+}

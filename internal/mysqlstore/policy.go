@@ -1,0 +1,128 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+const policyColumns = `resource_name, quota_type, total_limit, reset_cron, timezone,
+	leak_threshold_seconds, created_ms, updated_ms`
+
+type policyRow struct {
+	ResourceName         string `db:"resource_name"`
+	QuotaType            string `db:"quota_type"`
+	TotalLimit           int64  `db:"total_limit"`
+	ResetCron            string `db:"reset_cron"`
+	Timezone             string `db:"timezone"`
+	LeakThresholdSeconds int64  `db:"leak_threshold_seconds"`
+	CreatedMs            int64  `db:"created_ms"`
+	UpdatedMs            int64  `db:"updated_ms"`
+}
+
+func (r policyRow) policy() quota.Policy {
+	return quota.Policy{
+		ResourceName:         r.ResourceName,
+		QuotaType:            quota.QuotaType(r.QuotaType),
+		TotalLimit:           r.TotalLimit,
+		ResetCron:            r.ResetCron,
+		Timezone:             r.Timezone,
+		LeakThresholdSeconds: r.LeakThresholdSeconds,
+		CreatedAt:            timeOf(r.CreatedMs),
+		UpdatedAt:            timeOf(r.UpdatedMs),
+	}
+}
+
+// GetPolicy reads the policy of resource. Times are UTC, at millisecond
+// precision. Errors: one wrapping quota.ErrResourceNotFound when there is no
+// such policy, quota.ErrUnavailable when the database cannot be reached.
+func (s *Store) GetPolicy(ctx context.Context, resource string) (quota.Policy, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var r policyRow
+	err := s.db.GetContext(ctx, &r,
+		`SELECT `+policyColumns+` FROM quota_policy WHERE resource_name = ?`, resource)
+	if errors.Is(err, sql.ErrNoRows) {
+		return quota.Policy{}, fmt.Errorf("get policy %s: %w", resource, quota.ErrResourceNotFound)
+	}
+	if err != nil {
+		return quota.Policy{}, translate("get policy "+resource, err)
+	}
+	return r.policy(), nil
+}
+
+// ListPolicies reads every policy, ordered by resource name; it returns an
+// empty, non-nil slice when there are none. Errors: one wrapping
+// quota.ErrUnavailable when the database cannot be reached.
+func (s *Store) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []policyRow
+	err := s.db.SelectContext(ctx, &rows,
+		`SELECT `+policyColumns+` FROM quota_policy ORDER BY resource_name`)
+	if err != nil {
+		return nil, translate("list policies", err)
+	}
+	out := make([]quota.Policy, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, r.policy())
+	}
+	return out, nil
+}
+
+// PutPolicy creates the policy of p.ResourceName or updates it. UpdatedAt is
+// p.UpdatedAt (now when zero); a create stores p.CreatedAt (UpdatedAt when
+// zero) and an update keeps the stored CreatedAt. Times are truncated to the
+// millisecond and returned in UTC. It returns the policy as stored by this
+// call and whether the call created it; of concurrent PUTs of one new name
+// exactly one reports created, and the last one written wins. p is not
+// validated here. Errors: one wrapping quota.ErrUnavailable when the
+// database cannot be reached.
+func (s *Store) PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if p.UpdatedAt.IsZero() {
+		p.UpdatedAt = time.Now()
+	}
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = p.UpdatedAt
+	}
+	p.CreatedAt = timeOf(msOf(p.CreatedAt))
+	p.UpdatedAt = timeOf(msOf(p.UpdatedAt))
+	op := "put policy " + p.ResourceName
+
+	// Insert-if-absent, then update: each step is one atomic statement, so
+	// concurrent PUTs neither deadlock nor both create.
+	res, err := s.db.ExecContext(ctx, s.dialect.insertPolicyIfAbsent,
+		p.ResourceName, string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone,
+		p.LeakThresholdSeconds, msOf(p.CreatedAt), msOf(p.UpdatedAt))
+	if err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	if n == 1 {
+		return p, true, nil
+	}
+
+	if _, err := s.db.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
+		reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, updated_ms = ?
+		WHERE resource_name = ?`,
+		string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone, p.LeakThresholdSeconds,
+		msOf(p.UpdatedAt), p.ResourceName); err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	var createdMs int64
+	if err := s.db.GetContext(ctx, &createdMs,
+		`SELECT created_ms FROM quota_policy WHERE resource_name = ?`, p.ResourceName); err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	p.CreatedAt = timeOf(createdMs)
+	return p, false, nil
+}

@@ -1,0 +1,268 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/migrations"
+)
+
+var (
+	_ quota.Ledger      = (*Store)(nil)
+	_ quota.PolicyStore = (*Store)(nil)
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxOpenConns is the default pool size, in connections.
+	DefaultMaxOpenConns = 32
+	// DefaultQueryTimeout is the default deadline of one call (2 s).
+	DefaultQueryTimeout = 2 * time.Second
+	// DefaultBatchMaxRows is the default size of one group commit, in rows.
+	DefaultBatchMaxRows = 100
+	// DefaultBatchMaxWait is how long, by default, the first row of a group
+	// commit waits for company (2 ms).
+	DefaultBatchMaxWait = 2 * time.Millisecond
+
+	// maxBatchRows bounds BatchMaxRows so that one INSERT stays far below the
+	// placeholder limits of MySQL (65535) and SQLite (32766).
+	maxBatchRows = 1000
+	// sqliteBusyTimeoutMs is how long SQLite waits for a lock held by another
+	// connection before it returns SQLITE_BUSY.
+	sqliteBusyTimeoutMs = 5000
+)
+
+// Options tune a Store. Zero values take the defaults.
+type Options struct {
+	// MaxOpenConns bounds the connection pool (default 32). An in-memory
+	// SQLite store always uses a single connection.
+	MaxOpenConns int
+	// QueryTimeout is the deadline given to every call on top of the
+	// caller's context, and to each group-commit INSERT (default 2s).
+	QueryTimeout time.Duration
+	// BatchMaxRows is the most rows one group-commit INSERT carries
+	// (default 100, at most 1000).
+	BatchMaxRows int
+	// BatchMaxWait is how long the first row of a group commit waits for
+	// company before the INSERT is sent (default 2ms).
+	BatchMaxWait time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = DefaultMaxOpenConns
+	}
+	if o.QueryTimeout <= 0 {
+		o.QueryTimeout = DefaultQueryTimeout
+	}
+	if o.BatchMaxRows <= 0 {
+		o.BatchMaxRows = DefaultBatchMaxRows
+	}
+	if o.BatchMaxRows > maxBatchRows {
+		o.BatchMaxRows = maxBatchRows
+	}
+	if o.BatchMaxWait <= 0 {
+		o.BatchMaxWait = DefaultBatchMaxWait
+	}
+	return o
+}
+
+// dialect holds what differs between the SQL backends; everything else is
+// shared SQL.
+type dialect struct {
+	name  string
+	goose goose.Dialect
+	// migrations are the dialect's goose files at the root of the FS.
+	migrations fs.FS
+	// insertPolicyIfAbsent inserts a policy row and does nothing (0 rows
+	// affected) when resource_name exists. Arguments: resource_name,
+	// quota_type, total_limit, reset_cron, timezone, leak_threshold_seconds,
+	// created_ms, updated_ms.
+	insertPolicyIfAbsent string
+}
+
+const insertPolicyPrefix = `INSERT INTO quota_policy
+	(resource_name, quota_type, total_limit, reset_cron, timezone, leak_threshold_seconds, created_ms, updated_ms)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
+var (
+	dialectMySQL = dialect{
+		name:       "mysql",
+		goose:      goose.DialectMySQL,
+		migrations: mustSub(migrations.MySQL, "mysql"),
+		// id = id changes nothing, so an existing row reports 0 rows
+		// affected (ClientFoundRows is forced off in Open).
+		insertPolicyIfAbsent: insertPolicyPrefix + ` ON DUPLICATE KEY UPDATE id = id`,
+	}
+	dialectSQLite = dialect{
+		name:                 "sqlite",
+		goose:                goose.DialectSQLite3,
+		migrations:           mustSub(migrations.SQLite, "sqlite"),
+		insertPolicyIfAbsent: insertPolicyPrefix + ` ON CONFLICT (resource_name) DO NOTHING`,
+	}
+)
+
+func mustSub(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err) // dir is a constant that exists in the embedded FS
+	}
+	return sub
+}
+
+// Store is the SQL adapter: a quota.PolicyStore and a quota.Ledger over one
+// connection pool. It is safe for concurrent use. Close it when done.
+type Store struct {
+	db      *sqlx.DB
+	dialect dialect
+	timeout time.Duration
+	batch   *batcher
+}
+
+// Open connects to MySQL or MariaDB. dsn is a github.com/go-sql-driver/mysql
+// DSN ("user:pass@tcp(host:3306)/dbname"); whatever it says, times are parsed
+// in UTC, the session time zone is +00:00, placeholders are interpolated
+// client-side (no prepare round trips) and ClientFoundRows is off. The server
+// is pinged within opts.QueryTimeout. Errors: a DSN parse error, or an error
+// wrapping quota.ErrUnavailable when the server cannot be reached.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.InterpolateParams = true
+	cfg.ClientFoundRows = false
+	if cfg.Timeout == 0 {
+		cfg.Timeout = opts.QueryTimeout // dial timeout
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql connector: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(opts.MaxOpenConns)
+	db.SetMaxIdleConns(opts.MaxOpenConns)
+	db.SetConnMaxLifetime(5 * time.Minute) // below common server/proxy idle limits
+	db.SetConnMaxIdleTime(time.Minute)
+	return newStore(ctx, sqlx.NewDb(db, "mysql"), dialectMySQL, opts)
+}
+
+// OpenSQLite opens (creating it if needed) the SQLite database at path with
+// the pure-Go driver "sqlite". path ":memory:" gives a private in-memory
+// database held by a single connection, so every call sees the same data; a
+// file uses WAL journaling and a pool of opts.MaxOpenConns connections. Lock
+// waits are bounded by a 5 s busy timeout. Errors: the open or ping error.
+func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	dsn := fmt.Sprintf("%s?_busy_timeout=%d", path, sqliteBusyTimeoutMs)
+	memory := path == ":memory:"
+	if !memory {
+		dsn += "&_journal_mode=WAL"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if memory {
+		// Each connection to ":memory:" is its own database: keep exactly
+		// one, forever.
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+	} else {
+		db.SetMaxOpenConns(opts.MaxOpenConns)
+		db.SetMaxIdleConns(opts.MaxOpenConns)
+	}
+	return newStore(ctx, sqlx.NewDb(db, "sqlite"), dialectSQLite, opts)
+}
+
+func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store, error) {
+	s := &Store{db: db, dialect: d, timeout: opts.QueryTimeout}
+	if err := s.Ping(ctx); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.batch = newBatcher(s, opts.BatchMaxRows, opts.BatchMaxWait)
+	return s, nil
+}
+
+// Migrate applies the embedded migrations of the store's dialect that are
+// not applied yet (package migrations); with none pending it does nothing.
+// It runs under ctx alone, without the query timeout, as DDL may be slow.
+// Errors: the goose error, wrapping quota.ErrUnavailable when the database
+// cannot be reached.
+func (s *Store) Migrate(ctx context.Context) error {
+	p, err := goose.NewProvider(s.dialect.goose, s.db.DB, s.dialect.migrations,
+		goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", s.dialect.name, err)
+	}
+	// No Provider.Close: it would close our *sql.DB.
+	if _, err := p.Up(ctx); err != nil {
+		return translate(fmt.Sprintf("migrate %s", s.dialect.name), err)
+	}
+	return nil
+}
+
+// Ping checks the database answers within the query timeout. Errors: one
+// wrapping quota.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if err := s.db.PingContext(ctx); err != nil {
+		err = translate("ping "+s.dialect.name, err)
+		if !errors.Is(err, quota.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", quota.ErrUnavailable, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// DB returns the underlying pool, for tests and health checks. Do not close
+// it; use Close.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Close stops the group-commit goroutine (a batch in flight is finished;
+// later InsertSession calls fail with quota.ErrUnavailable), then closes the
+// pool. It is safe to call more than once; it returns the pool's Close error.
+func (s *Store) Close() error {
+	s.batch.stop()
+	return s.db.Close()
+}
+
+func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// msOf converts t to Unix milliseconds (truncating below the millisecond).
+func msOf(t time.Time) int64 { return t.UnixMilli() }
+
+// timeOf converts Unix milliseconds to a UTC time.
+func timeOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// nullMsOf is msOf with the zero time stored as NULL.
+func nullMsOf(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}

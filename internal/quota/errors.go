@@ -1,0 +1,64 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the domain. Adapters wrap their own failures into these
+// with %w so that internal/httpapi can map every error to one status and code.
+var (
+	// ErrResourceNotFound: no policy exists for the resource. An unknown
+	// resource never gets a default limit (HTTP 404 RESOURCE_NOT_FOUND).
+	ErrResourceNotFound = errors.New("resource not found")
+	// ErrSessionNotFound: no session with that id exists for that resource
+	// (HTTP 404 SESSION_NOT_FOUND).
+	ErrSessionNotFound = errors.New("session not found")
+	// ErrSessionNotActive: the session is FINISHED or LEAKED and cannot be
+	// heartbeated (HTTP 409 SESSION_NOT_ACTIVE). Use errors.As with
+	// *NotActiveError to read the status.
+	ErrSessionNotActive = errors.New("session not active")
+	// ErrSessionConflict: a client-given session id (the idempotency key) was
+	// reused with another resource, amount or actual usage (HTTP 409
+	// SESSION_CONFLICT).
+	ErrSessionConflict = errors.New("session conflict")
+	// ErrUnavailable: a backend (Redis or MySQL) could not be reached or did
+	// not answer in time; nothing was changed, or what was changed was rolled
+	// back (HTTP 503 BACKEND_UNAVAILABLE).
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrCircuitOpen: a circuit breaker in front of a backend is open; the
+	// call was not attempted (HTTP 503 CIRCUIT_BREAKER_OPEN).
+	ErrCircuitOpen = errors.New("circuit breaker open")
+)
+
+// ValidationError reports one bad input field (HTTP 400 INVALID_ARGUMENT).
+// Nothing is changed when it is returned.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
+}
+
+func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
+
+// NotActiveError carries the status of a session that is no longer USING.
+// It matches ErrSessionNotActive under errors.Is.
+type NotActiveError struct {
+	SessionID string
+	Status    Status
+}
+
+func (e *NotActiveError) Error() string {
+	return fmt.Sprintf("session %s is %s", e.SessionID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrSessionNotActive) true.
+func (e *NotActiveError) Is(target error) bool { return target == ErrSessionNotActive }
+
+// ErrDuplicateSession is returned by a Ledger when a session id is already in
+// the ledger. The Service turns it into a replay or ErrSessionConflict; it
+// never reaches a client as such.
+var ErrDuplicateSession = errors.New("duplicate session id")

@@ -1,0 +1,105 @@
+package quota
+
+import (
+	"regexp"
+	"time"
+)
+
+// QuotaType is the unit a policy counts in.
+type QuotaType string
+
+// The quota types of the main design: usage time, calls, tokens, bytes.
+const (
+	TypeDuration  QuotaType = "DURATION"  // seconds of usage time
+	TypeCount     QuotaType = "COUNT"     // calls
+	TypeTokens    QuotaType = "TOKENS"    // tokens
+	TypeBandwidth QuotaType = "BANDWIDTH" // bytes
+)
+
+// Unit returns the base unit of the type as used in metric names and docs:
+// "seconds", "calls", "tokens" or "bytes".
+func (t QuotaType) Unit() string {
+	switch t {
+	case TypeDuration:
+		return "seconds"
+	case TypeCount:
+		return "calls"
+	case TypeTokens:
+		return "tokens"
+	case TypeBandwidth:
+		return "bytes"
+	}
+	return ""
+}
+
+// Valid reports whether t is one of the four known types.
+func (t QuotaType) Valid() bool { return t.Unit() != "" }
+
+// MaxAmount is the largest amount, limit or usage accepted anywhere:
+// 2^53−1, the largest integer that JSON clients (and Redis Lua numbers)
+// represent exactly.
+const MaxAmount int64 = 1<<53 - 1
+
+// DefaultLeakThresholdSeconds is how long a session may go without a
+// heartbeat before the sweeper marks it LEAKED (main design: 300 s).
+const DefaultLeakThresholdSeconds = 300
+
+// MaxLeakThresholdSeconds bounds leakThresholdSeconds (7 days).
+const MaxLeakThresholdSeconds = 7 * 24 * 3600
+
+var resourceNameRE = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+
+// Policy is the quota rule of one resource: how much of what may be used in
+// each period. The first period starts at CreatedAt; later ones start at the
+// fire times of ResetCron in Timezone.
+type Policy struct {
+	ResourceName         string    `json:"resourceName"`
+	QuotaType            QuotaType `json:"quotaType"`
+	TotalLimit           int64     `json:"totalLimit"`           // in the type's unit
+	ResetCron            string    `json:"resetCron"`            // "" = never resets
+	Timezone             string    `json:"timezone"`             // IANA name, default UTC
+	LeakThresholdSeconds int64     `json:"leakThresholdSeconds"` // seconds
+	CreatedAt            time.Time `json:"createdAt"`
+	UpdatedAt            time.Time `json:"updatedAt"`
+}
+
+// LeaseDuration is how long one heartbeat (or the apply) keeps a session alive.
+func (p Policy) LeaseDuration() time.Duration {
+	return time.Duration(p.LeakThresholdSeconds) * time.Second
+}
+
+// HeartbeatIntervalSeconds is the interval clients are told to heartbeat at:
+// a third of the leak threshold, so two heartbeats may be lost before a
+// session is swept. At least 1 second.
+func (p Policy) HeartbeatIntervalSeconds() int64 {
+	if s := p.LeakThresholdSeconds / 3; s > 0 {
+		return s
+	}
+	return 1
+}
+
+// ValidateResourceName checks a resource name: [a-z0-9_.-], 1 to 64 bytes.
+// It returns a *ValidationError for field "resourceName".
+func ValidateResourceName(name string) error {
+	if name == "" {
+		return invalid("resourceName", "is required")
+	}
+	if !resourceNameRE.MatchString(name) {
+		return invalid("resourceName", "must be 1 to 64 characters of [a-z0-9_.-]")
+	}
+	return nil
+}
+
+// ValidateAmount checks that v is an integer amount within 1 … 2^53−1
+// (or 0 … 2^53−1 when zeroOK).
+func ValidateAmount(field string, v int64, zeroOK bool) error {
+	switch {
+	case v < 0:
+		return invalid(field, "must not be negative")
+	case v == 0 && !zeroOK:
+		return invalid(field, "must be at least 1")
+	case v > MaxAmount:
+		return invalid(field, "must be at most 2^53-1")
+	}
+	return nil
+}

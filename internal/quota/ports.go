@@ -1,0 +1,166 @@
+package quota
+
+import (
+	"context"
+	"time"
+)
+
+// ApplyOutcome says what the balance store did with an apply.
+type ApplyOutcome int
+
+// Outcomes of BalanceStore.Apply.
+const (
+	// ApplyGranted: a new reservation was made.
+	ApplyGranted ApplyOutcome = iota + 1
+	// ApplyReplayed: the session id already had a reservation with the same
+	// arguments; the first answer is returned and nothing is charged again.
+	ApplyReplayed
+	// ApplyExhausted: not enough remains; nothing was changed.
+	ApplyExhausted
+	// ApplyWrongPeriod: the store's clock (Redis TIME) is outside the period
+	// the caller computed; Now says where it is. Nothing was changed.
+	ApplyWrongPeriod
+	// ApplyNeedBalance: the period's balance (or the resource's limit) is not
+	// in the store yet; seed it from the ledger and retry. Nothing was changed.
+	ApplyNeedBalance
+)
+
+// ApplyCmd is one reservation request to the balance store.
+type ApplyCmd struct {
+	ResourceName string
+	SessionID    string
+	ClientID     string
+	Amount       int64 // requested, in the policy's unit
+	MinAmount    int64 // 0 = all-or-nothing
+	Period       Period
+	Lease        time.Duration // lease length from now (store clock)
+	// FirstPeriod: Period is the policy's first one, which also takes store
+	// times before its Start (the policy was created on a clock a little
+	// ahead of the store's).
+	FirstPeriod bool
+}
+
+// ApplyResult is the store's answer to an ApplyCmd. For ApplyReplayed the
+// fields are those of the first, granted apply.
+type ApplyResult struct {
+	Outcome        ApplyOutcome
+	Granted        int64
+	Remaining      int64 // after the grant; for ApplyExhausted, what remains
+	LeaseExpiresAt time.Time
+	StartTime      time.Time // session start (store clock)
+	PeriodStart    time.Time // the period the session is charged to
+	Now            time.Time // store clock when the script ran
+}
+
+// FinishCmd reports a session's real usage.
+type FinishCmd struct {
+	ResourceName string
+	SessionID    string
+	Actual       int64         // real usage, in the policy's unit
+	Retention    time.Duration // how long the finished session is kept for replays
+}
+
+// FinishResult is what a finish did (or, when Replayed, what the first finish
+// did). Amounts are in the policy's unit.
+type FinishResult struct {
+	Replayed    bool
+	WasLeaked   bool // the session had been swept; this finish trued it up
+	ClientID    string
+	Granted     int64
+	Charged     int64 // the actual usage, overage included
+	Refunded    int64 // granted − actual when positive
+	Overage     int64 // actual − granted when positive
+	Remaining   int64 // of the session's period, after the finish
+	PeriodStart time.Time
+	StartTime   time.Time
+	EndTime     time.Time
+}
+
+// Balance is the state of one period of one resource in the balance store.
+type Balance struct {
+	Exists         bool // false: not seeded yet for this period
+	Limit          int64
+	Charged        int64
+	Reserved       int64
+	ActiveSessions int64 // USING sessions of the resource, any period
+}
+
+// Remaining is Limit − Charged − Reserved; it is negative after an overage
+// or after the limit was lowered below what is used.
+func (b Balance) Remaining() int64 { return b.Limit - b.Charged - b.Reserved }
+
+// LeakedSession is a session the sweeper moved from USING to LEAKED.
+type LeakedSession struct {
+	ResourceName string
+	SessionID    string
+	PeriodStart  time.Time
+	Granted      int64
+	EndTime      time.Time // when it was swept (store clock)
+	// Fresh: swept by this call. Otherwise it was swept earlier and its
+	// ledger row is not yet known to be LEAKED (see BalanceStore.AckLeaks).
+	Fresh bool
+}
+
+// BalanceStore keeps live balances and sessions (Redis). Every method is one
+// atomic step; every mutating one is idempotent by session id, so a retried
+// call never charges twice.
+type BalanceStore interface {
+	// Apply checks and reserves in one step. It returns ErrSessionConflict
+	// when the session id exists with other arguments.
+	Apply(ctx context.Context, cmd ApplyCmd) (ApplyResult, error)
+	// Cancel gives back a reservation whose ledger row could not be written.
+	// Cancelling a missing or non-USING session is a no-op.
+	Cancel(ctx context.Context, resource, sessionID string) error
+	// Heartbeat extends a USING session's lease to now+lease and returns the
+	// new expiry. Errors: ErrSessionNotFound, *NotActiveError.
+	Heartbeat(ctx context.Context, resource, sessionID string, lease time.Duration) (time.Time, error)
+	// Finish settles a session. Errors: ErrSessionNotFound,
+	// ErrSessionConflict (a repeat with another actual amount).
+	Finish(ctx context.Context, cmd FinishCmd) (FinishResult, error)
+	// Balance reads one period's balance; it never changes anything.
+	Balance(ctx context.Context, resource string, period Period) (Balance, error)
+	// Seed writes a period's balance and the resource's limit if they are
+	// absent; it reports whether it wrote the balance.
+	Seed(ctx context.Context, resource string, period Period, limit int64, totals PeriodTotals) (bool, error)
+	// SetLimit sets the resource's limit; it applies to every period at once.
+	SetLimit(ctx context.Context, resource string, limit int64) error
+	// Sweep moves up to max sessions whose lease expired (store clock) to
+	// LEAKED, keeping their grant charged. It returns those and, up to max,
+	// sessions swept earlier whose ledger update was not acknowledged.
+	Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]LeakedSession, error)
+	// AckLeaks records that the ledger rows of these swept sessions are LEAKED.
+	AckLeaks(ctx context.Context, resource string, sessionIDs []string) error
+}
+
+// Ledger is the durable record of every session (MySQL), the source of truth
+// from which balances are rebuilt.
+type Ledger interface {
+	// InsertSession writes a new USING row. Errors: ErrDuplicateSession.
+	InsertSession(ctx context.Context, rec UsageRecord) error
+	// FinishSession settles a USING or LEAKED row; a FINISHED row is left as is.
+	FinishSession(ctx context.Context, rec UsageRecord) error
+	// MarkLeaked moves USING rows to LEAKED; other rows are left as they are.
+	MarkLeaked(ctx context.Context, leaks []LeakedSession) error
+	// Session reads one row by session id. Errors: ErrSessionNotFound.
+	Session(ctx context.Context, sessionID string) (UsageRecord, error)
+	// PeriodTotals sums a period's rows of one resource.
+	PeriodTotals(ctx context.Context, resource string, periodStart time.Time) (PeriodTotals, error)
+}
+
+// PolicyStore keeps policies (MySQL).
+type PolicyStore interface {
+	// GetPolicy errors: ErrResourceNotFound.
+	GetPolicy(ctx context.Context, resource string) (Policy, error)
+	ListPolicies(ctx context.Context) ([]Policy, error)
+	// PutPolicy creates or updates; an update keeps CreatedAt. It returns the
+	// stored policy and whether it was created.
+	PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
+}
+
+// Scheduler turns a policy's resetCron and timezone into periods.
+type Scheduler interface {
+	// Validate checks a cron expression and IANA timezone.
+	Validate(cron, timezone string) error
+	// PeriodAt returns the period of p that contains t.
+	PeriodAt(p Policy, t time.Time) (Period, error)
+}

@@ -1,0 +1,21 @@
+// Package redisstore keeps live balances and sessions in Redis and
+// implements quota.BalanceStore. Every change is one Lua script
+// (scripts/*.lua, embedded), so a check and its reservation, or a finish and
+// its refund, happen atomically with no lock and no deduct-then-check.
+//
+// Key layout, all hash-tagged by resource so that one script touches one
+// cluster slot:
+//
+//	qc:{r}:limit         string  the resource's totalLimit
+//	qc:{r}:b:<periodMs>  hash    charged, reserved of one period
+//	qc:{r}:s:<session>   hash    one session (amount, granted, lease, status …)
+//	qc:{r}:leases        zset    USING sessions by lease expiry (ms)
+//	qc:{r}:leaked        set     swept sessions whose ledger row is not yet LEAKED
+//
+// Scripts are run with EVALSHA and fall back to EVAL on NOSCRIPT (go-redis
+// Script.Run), so a SCRIPT FLUSH costs one extra round trip. Every mutating
+// script is idempotent by session id, so go-redis retrying a call that timed
+// out after Redis ran it never charges twice.
+//
+// It imports quota and go-redis; never httpapi or mysqlstore.
+package redisstore

@@ -1,0 +1,59 @@
+-- apply.lua: check and reserve in one step; idempotent by session id.
+-- KEYS[1] qc:{r}:limit          string, the resource's limit
+-- KEYS[2] qc:{r}:b:<periodMs>   hash {charged, reserved} of the period
+-- KEYS[3] qc:{r}:s:<sessionId>  hash, the session
+-- KEYS[4] qc:{r}:leases         zset sessionId -> lease expiry (ms)
+-- ARGV[1] amount   ARGV[2] minAmount (0 = all-or-nothing)   ARGV[3] clientId
+-- ARGV[4] period start ms   ARGV[5] period end ms (0 = never)
+-- ARGV[6] lease ms   ARGV[7] sessionId   ARGV[8] "1" = first period (no lower bound)
+-- Returns {code, granted, remaining, leaseExpiresMs, startMs, periodStartMs, nowMs}
+--   code 1 granted, 2 replayed (first answer), 3 exhausted (nothing changed),
+--   4 wrong period (nothing changed), 5 need balance (nothing changed),
+--   6 conflict (session id exists with other arguments).
+-- Time is Redis TIME: one clock for every instance.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period')
+if s[1] then
+  if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] then
+    return {6, 0, 0, 0, 0, 0, now}
+  end
+  return {2, tonumber(s[4]), tonumber(s[5]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now}
+end
+
+local pstart = tonumber(ARGV[4])
+local pend = tonumber(ARGV[5])
+if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
+  return {4, 0, 0, 0, 0, 0, now}
+end
+
+local limit = redis.call('GET', KEYS[1])
+local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
+if not limit or not b[1] or not b[2] then
+  return {5, 0, 0, 0, 0, 0, now}
+end
+
+local remaining = tonumber(limit) - tonumber(b[1]) - tonumber(b[2])
+local amount = tonumber(ARGV[1])
+local min = tonumber(ARGV[2])
+local grant = amount
+if remaining < amount then
+  if min > 0 and remaining >= min then
+    grant = remaining
+  else
+    return {3, 0, remaining, 0, 0, 0, now}
+  end
+end
+
+-- Numbers go back to Redis formatted with %d: Lua's default %.14g would turn
+-- large amounts into 1e+15, which HINCRBY rejects.
+local lease = now + tonumber(ARGV[6])
+redis.call('HINCRBY', KEYS[2], 'reserved', string.format('%d', grant))
+redis.call('HSET', KEYS[3],
+  'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3],
+  'granted', string.format('%d', grant), 'remaining', string.format('%d', remaining - grant),
+  'lease', string.format('%d', lease), 'start', string.format('%d', now),
+  'period', ARGV[4], 'status', 'USING')
+redis.call('ZADD', KEYS[4], lease, ARGV[7])
+return {1, grant, remaining - grant, lease, now, pstart, now}

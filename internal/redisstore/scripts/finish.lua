@@ -1,0 +1,54 @@
+-- finish.lua: settle a session; idempotent by session id.
+-- KEYS[1] qc:{r}:s:<sessionId>   KEYS[2] qc:{r}:leases   KEYS[3] qc:{r}:limit
+-- ARGV[1] actual   ARGV[2] retention ms   ARGV[3] sessionId
+-- ARGV[4] balance key prefix "qc:{r}:b:" (the session's period is appended; the
+--         key shares the {r} hash tag, so it is in the same cluster slot)
+-- Returns {code, granted, actual, refunded, overage, remaining, periodMs, startMs, endMs, wasLeaked, clientId}
+--   code 0 not found, 1 finished now, 2 replay of the first finish, 6 conflict
+--   (a repeat with another actual). USING: the grant leaves `reserved`, the
+--   actual enters `charged`. LEAKED: the grant was charged by the sweep, so
+--   only actual - granted is added (a true-up). The refund lands in the
+--   session's own period, never in a later one.
+local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
+  'actual', 'refunded', 'overage', 'remaining', 'end', 'leaked')
+if not s[1] then
+  return {0}
+end
+if s[1] == 'FINISHED' then
+  if s[6] ~= ARGV[1] then
+    return {6}
+  end
+  return {2, tonumber(s[2]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), tonumber(s[9]),
+    tonumber(s[3]), tonumber(s[5]), tonumber(s[10]), tonumber(s[11]), s[4]}
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local granted = tonumber(s[2])
+local actual = tonumber(ARGV[1])
+local refunded = 0
+local overage = 0
+if actual < granted then refunded = granted - actual else overage = actual - granted end
+local leaked = 0
+if s[1] == 'LEAKED' then leaked = 1 end
+
+local bkey = ARGV[4] .. s[3]
+local remaining = 0
+if redis.call('EXISTS', bkey) == 1 then
+  if leaked == 1 then
+    redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual - granted))
+  else
+    redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -granted))
+    redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual))
+  end
+  local b = redis.call('HMGET', bkey, 'charged', 'reserved')
+  local limit = tonumber(redis.call('GET', KEYS[3]) or '0')
+  remaining = limit - tonumber(b[1]) - tonumber(b[2])
+end
+
+redis.call('HSET', KEYS[1], 'status', 'FINISHED', 'actual', ARGV[1],
+  'refunded', string.format('%d', refunded), 'overage', string.format('%d', overage),
+  'remaining', string.format('%d', remaining), 'end', string.format('%d', now), 'leaked', leaked)
+redis.call('ZREM', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, granted, actual, refunded, overage, remaining, tonumber(s[3]), tonumber(s[5]), now, leaked, s[4]}

@@ -1,0 +1,292 @@
+package redisstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+func load(name string) *redis.Script {
+	b, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return redis.NewScript(string(b))
+}
+
+var (
+	applyScript     = load("apply.lua")
+	heartbeatScript = load("heartbeat.lua")
+	finishScript    = load("finish.lua")
+	cancelScript    = load("cancel.lua")
+	seedScript      = load("seed.lua")
+	balanceScript   = load("balance.lua")
+	sweepScript     = load("sweep.lua")
+)
+
+// Store implements quota.BalanceStore on Redis (standalone or cluster).
+type Store struct {
+	rdb redis.UniversalClient
+	// BalanceRetention is how long a period's balance outlives the period's
+	// end, for late finishes to refund into (default 7 days).
+	BalanceRetention time.Duration
+}
+
+var _ quota.BalanceStore = (*Store)(nil)
+
+// New wraps a go-redis client. The caller owns the client and closes it.
+func New(rdb redis.UniversalClient) *Store {
+	return &Store{rdb: rdb, BalanceRetention: 7 * 24 * time.Hour}
+}
+
+// Client returns the underlying go-redis client.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+func prefix(resource string) string { return "qc:{" + resource + "}:" }
+
+func limitKey(r string) string              { return prefix(r) + "limit" }
+func balanceKey(r string, per int64) string { return prefix(r) + "b:" + strconv.FormatInt(per, 10) }
+func sessionKey(r, id string) string        { return prefix(r) + "s:" + id }
+func leasesKey(r string) string             { return prefix(r) + "leases" }
+func leakedKey(r string) string             { return prefix(r) + "leaked" }
+
+func ms(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// wrap translates Redis failures at the boundary: timeouts, refused
+// connections and a closed client become quota.ErrUnavailable.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, redis.ErrClosed), errors.As(err, &ne),
+		errors.Is(err, redis.ErrPoolTimeout), isLoading(err):
+		return fmt.Errorf("redis %s: %w: %w", op, quota.ErrUnavailable, err)
+	}
+	return fmt.Errorf("redis %s: %w", op, err)
+}
+
+func isLoading(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, p := range []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY"} {
+			if len(msg) >= len(p) && msg[:len(p)] == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func ints(v any, n int) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < n {
+		return nil, fmt.Errorf("unexpected script reply %v", v)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		switch x := x.(type) {
+		case int64:
+			out[i] = x
+		case string:
+			out[i], _ = strconv.ParseInt(x, 10, 64)
+		}
+	}
+	return out, nil
+}
+
+// Apply runs apply.lua. See quota.BalanceStore.
+func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
+	r := c.ResourceName
+	per := c.Period.ID()
+	first := "0"
+	if c.FirstPeriod {
+		first = "1"
+	}
+	v, err := applyScript.Run(ctx, s.rdb,
+		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r)},
+		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
+		itoa(c.Lease.Milliseconds()), c.SessionID, first).Result()
+	if err != nil {
+		return quota.ApplyResult{}, wrap("apply", err)
+	}
+	n, err := ints(v, 7)
+	if err != nil {
+		return quota.ApplyResult{}, wrap("apply", err)
+	}
+	res := quota.ApplyResult{
+		Granted: n[1], Remaining: n[2], LeaseExpiresAt: ms(n[3]), StartTime: ms(n[4]),
+		PeriodStart: ms(n[5]), Now: ms(n[6]),
+	}
+	switch n[0] {
+	case 1:
+		res.Outcome = quota.ApplyGranted
+	case 2:
+		res.Outcome = quota.ApplyReplayed
+	case 3:
+		res.Outcome = quota.ApplyExhausted
+	case 4:
+		res.Outcome = quota.ApplyWrongPeriod
+	case 5:
+		res.Outcome = quota.ApplyNeedBalance
+	case 6:
+		return quota.ApplyResult{}, fmt.Errorf("session %s exists with other arguments: %w", c.SessionID, quota.ErrSessionConflict)
+	default:
+		return quota.ApplyResult{}, fmt.Errorf("apply: unknown script code %d", n[0])
+	}
+	return res, nil
+}
+
+// Cancel runs cancel.lua. See quota.BalanceStore.
+func (s *Store) Cancel(ctx context.Context, resource, sessionID string) error {
+	err := cancelScript.Run(ctx, s.rdb,
+		[]string{sessionKey(resource, sessionID), leasesKey(resource)},
+		sessionID, prefix(resource)+"b:").Err()
+	return wrap("cancel", err)
+}
+
+// Heartbeat runs heartbeat.lua. See quota.BalanceStore.
+func (s *Store) Heartbeat(ctx context.Context, resource, sessionID string, lease time.Duration) (time.Time, error) {
+	v, err := heartbeatScript.Run(ctx, s.rdb,
+		[]string{sessionKey(resource, sessionID), leasesKey(resource)},
+		itoa(lease.Milliseconds()), sessionID).Result()
+	if err != nil {
+		return time.Time{}, wrap("heartbeat", err)
+	}
+	arr, _ := v.([]any)
+	if len(arr) == 0 {
+		return time.Time{}, fmt.Errorf("heartbeat: unexpected reply %v", v)
+	}
+	switch arr[0] {
+	case int64(0):
+		return time.Time{}, fmt.Errorf("session %s: %w", sessionID, quota.ErrSessionNotFound)
+	case int64(1):
+		st, _ := arr[1].(string)
+		return time.Time{}, &quota.NotActiveError{SessionID: sessionID, Status: quota.Status(st)}
+	}
+	exp, _ := arr[1].(int64)
+	return ms(exp), nil
+}
+
+// Finish runs finish.lua. See quota.BalanceStore.
+func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResult, error) {
+	r := c.ResourceName
+	v, err := finishScript.Run(ctx, s.rdb,
+		[]string{sessionKey(r, c.SessionID), leasesKey(r), limitKey(r)},
+		itoa(c.Actual), itoa(c.Retention.Milliseconds()), c.SessionID, prefix(r)+"b:").Result()
+	if err != nil {
+		return quota.FinishResult{}, wrap("finish", err)
+	}
+	arr, _ := v.([]any)
+	if len(arr) == 0 {
+		return quota.FinishResult{}, fmt.Errorf("finish: unexpected reply %v", v)
+	}
+	switch arr[0] {
+	case int64(0):
+		return quota.FinishResult{}, fmt.Errorf("session %s: %w", c.SessionID, quota.ErrSessionNotFound)
+	case int64(6):
+		return quota.FinishResult{}, fmt.Errorf("session %s was finished with another amount: %w", c.SessionID, quota.ErrSessionConflict)
+	}
+	n, err := ints(v, 11)
+	if err != nil {
+		return quota.FinishResult{}, wrap("finish", err)
+	}
+	client, _ := arr[10].(string)
+	return quota.FinishResult{
+		Replayed: n[0] == 2, WasLeaked: n[9] == 1, ClientID: client,
+		Granted: n[1], Charged: n[2], Refunded: n[3], Overage: n[4], Remaining: n[5],
+		PeriodStart: ms(n[6]), StartTime: ms(n[7]), EndTime: ms(n[8]),
+	}, nil
+}
+
+// Balance runs balance.lua. See quota.BalanceStore.
+func (s *Store) Balance(ctx context.Context, resource string, per quota.Period) (quota.Balance, error) {
+	v, err := balanceScript.Run(ctx, s.rdb,
+		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)}).Result()
+	if err != nil {
+		return quota.Balance{}, wrap("balance", err)
+	}
+	n, err := ints(v, 5)
+	if err != nil {
+		return quota.Balance{}, wrap("balance", err)
+	}
+	return quota.Balance{Exists: n[0] == 1, Limit: n[1], Charged: n[2], Reserved: n[3], ActiveSessions: n[4]}, nil
+}
+
+// Seed runs seed.lua. A period that ends is kept BalanceRetention past its end.
+func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, limit int64, t quota.PeriodTotals) (bool, error) {
+	var expireAt int64
+	if !per.End.IsZero() {
+		expireAt = per.End.Add(s.BalanceRetention).UnixMilli()
+	}
+	n, err := seedScript.Run(ctx, s.rdb,
+		[]string{limitKey(resource), balanceKey(resource, per.ID())},
+		itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt)).Int64()
+	if err != nil {
+		return false, wrap("seed", err)
+	}
+	return n == 1, nil
+}
+
+// SetLimit sets the resource's limit; every period's remaining moves with it.
+func (s *Store) SetLimit(ctx context.Context, resource string, limit int64) error {
+	return wrap("set limit", s.rdb.Set(ctx, limitKey(resource), itoa(limit), 0).Err())
+}
+
+// Sweep runs sweep.lua. See quota.BalanceStore.
+func (s *Store) Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]quota.LeakedSession, error) {
+	v, err := sweepScript.Run(ctx, s.rdb,
+		[]string{leasesKey(resource), leakedKey(resource)},
+		max, prefix(resource), itoa(retention.Milliseconds())).Result()
+	if err != nil {
+		return nil, wrap("sweep", err)
+	}
+	arr, _ := v.([]any)
+	out := make([]quota.LeakedSession, 0, len(arr)/5)
+	for i := 0; i+4 < len(arr); i += 5 {
+		id, _ := arr[i].(string)
+		f := make([]int64, 4)
+		for j := 1; j < 5; j++ {
+			str, _ := arr[i+j].(string)
+			f[j-1], _ = strconv.ParseInt(str, 10, 64)
+		}
+		out = append(out, quota.LeakedSession{
+			ResourceName: resource, SessionID: id, PeriodStart: ms(f[0]),
+			Granted: f[1], EndTime: ms(f[2]), Fresh: f[3] == 1,
+		})
+	}
+	return out, nil
+}
+
+// AckLeaks forgets swept sessions whose ledger rows are now LEAKED.
+func (s *Store) AckLeaks(ctx context.Context, resource string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	return wrap("ack leaks", s.rdb.SRem(ctx, leakedKey(resource), members...).Err())
+}

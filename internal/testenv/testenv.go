@@ -1,0 +1,196 @@
+// Package testenv gives tests the machine's real backends and a running
+// quota-center. Real-backend helpers skip when a server is unreachable,
+// unless QC_TEST_REQUIRE_BACKENDS=1 (CI), where they fail instead.
+//
+// Only tests import it.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // the dev-mode ledger, opened read-side by tests
+
+	"github.com/quotacenter/quota-center/internal/app"
+)
+
+// RedisAddr is QC_TEST_REDIS_ADDR or 127.0.0.1:6379.
+func RedisAddr() string { return env("QC_TEST_REDIS_ADDR", "127.0.0.1:6379") }
+
+// MySQLServerDSN is QC_TEST_MYSQL_DSN or root@tcp(127.0.0.1:3306)/.
+func MySQLServerDSN() string { return env("QC_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/") }
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Required reports whether CI asked for real backends (no skipping).
+func Required() bool { return os.Getenv("QC_TEST_REQUIRE_BACKENDS") == "1" }
+
+// unreachable skips or fails the test for a missing backend.
+func unreachable(tb testing.TB, what, addr, start string, err error) {
+	tb.Helper()
+	if Required() {
+		tb.Fatalf("%s not reachable at %s (QC_TEST_REQUIRE_BACKENDS=1): %v", what, addr, err)
+	}
+	tb.Skipf("SKIP real-backend test: %s not reachable at %s (%v); start it with: %s", what, addr, err, start)
+}
+
+// MustRedis checks that the real Redis answers and returns its address.
+func MustRedis(tb testing.TB) string {
+	tb.Helper()
+	addr := RedisAddr()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		unreachable(tb, "Redis", addr, `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no`, err)
+	}
+	_ = c.Close()
+	return addr
+}
+
+// MustMySQL creates a fresh database on the real MariaDB/MySQL, drops it in
+// tb.Cleanup, and returns a DSN for it.
+func MustMySQL(tb testing.TB) string {
+	tb.Helper()
+	server := MySQLServerDSN()
+	cfg, err := mysql.ParseDSN(server)
+	if err != nil {
+		tb.Fatalf("QC_TEST_MYSQL_DSN: %v", err)
+	}
+	db, err := sqlx.Open("mysql", server)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		unreachable(tb, "MySQL", cfg.Addr, "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd", err)
+	}
+	name := "qc_test_" + RandomSuffix()
+	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+		tb.Fatalf("create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+		_ = db.Close()
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// RandomSuffix returns 8 random lowercase hex characters.
+func RandomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Resource returns a resource name unique to this test run, built from the
+// test's name (valid for [a-z0-9_.-]{1,64}).
+func Resource(tb testing.TB) string {
+	n := strings.ToLower(tb.Name())
+	var b strings.Builder
+	for _, r := range n {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' || r == '.' || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 50 {
+		s = s[len(s)-50:]
+	}
+	return s + "-" + RandomSuffix()
+}
+
+// Mode says which backends a test server runs on.
+type Mode string
+
+// Modes: the embedded dev-mode backends, or the machine's real Redis and MySQL.
+const (
+	Dev  Mode = "dev"
+	Real Mode = "real"
+)
+
+// Modes lists the backends a suite should run on: always dev, plus real.
+// Real-mode subtests skip (or fail in CI) when the servers are unreachable.
+func Modes() []Mode { return []Mode{Dev, Real} }
+
+// Server is a running quota-center.
+type Server struct {
+	URL    string   // http://127.0.0.1:port
+	Ledger *sqlx.DB // read access to the ledger it writes
+	Mode   Mode
+}
+
+// Start runs app.Serve on 127.0.0.1:0 with the given mode and extra flags,
+// and stops it in tb.Cleanup (asserting a clean stop).
+func Start(tb testing.TB, mode Mode, extra ...string) *Server {
+	tb.Helper()
+	args := []string{"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--sweep-interval", "100ms"}
+	var ledger *sqlx.DB
+	var err error
+	switch mode {
+	case Real:
+		redisAddr := MustRedis(tb)
+		dsn := MustMySQL(tb)
+		args = append(args, "--redis-addr", redisAddr, "--mysql-dsn", dsn, "--migrate-on-start")
+		ledger, err = sqlx.Open("mysql", dsn)
+	default:
+		path := filepath.Join(tb.TempDir(), "ledger.db")
+		args = append(args, "--dev-sqlite-path", path)
+		ledger, err = sqlx.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&mode=ro")
+	}
+	if err != nil {
+		tb.Fatalf("open ledger: %v", err)
+	}
+	tb.Cleanup(func() { _ = ledger.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(ctx, append(args, extra...), io.Discard, func(a string) { addr <- a }) }()
+	select {
+	case a := <-addr:
+		tb.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("serve stopped with error: %v", err)
+			}
+		})
+		return &Server{URL: "http://" + a, Ledger: ledger, Mode: mode}
+	case err := <-done:
+		cancel()
+		tb.Fatalf("serve did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		tb.Fatalf("serve did not start within 30s")
+	}
+	return nil
+}
+
+// Eventually polls cond every 20ms until it is true or the deadline passes.
+func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,112 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite"
+
+	"github.com/quotacenter/quota-center/migrations"
+)
+
+func files(t *testing.T, fsys embed.FS, dir string) []string {
+	t.Helper()
+	names, err := fs.Glob(fsys, dir+"/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range names {
+		names[i] = strings.TrimPrefix(n, dir+"/")
+	}
+	return names
+}
+
+func TestDialectsHaveTheSameVersions(t *testing.T) {
+	my, lite := files(t, migrations.MySQL, "mysql"), files(t, migrations.SQLite, "sqlite")
+	if len(my) == 0 || !slices.Equal(my, lite) {
+		t.Fatalf("mysql %v, sqlite %v; want the same non-empty list", my, lite)
+	}
+}
+
+func TestFilesHaveUpAndDown(t *testing.T) {
+	for _, c := range []struct {
+		fsys embed.FS
+		dir  string
+	}{{migrations.MySQL, "mysql"}, {migrations.SQLite, "sqlite"}} {
+		for _, name := range files(t, c.fsys, c.dir) {
+			b, err := c.fsys.ReadFile(c.dir + "/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := strings.Index(string(b), "-- +goose Up")
+			down := strings.Index(string(b), "-- +goose Down")
+			if up < 0 || down < up {
+				t.Errorf("%s/%s: want -- +goose Up then -- +goose Down", c.dir, name)
+			}
+		}
+	}
+}
+
+// TestSQLiteUpDownUp applies, reverts and re-applies every SQLite migration.
+func TestSQLiteUpDownUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	sub, err := fs.Sub(migrations.SQLite, "sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := func() []string {
+		var names []string
+		rows, err := db.QueryContext(ctx,
+			"SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'quota_%' ORDER BY name")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		return names
+	}
+	want := []string{"quota_policy", "quota_usage"}
+	for step, run := range []func() error{
+		func() error { _, err := p.Up(ctx); return err },
+		func() error { _, err := p.DownTo(ctx, 0); return err },
+		func() error { _, err := p.Up(ctx); return err },
+	} {
+		if err := run(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		got := tables()
+		if step == 1 {
+			if len(got) != 0 {
+				t.Fatalf("after down: tables %v remain", got)
+			}
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: tables %v; want %v", step, got, want)
+		}
+	}
+}
