@@ -112,7 +112,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	err := decode(r, &body)
 	if err == nil {
 		var res quota.HeartbeatResponse
-		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID)
+		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID, "")
 		if err == nil {
 			s.metrics.heartbeat.WithLabelValues(body.ResourceName, "ok").Inc()
 			writeJSON(w, http.StatusOK, heartbeatResponse{

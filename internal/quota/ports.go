@@ -56,6 +56,7 @@ type ApplyResult struct {
 type FinishCmd struct {
 	ResourceName string
 	SessionID    string
+	ClientID     string        // the caller's client; "" = any (no API keys)
 	Actual       int64         // real usage, in the policy's unit
 	Retention    time.Duration // how long the finished session is kept for replays
 }
@@ -112,9 +113,11 @@ type BalanceStore interface {
 	// Cancelling a missing or non-USING session is a no-op.
 	Cancel(ctx context.Context, resource, sessionID string) error
 	// Heartbeat extends a USING session's lease to now+lease and returns the
-	// new expiry. Errors: ErrSessionNotFound, *NotActiveError.
-	Heartbeat(ctx context.Context, resource, sessionID string, lease time.Duration) (time.Time, error)
-	// Finish settles a session. Errors: ErrSessionNotFound,
+	// new expiry. A clientID other than "" must own the session. Errors:
+	// ErrSessionNotFound (also another client's session), *NotActiveError.
+	Heartbeat(ctx context.Context, resource, sessionID, clientID string, lease time.Duration) (time.Time, error)
+	// Finish settles a session. A cmd.ClientID other than "" must own it.
+	// Errors: ErrSessionNotFound (also another client's session),
 	// ErrSessionConflict (a repeat with another actual amount).
 	Finish(ctx context.Context, cmd FinishCmd) (FinishResult, error)
 	// Balance reads one period's balance; it never changes anything.

@@ -266,6 +266,10 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	return resp, nil
 }
 
+// owns reports whether caller (a client id, "" = any) may use a session of
+// owner.
+func owns(caller, owner string) bool { return caller == "" || caller == owner }
+
 // cancel gives back a reservation whose ledger row could not be written. It
 // runs on its own deadline: the request's context may be the reason.
 func (s *Service) cancel(resource, sessionID string) {
@@ -296,12 +300,13 @@ type HeartbeatResponse struct {
 }
 
 // Heartbeat renews a USING session's lease to now + leakThresholdSeconds
-// (store clock). It touches the BalanceStore only.
+// (store clock). It touches the BalanceStore only. A clientID other than ""
+// (set when API keys are on) must own the session.
 //
 // Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound (also when
 // the session belongs to another resource), *NotActiveError (FINISHED or
 // LEAKED), ErrUnavailable.
-func (s *Service) Heartbeat(ctx context.Context, resource, sessionID string) (HeartbeatResponse, error) {
+func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID string) (HeartbeatResponse, error) {
 	if err := ValidateResourceName(resource); err != nil {
 		return HeartbeatResponse{}, err
 	}
@@ -312,12 +317,12 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID string) (He
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
-	exp, err := s.balances.Heartbeat(ctx, resource, sessionID, pol.LeaseDuration())
+	exp, err := s.balances.Heartbeat(ctx, resource, sessionID, clientID, pol.LeaseDuration())
 	if errors.Is(err, ErrSessionNotFound) {
 		// Past its retention in the store a settled session is known to the
 		// ledger only; it is still not active.
 		row, lerr := s.ledger.Session(ctx, sessionID)
-		if lerr == nil && row.ResourceName == resource && row.Status != StatusUsing {
+		if lerr == nil && row.ResourceName == resource && row.Status != StatusUsing && owns(clientID, row.ClientID) {
 			return HeartbeatResponse{}, &NotActiveError{SessionID: sessionID, Status: row.Status}
 		}
 	}
@@ -331,6 +336,7 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID string) (He
 type FinishRequest struct {
 	ResourceName string
 	SessionID    string
+	ClientID     string // the caller's client when API keys are on; "" = any
 	Actual       int64 // 0 … 2^53−1
 }
 
@@ -372,7 +378,7 @@ func (s *Service) Finish(ctx context.Context, req FinishRequest) (FinishResponse
 		return FinishResponse{}, err
 	}
 	res, err := s.balances.Finish(ctx, FinishCmd{
-		ResourceName: req.ResourceName, SessionID: req.SessionID,
+		ResourceName: req.ResourceName, SessionID: req.SessionID, ClientID: req.ClientID,
 		Actual: req.Actual, Retention: s.opt.FinishedRetention,
 	})
 	if errors.Is(err, ErrSessionNotFound) {
@@ -414,7 +420,7 @@ func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRe
 	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
 	}
-	if row.ResourceName != req.ResourceName {
+	if row.ResourceName != req.ResourceName || !owns(req.ClientID, row.ClientID) {
 		return FinishResponse{}, fmt.Errorf("finish %s: session %s: %w", req.ResourceName, req.SessionID, ErrSessionNotFound)
 	}
 	if row.Status == StatusLeaked {

@@ -167,10 +167,10 @@ func (s *Store) Cancel(ctx context.Context, resource, sessionID string) error {
 }
 
 // Heartbeat runs heartbeat.lua. See quota.BalanceStore.
-func (s *Store) Heartbeat(ctx context.Context, resource, sessionID string, lease time.Duration) (time.Time, error) {
+func (s *Store) Heartbeat(ctx context.Context, resource, sessionID, clientID string, lease time.Duration) (time.Time, error) {
 	v, err := heartbeatScript.Run(ctx, s.rdb,
 		[]string{sessionKey(resource, sessionID), leasesKey(resource)},
-		itoa(lease.Milliseconds()), sessionID).Result()
+		itoa(lease.Milliseconds()), sessionID, clientID).Result()
 	if err != nil {
 		return time.Time{}, wrap("heartbeat", err)
 	}
@@ -194,7 +194,7 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 	r := c.ResourceName
 	v, err := finishScript.Run(ctx, s.rdb,
 		[]string{sessionKey(r, c.SessionID), leasesKey(r), limitKey(r)},
-		itoa(c.Actual), itoa(c.Retention.Milliseconds()), c.SessionID, prefix(r)+"b:").Result()
+		itoa(c.Actual), itoa(c.Retention.Milliseconds()), c.SessionID, prefix(r)+"b:", c.ClientID).Result()
 	if err != nil {
 		return quota.FinishResult{}, wrap("finish", err)
 	}

@@ -3,6 +3,7 @@
 -- ARGV[1] actual   ARGV[2] retention ms   ARGV[3] sessionId
 -- ARGV[4] balance key prefix "qc:{r}:b:" (the session's period is appended; the
 --         key shares the {r} hash tag, so it is in the same cluster slot)
+-- ARGV[5] clientId of the caller ("" = any); another client's session is "not found"
 -- Returns {code, granted, actual, refunded, overage, remaining, periodMs, startMs, endMs, wasLeaked, clientId}
 --   code 0 not found, 1 finished now, 2 replay of the first finish, 6 conflict
 --   (a repeat with another actual). USING: the grant leaves `reserved`, the
@@ -11,7 +12,7 @@
 --   session's own period, never in a later one.
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
   'actual', 'refunded', 'overage', 'remaining', 'end', 'leaked')
-if not s[1] then
+if not s[1] or (ARGV[5] ~= '' and s[4] ~= ARGV[5]) then
   return {0}
 end
 if s[1] == 'FINISHED' then

@@ -1,9 +1,11 @@
 -- heartbeat.lua: renew a USING session's lease.
 -- KEYS[1] qc:{r}:s:<sessionId>   KEYS[2] qc:{r}:leases
--- ARGV[1] lease ms   ARGV[2] sessionId
+-- ARGV[1] lease ms   ARGV[2] sessionId   ARGV[3] clientId of the caller ("" = any)
 -- Returns {0} not found | {1, status} not active | {2, leaseExpiresMs}
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then
+-- A session of another client is "not found": its existence is not revealed.
+local s = redis.call('HMGET', KEYS[1], 'status', 'client')
+local st = s[1]
+if not st or (ARGV[3] ~= '' and s[2] ~= ARGV[3]) then
   return {0}
 end
 if st ~= 'USING' then
