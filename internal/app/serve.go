@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/quotacenter/quota-center/internal/breaker"
 	"github.com/quotacenter/quota-center/internal/config"
 	"github.com/quotacenter/quota-center/internal/dev"
 	"github.com/quotacenter/quota-center/internal/httpapi"
@@ -123,8 +124,11 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store := redisstore.New(b.rdb)
-	svc := quota.NewService(store, b.ledger, b.ledger, &period.Scheduler{}, quota.Options{
+	bm := breaker.NewMetrics(reg)
+	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
+	store := breaker.BalanceStore{Inner: redisstore.New(b.rdb), B: breaker.New("redis", bs, bm, log)}
+	ledger := breaker.LedgerStore{Inner: b.ledger, B: breaker.New("mysql", bs, bm, log)}
+	svc := quota.NewService(store, ledger, ledger, &period.Scheduler{}, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 	})
 	metrics := httpapi.NewMetrics(reg)
@@ -149,7 +153,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	})
 	sw := sweeper.New(sweeper.Config{
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
-	}, b.ledger, store, b.ledger, log.Named("sweeper"), reg)
+	}, ledger, store, ledger, log.Named("sweeper"), reg)
 
 	// Listen synchronously so a taken port fails the start, not later.
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ type Config struct {
 	Redis   Redis
 	MySQL   MySQL
 	Sweeper Sweeper
+	Breaker Breaker
 	Quota   Quota
 	Log     Log
 	Dev     Dev
@@ -56,6 +58,12 @@ type MySQL struct {
 	MaxOpenConns int
 }
 
+// Breaker configures the circuit breakers in front of Redis and MySQL.
+type Breaker struct {
+	Failures uint32        // consecutive backend failures that open a breaker
+	OpenFor  time.Duration // how long it stays open before a probe
+}
+
 // Sweeper configures the leak sweeper.
 type Sweeper struct {
 	Interval time.Duration
@@ -89,6 +97,7 @@ func Default() Config {
 		Redis:          Redis{Timeout: 500 * time.Millisecond, PoolSize: 64},
 		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32},
 		Sweeper:        Sweeper{Interval: 5 * time.Second, Batch: 500},
+		Breaker:        Breaker{Failures: 5, OpenFor: 5 * time.Second},
 		Quota:          Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second},
 		Log:            Log{Level: "info", Format: "json"},
 		Dev:            Dev{SQLitePath: ":memory:"},
@@ -122,6 +131,12 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.MySQL.Timeout, "mysql-timeout", c.MySQL.Timeout, "MySQL per-query timeout")
 	fs.IntVar(&c.MySQL.MaxOpenConns, "mysql-max-open-conns", c.MySQL.MaxOpenConns, "MySQL connection pool size")
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", c.MigrateOnStart, "apply ledger migrations before serving")
+	fs.Func("breaker-failures", "consecutive backend failures that open a circuit breaker (default 5)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		c.Breaker.Failures = uint32(n)
+		return err
+	})
+	fs.DurationVar(&c.Breaker.OpenFor, "breaker-open-for", c.Breaker.OpenFor, "how long an open circuit breaker waits before a probe")
 	fs.DurationVar(&c.Sweeper.Interval, "sweep-interval", c.Sweeper.Interval, "how often the leak sweeper runs")
 	fs.IntVar(&c.Sweeper.Batch, "sweep-batch", c.Sweeper.Batch, "sessions swept per script call")
 	fs.DurationVar(&c.Quota.FinishedRetention, "finished-retention", c.Quota.FinishedRetention, "how long settled sessions stay in Redis for cheap repeats and late true-ups")
@@ -160,6 +175,7 @@ func (c Config) validate(backendsPaired bool) error {
 		"redis-timeout": c.Redis.Timeout, "mysql-timeout": c.MySQL.Timeout,
 		"sweep-interval": c.Sweeper.Interval, "finished-retention": c.Quota.FinishedRetention,
 		"policy-cache-ttl": c.Quota.PolicyCacheTTL, "shutdown-grace": c.ShutdownGrace,
+		"breaker-open-for": c.Breaker.OpenFor,
 	} {
 		if d <= 0 {
 			bad("%s must be positive, got %s", name, d)
@@ -167,6 +183,9 @@ func (c Config) validate(backendsPaired bool) error {
 	}
 	if c.HTTP.MaxBodyBytes < 1024 {
 		bad("http-max-body-bytes must be at least 1024")
+	}
+	if c.Breaker.Failures < 1 {
+		bad("breaker-failures must be at least 1")
 	}
 	if c.Redis.PoolSize < 1 || c.MySQL.MaxOpenConns < 1 || c.Sweeper.Batch < 1 {
 		bad("redis-pool-size, mysql-max-open-conns and sweep-batch must be at least 1")

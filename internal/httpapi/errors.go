@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -85,7 +86,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Error("request failed", zap.String("route", routeOf(r)), zap.String("code", code), zap.Error(err))
 		}
 		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
+			retry := "1"
+			var coe *quota.CircuitOpenError
+			if errors.As(err, &coe) {
+				retry = strconv.Itoa(max(1, int(math.Ceil(coe.RetryAfter.Seconds()))))
+			}
+			w.Header().Set("Retry-After", retry)
 		}
 		if status == http.StatusInternalServerError {
 			body.Message = "internal error" // details are in the log, not on the wire

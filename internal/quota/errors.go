@@ -3,6 +3,7 @@ package quota
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors of the domain. Adapters wrap their own failures into these
@@ -62,3 +63,18 @@ func (e *NotActiveError) Is(target error) bool { return target == ErrSessionNotA
 // the ledger. The Service turns it into a replay or ErrSessionConflict; it
 // never reaches a client as such.
 var ErrDuplicateSession = errors.New("duplicate session id")
+
+// CircuitOpenError says a backend's circuit breaker is open: the call was not
+// attempted. RetryAfter is how long until the breaker lets a probe through.
+// It matches ErrCircuitOpen under errors.Is.
+type CircuitOpenError struct {
+	Backend    string
+	RetryAfter time.Duration
+}
+
+func (e *CircuitOpenError) Error() string {
+	return fmt.Sprintf("%s circuit breaker open; retry in %s", e.Backend, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrCircuitOpen) true.
+func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }

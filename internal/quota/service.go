@@ -337,7 +337,7 @@ type FinishRequest struct {
 	ResourceName string
 	SessionID    string
 	ClientID     string // the caller's client when API keys are on; "" = any
-	Actual       int64 // 0 … 2^53−1
+	Actual       int64  // 0 … 2^53−1
 }
 
 // FinishResponse says what the finish settled. Charged is the actual usage;
