@@ -31,9 +31,16 @@ import (
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // maxLookBack bounds how far back PeriodAt searches for the previous fire
-// time; a cron that fires less often than this has its period start at the
-// policy's creation or at the last fire found within it.
+// time. It covers robfig/cron's own horizon (Next gives up five years after
+// its argument), so every gap Next can bridge is found; only a cron silent for
+// longer (a 29 February cron across 2100) has its period start at the
+// policy's creation.
 const maxLookBack = 5 * 366 * 24 * time.Hour
+
+// forwardSteps is how many fires prevFire walks before it bisects.
+const forwardSteps = 8
+
+const everyPrefix = "@every "
 
 // Scheduler implements quota.Scheduler. The zero value is ready to use; it
 // caches parsed expressions and locations.
@@ -85,6 +92,12 @@ func (s *Scheduler) compile(expr, timezone string) (compiled, error) {
 			return c, &quota.ValidationError{Field: "resetCron", Reason: err.Error()}
 		}
 		if d, ok := sch.(cron.ConstantDelaySchedule); ok {
+			// robfig turns a negative, zero or sub-second delay into 1s and
+			// drops fractions of a second: refuse what it would not honour.
+			if asked, err := time.ParseDuration(strings.TrimPrefix(expr, everyPrefix)); err != nil ||
+				asked < time.Second || asked%time.Second != 0 {
+				return c, &quota.ValidationError{Field: "resetCron", Reason: "@every needs a whole number of seconds, at least 1s"}
+			}
 			c.every = d.Delay
 		} else {
 			c.sched = sch
@@ -136,35 +149,59 @@ func (s *Scheduler) PeriodAt(p quota.Policy, t time.Time) (quota.Period, error) 
 }
 
 // prevFire finds the last fire time ≤ t, but not before anchor (then anchor).
-// It looks back in doubling windows, so its cost is logarithmic in the cron's
-// interval and never linear in the policy's age.
+// It looks back in doubling windows until one holds a fire, then walks
+// forward from that fire; when the window holds many fires (a cron firing
+// every second for a day once a month) it bisects instead. Its cost is
+// logarithmic in the cron's interval and in the fires per window, never
+// linear in the policy's age.
 func prevFire(sch cron.Schedule, t, anchor time.Time) time.Time {
-	for w := time.Minute; w <= maxLookBack; w *= 2 {
+	// firstFrom is the first fire ≥ x: Next is strictly after its argument,
+	// so step back a nanosecond.
+	firstFrom := func(x time.Time) time.Time { return sch.Next(x.Add(-time.Nanosecond)) }
+	upToT := func(f time.Time) bool { return !f.IsZero() && !f.After(t) }
+
+	var lo time.Time // a fire in [anchor, t]
+	for w := time.Minute; ; w *= 2 {
+		if w > maxLookBack {
+			w = maxLookBack // the last window covers the whole look-back
+		}
 		from := t.Add(-w)
 		if from.Before(anchor) {
 			from = anchor
 		}
-		// Next is strictly after its argument; step back a nanosecond so a
-		// fire exactly at `from` is found.
-		f := sch.Next(from.Add(-time.Nanosecond))
-		if !f.IsZero() && !f.After(t) {
-			for {
-				n := sch.Next(f)
-				if n.IsZero() || n.After(t) {
-					break
-				}
-				f = n
-			}
-			if f.Before(anchor) {
-				return anchor
-			}
-			return f
+		if f := firstFrom(from); upToT(f) {
+			lo = f
+			break
 		}
-		if from.Equal(anchor) {
+		if from.Equal(anchor) || w == maxLookBack {
 			return anchor
 		}
 	}
-	return anchor
+	// The usual case: a few fires in the window. Next from a fire is cheap.
+	for range forwardSteps {
+		n := sch.Next(lo)
+		if !upToT(n) {
+			return lo
+		}
+		lo = n
+	}
+	// Many fires: bisect. Invariant: lo is a fire ≤ t and no fire lies in
+	// (hi, t]. Fires are whole seconds, so once hi−lo ≤ 1s at most one is
+	// left in (lo, hi].
+	for hi := t; hi.Sub(lo) > time.Second; {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if f := firstFrom(mid); upToT(f) {
+			lo = f
+		} else {
+			hi = mid
+		}
+	}
+	// Step to the last fire ≤ t (also a guard should Next not be monotonic
+	// somewhere, e.g. around a DST change): Next(start) must be > t.
+	for n := sch.Next(lo); upToT(n); n = sch.Next(lo) {
+		lo = n
+	}
+	return lo
 }
 
 func ms(t time.Time) time.Time {
