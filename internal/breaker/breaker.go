@@ -140,8 +140,18 @@ func (s BalanceStore) Balance(ctx context.Context, resource string, p quota.Peri
 }
 
 // Seed implements quota.BalanceStore.
-func (s BalanceStore) Seed(ctx context.Context, resource string, p quota.Period, limit int64, t quota.PeriodTotals) (bool, error) {
-	return do(s.B, func() (bool, error) { return s.Inner.Seed(ctx, resource, p, limit, t) })
+func (s BalanceStore) Seed(ctx context.Context, resource string, p quota.Period, limit int64, t quota.PeriodTotals, open []quota.UsageRecord, lease time.Duration) (bool, error) {
+	return do(s.B, func() (bool, error) { return s.Inner.Seed(ctx, resource, p, limit, t, open, lease) })
+}
+
+// TryLock implements quota.BalanceStore.
+func (s BalanceStore) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
+	return do(s.B, func() (string, error) { return s.Inner.TryLock(ctx, resource, name, ttl) })
+}
+
+// Unlock implements quota.BalanceStore.
+func (s BalanceStore) Unlock(ctx context.Context, resource, name, token string) error {
+	return run(s.B, func() error { return s.Inner.Unlock(ctx, resource, name, token) })
 }
 
 // SetLimit implements quota.BalanceStore.
@@ -196,6 +206,11 @@ func (s LedgerStore) Session(ctx context.Context, id string) (quota.UsageRecord,
 // PeriodTotals implements quota.Ledger.
 func (s LedgerStore) PeriodTotals(ctx context.Context, resource string, start time.Time) (quota.PeriodTotals, error) {
 	return do(s.B, func() (quota.PeriodTotals, error) { return s.Inner.PeriodTotals(ctx, resource, start) })
+}
+
+// OpenSessions implements quota.Ledger.
+func (s LedgerStore) OpenSessions(ctx context.Context, resource string) ([]quota.UsageRecord, error) {
+	return do(s.B, func() ([]quota.UsageRecord, error) { return s.Inner.OpenSessions(ctx, resource) })
 }
 
 // GetPolicy implements quota.PolicyStore.

@@ -160,10 +160,7 @@ func (s *Store) Session(ctx context.Context, sessionID string) (quota.UsageRecor
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var r usageRow
-	err := s.db.GetContext(ctx, &r, `SELECT resource_name, client_id, session_id, period_start_ms,
-		apply_amount, min_amount, granted_amount, charged_amount, refunded_amount, overage_amount,
-		start_ms, end_ms, status, leak_recovered
-		FROM quota_usage WHERE session_id = ?`, sessionID)
+	err := s.db.GetContext(ctx, &r, selectUsage+`WHERE session_id = ?`, sessionID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return quota.UsageRecord{}, fmt.Errorf("get session %s: %w", sessionID, quota.ErrSessionNotFound)
 	}
@@ -171,6 +168,30 @@ func (s *Store) Session(ctx context.Context, sessionID string) (quota.UsageRecor
 		return quota.UsageRecord{}, translate("get session "+sessionID, err)
 	}
 	return r.record(), nil
+}
+
+// selectUsage reads every column of usageRow; append the WHERE clause.
+const selectUsage = `SELECT resource_name, client_id, session_id, period_start_ms,
+	apply_amount, min_amount, granted_amount, charged_amount, refunded_amount, overage_amount,
+	start_ms, end_ms, status, leak_recovered
+	FROM quota_usage `
+
+// OpenSessions returns the USING rows of a resource, oldest first (index
+// idx_quota_usage_open). It is read when a balance is rebuilt after Redis
+// lost its state, to bring live sessions back. Errors: one wrapping
+// quota.ErrUnavailable when the database cannot be reached.
+func (s *Store) OpenSessions(ctx context.Context, resource string) ([]quota.UsageRecord, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []usageRow
+	if err := s.db.SelectContext(ctx, &rows, selectUsage+`WHERE status = 'USING' AND resource_name = ? ORDER BY id`, resource); err != nil {
+		return nil, translate("open sessions "+resource, err)
+	}
+	out := make([]quota.UsageRecord, len(rows))
+	for i, r := range rows {
+		out[i] = r.record()
+	}
+	return out, nil
 }
 
 // PeriodTotals sums the ledger rows of resource in the period starting at

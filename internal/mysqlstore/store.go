@@ -167,10 +167,15 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // OpenSQLite opens (creating it if needed) the SQLite database at path with
 // the pure-Go driver "sqlite". path ":memory:" gives a private in-memory
 // database held by a single connection, so every call sees the same data; a
-// file uses WAL journaling and a pool of opts.MaxOpenConns connections. Lock
-// waits are bounded by a 5 s busy timeout. Errors: the open or ping error.
+// file uses WAL journaling (other processes may read it meanwhile). Either way
+// this store talks to SQLite over one connection: SQLite runs one writer at a
+// time, and one connection queues writers in Go instead of letting them spin
+// on the busy lock. For the same reason a query may wait at least 10 s
+// (QueryTimeout is raised to that). SQLite is the dev-mode ledger, not a
+// production one. Errors: the open or ping error.
 func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
+	opts.QueryTimeout = max(opts.QueryTimeout, sqliteMinQueryTimeout)
 	dsn := fmt.Sprintf("%s?_busy_timeout=%d", path, sqliteBusyTimeoutMs)
 	memory := path == ":memory:"
 	if !memory {
@@ -180,19 +185,18 @@ func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	if memory {
-		// Each connection to ":memory:" is its own database: keep exactly
-		// one, forever.
-		db.SetMaxOpenConns(1)
-		db.SetMaxIdleConns(1)
-		db.SetConnMaxLifetime(0)
-		db.SetConnMaxIdleTime(0)
-	} else {
-		db.SetMaxOpenConns(opts.MaxOpenConns)
-		db.SetMaxIdleConns(opts.MaxOpenConns)
-	}
+	// One connection, kept forever (each connection to ":memory:" is its own
+	// database).
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
 	return newStore(ctx, sqlx.NewDb(db, "sqlite"), dialectSQLite, opts)
 }
+
+// sqliteMinQueryTimeout is the shortest query deadline on SQLite, where
+// every query waits its turn on one connection.
+const sqliteMinQueryTimeout = 10 * time.Second
 
 func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store, error) {
 	s := &Store{db: db, dialect: d, timeout: opts.QueryTimeout}

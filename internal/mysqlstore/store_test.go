@@ -185,7 +185,7 @@ func TestOpenSQLiteSettings(t *testing.T) {
 		busyTimeout int
 	}{
 		{"memory", func(*testing.T) string { return ":memory:" }, "memory", 1, sqliteBusyTimeoutMs},
-		{"file", func(t *testing.T) string { return t.TempDir() + "/qc.db" }, "wal", 7, sqliteBusyTimeoutMs},
+		{"file", func(t *testing.T) string { return t.TempDir() + "/qc.db" }, "wal", 1, sqliteBusyTimeoutMs},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

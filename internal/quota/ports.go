@@ -123,8 +123,16 @@ type BalanceStore interface {
 	// Balance reads one period's balance; it never changes anything.
 	Balance(ctx context.Context, resource string, period Period) (Balance, error)
 	// Seed writes a period's balance and the resource's limit if they are
-	// absent; it reports whether it wrote the balance.
-	Seed(ctx context.Context, resource string, period Period, limit int64, totals PeriodTotals) (bool, error)
+	// absent, and brings back the open sessions it is given that the store
+	// lost (with a fresh lease). It reports whether it wrote the balance; a
+	// balance already there is left as it is, so seeding twice never counts
+	// twice.
+	Seed(ctx context.Context, resource string, period Period, limit int64, totals PeriodTotals, open []UsageRecord, lease time.Duration) (bool, error)
+	// TryLock takes the named lock of a resource for ttl if it is free and
+	// returns its token ("" when another holder has it).
+	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
+	// Unlock releases a lock taken with TryLock if token still holds it.
+	Unlock(ctx context.Context, resource, name, token string) error
 	// SetLimit sets the resource's limit; it applies to every period at once.
 	SetLimit(ctx context.Context, resource string, limit int64) error
 	// Sweep moves up to max sessions whose lease expired (store clock) to
@@ -148,6 +156,8 @@ type Ledger interface {
 	Session(ctx context.Context, sessionID string) (UsageRecord, error)
 	// PeriodTotals sums a period's rows of one resource.
 	PeriodTotals(ctx context.Context, resource string, periodStart time.Time) (PeriodTotals, error)
+	// OpenSessions lists the USING rows of a resource, any period.
+	OpenSessions(ctx context.Context, resource string) ([]UsageRecord, error)
 }
 
 // PolicyStore keeps policies (MySQL).

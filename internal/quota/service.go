@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -27,6 +28,9 @@ type Options struct {
 	Now func() time.Time
 	// NewSessionID makes server-side session ids (default: 32 hex chars).
 	NewSessionID func() string
+	// Audit, when set, records every policy change (PutPolicy); nil records
+	// nothing.
+	Audit AuditLog
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease
@@ -39,8 +43,9 @@ type Service struct {
 	sched    Scheduler
 	opt      Options
 
-	mu    sync.RWMutex
-	cache map[string]cachedPolicy
+	mu      sync.RWMutex
+	cache   map[string]cachedPolicy
+	seeding flight
 }
 
 type cachedPolicy struct {
@@ -280,16 +285,105 @@ func (s *Service) cancel(resource, sessionID string) {
 	_ = s.balances.Cancel(ctx, resource, sessionID)
 }
 
-// seed writes a period's balance from the ledger if it is not in the store.
+// seedLockTTL bounds how long one instance may hold a period's seeding lock;
+// a holder that died is replaced after it.
+const seedLockTTL = 10 * time.Second
+
+// seed writes a period's balance from the ledger if it is not in the store:
+// at the start of every period, and after Redis lost its state (restart,
+// flush, eviction). The balance is limit − charged − reserved of the
+// period's ledger rows, and the resource's open sessions come back with it.
+// Within an instance one caller per period does the work (the rest wait for
+// it); across instances a Redis lock lets one seed while the others wait for
+// its balance. The seed script writes only an absent balance, so a balance
+// is never reset to the full limit or counted twice.
 func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
-	totals, err := s.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
-	if err != nil {
-		return fmt.Errorf("seed period %d: %w", per.ID(), err)
-	}
-	if _, err := s.balances.Seed(ctx, pol.ResourceName, per, pol.TotalLimit, totals); err != nil {
+	key := pol.ResourceName + "@" + strconv.FormatInt(per.ID(), 10)
+	if err := s.seeding.do(key, func() error { return s.seedOnce(ctx, pol, per) }); err != nil {
 		return fmt.Errorf("seed period %d: %w", per.ID(), err)
 	}
 	return nil
+}
+
+func (s *Service) seedOnce(ctx context.Context, pol Policy, per Period) error {
+	lock := "seed:" + strconv.FormatInt(per.ID(), 10)
+	token, err := s.balances.TryLock(ctx, pol.ResourceName, lock, seedLockTTL)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		return s.awaitBalance(ctx, pol.ResourceName, per)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = s.balances.Unlock(uctx, pol.ResourceName, lock, token) // expires anyway
+	}()
+	totals, err := s.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
+	if err != nil {
+		return err
+	}
+	open, err := s.ledger.OpenSessions(ctx, pol.ResourceName)
+	if err != nil {
+		return err
+	}
+	_, err = s.balances.Seed(ctx, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
+	return err
+}
+
+// awaitBalance waits while another instance seeds the period.
+func (s *Service) awaitBalance(ctx context.Context, resource string, per Period) error {
+	deadline := time.Now().Add(seedLockTTL)
+	for {
+		bal, err := s.balances.Balance(ctx, resource, per)
+		if err != nil {
+			return err
+		}
+		if bal.Exists {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("balance of %s is being rebuilt by another instance: %w", resource, ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// flight runs one call per key at a time; concurrent callers with the same
+// key wait for it and share its error.
+type flight struct {
+	mu    sync.Mutex
+	calls map[string]*flightCall
+}
+
+type flightCall struct {
+	done chan struct{}
+	err  error
+}
+
+func (f *flight) do(key string, fn func() error) error {
+	f.mu.Lock()
+	if c, ok := f.calls[key]; ok {
+		f.mu.Unlock()
+		<-c.done
+		return c.err
+	}
+	if f.calls == nil {
+		f.calls = make(map[string]*flightCall)
+	}
+	c := &flightCall{done: make(chan struct{})}
+	f.calls[key] = c
+	f.mu.Unlock()
+	c.err = fn()
+	f.mu.Lock()
+	delete(f.calls, key)
+	f.mu.Unlock()
+	close(c.done)
+	return c.err
 }
 
 // HeartbeatResponse carries the renewed lease.
@@ -527,10 +621,12 @@ func (s *Service) Policies(ctx context.Context) ([]Policy, error) {
 // PutPolicy validates and stores a policy (create or update), then sets its
 // limit in the BalanceStore so the change applies to the current period at
 // once: remaining moves by the difference, usage stays. Defaults: timezone
-// UTC, leakThresholdSeconds 300.
+// UTC, leakThresholdSeconds 300. With an audit log, the change is recorded
+// (actor from ActorFrom(ctx), the policy before and after) once it is stored.
 //
 // Errors: *ValidationError, ErrUnavailable (the policy may be stored but the
-// limit not yet live: retry the same PUT).
+// limit not yet live, or the change not yet audited: retry the same PUT,
+// which stores the same policy and audits it again).
 func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error) {
 	if p.Timezone == "" {
 		p.Timezone = "UTC"
@@ -543,8 +639,15 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 	}
 	now := s.opt.Now().UTC().Truncate(time.Millisecond)
 	p.CreatedAt, p.UpdatedAt = now, now
+	audit, err := s.policyAudit(ctx, p.ResourceName, now)
+	if err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
+	}
 	stored, created, err := s.policies.PutPolicy(ctx, p)
 	if err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
+	}
+	if err := audit(stored, created); err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}
 	s.mu.Lock()

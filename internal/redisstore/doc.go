@@ -11,6 +11,7 @@
 //	qc:{r}:s:<session>   hash    one session (amount, granted, lease, status …)
 //	qc:{r}:leases        zset    USING sessions by lease expiry (ms)
 //	qc:{r}:leaked        set     swept sessions whose ledger row is not yet LEAKED
+//	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance)
 //
 // Scripts are run with EVALSHA and fall back to EVAL on NOSCRIPT (go-redis
 // Script.Run), so a SCRIPT FLUSH costs one extra round trip. Every mutating

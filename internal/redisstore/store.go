@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -33,6 +35,7 @@ var (
 	seedScript      = load("seed.lua")
 	balanceScript   = load("balance.lua")
 	sweepScript     = load("sweep.lua")
+	unlockScript    = load("unlock.lua")
 )
 
 // Store implements quota.BalanceStore on Redis (standalone or cluster).
@@ -234,19 +237,63 @@ func (s *Store) Balance(ctx context.Context, resource string, per quota.Period) 
 	return quota.Balance{Exists: n[0] == 1, Limit: n[1], Charged: n[2], Reserved: n[3], ActiveSessions: n[4]}, nil
 }
 
-// Seed runs seed.lua. A period that ends is kept BalanceRetention past its end.
-func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, limit int64, t quota.PeriodTotals) (bool, error) {
+// seedChunk bounds the open sessions restored per seed.lua call.
+const seedChunk = 500
+
+// Seed runs seed.lua, restoring open sessions in chunks of seedChunk after
+// the first call wrote the balance. A period that ends is kept
+// BalanceRetention past its end.
+func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, limit int64, t quota.PeriodTotals, open []quota.UsageRecord, lease time.Duration) (bool, error) {
 	var expireAt int64
 	if !per.End.IsZero() {
 		expireAt = per.End.Add(s.BalanceRetention).UnixMilli()
 	}
-	n, err := seedScript.Run(ctx, s.rdb,
-		[]string{limitKey(resource), balanceKey(resource, per.ID())},
-		itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt)).Int64()
-	if err != nil {
-		return false, wrap("seed", err)
+	keys := []string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)}
+	for first := true; first || len(open) > 0; first = false {
+		chunk := open[:min(len(open), seedChunk)]
+		open = open[len(chunk):]
+		args := make([]any, 0, 7+7*len(chunk))
+		flag := "0"
+		if first {
+			flag = "1"
+		}
+		args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), flag,
+			itoa(lease.Milliseconds()), prefix(resource))
+		for _, r := range chunk {
+			args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
+				itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()))
+		}
+		n, err := seedScript.Run(ctx, s.rdb, keys, args...).Int64()
+		if err != nil {
+			return false, wrap("seed", err)
+		}
+		if first && n == 0 {
+			return false, nil // another seeder won and restores the sessions
+		}
 	}
-	return n == 1, nil
+	return true, nil
+}
+
+// TryLock takes qc:{r}:lock:<name> for ttl with SET NX PX and a random
+// token; it returns "" when the lock is held by someone else.
+func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	ok, err := s.rdb.SetNX(ctx, prefix(resource)+"lock:"+name, token, ttl).Result()
+	if err != nil {
+		return "", wrap("lock", err)
+	}
+	if !ok {
+		return "", nil
+	}
+	return token, nil
+}
+
+// Unlock deletes the lock only if token still holds it (unlock.lua), so a
+// holder whose lock expired never releases someone else's.
+func (s *Store) Unlock(ctx context.Context, resource, name, token string) error {
+	return wrap("unlock", unlockScript.Run(ctx, s.rdb, []string{prefix(resource) + "lock:" + name}, token).Err())
 }
 
 // SetLimit sets the resource's limit; every period's remaining moves with it.

@@ -42,7 +42,9 @@ CREATE TABLE quota_usage (
     created_at      DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
     PRIMARY KEY (id),
     UNIQUE KEY uk_quota_usage_session_id (session_id),
-    KEY idx_quota_usage_period (resource_name, period_start_ms, status)
+    KEY idx_quota_usage_period (resource_name, period_start_ms, status),
+    -- open (USING) sessions of a resource, read when Redis is rebuilt
+    KEY idx_quota_usage_open (status, resource_name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- +goose Down

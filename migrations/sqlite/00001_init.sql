@@ -36,8 +36,10 @@ CREATE TABLE quota_usage (
 ) STRICT;
 
 CREATE INDEX idx_quota_usage_period ON quota_usage (resource_name, period_start_ms, status);
+CREATE INDEX idx_quota_usage_open ON quota_usage (status, resource_name);
 
 -- +goose Down
+DROP INDEX idx_quota_usage_open;
 DROP INDEX idx_quota_usage_period;
 DROP TABLE quota_usage;
 DROP TABLE quota_policy;

@@ -1,14 +1,38 @@
--- seed.lua: write a period's balance (and the resource's limit) if absent.
--- KEYS[1] qc:{r}:limit   KEYS[2] qc:{r}:b:<periodMs>
+-- seed.lua: write a period's balance (and the resource's limit) if absent,
+-- and bring back open sessions the store lost.
+-- KEYS[1] qc:{r}:limit   KEYS[2] qc:{r}:b:<periodMs>   KEYS[3] qc:{r}:leases
 -- ARGV[1] limit   ARGV[2] charged   ARGV[3] reserved   ARGV[4] expire-at ms (0 = never)
--- Returns 1 when the balance was written, 0 when it was already there (a
--- concurrent seeder won; its values stand).
+-- ARGV[5] "1" = write the balance (first chunk), "0" = sessions only (later chunks)
+-- ARGV[6] lease ms for restored sessions   ARGV[7] key prefix "qc:{r}:"
+-- ARGV[8..] open sessions, 7 values each:
+--           sessionId, amount, minAmount, clientId, granted, startMs, periodMs
+-- Returns 1 when this call wrote the balance (or, for a later chunk, ran),
+-- 0 when the balance was already there: a concurrent seeder won, its values
+-- and its restored sessions stand, and nothing is written.
+-- A restored session keeps its grant; its reservation is already in the
+-- rebuilt totals (the ledger row is USING), so no balance is touched for it.
+-- A session key still present is left alone.
 redis.call('SET', KEYS[1], ARGV[1], 'NX')
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return 0
+if ARGV[5] == '1' then
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    return 0
+  end
+  redis.call('HSET', KEYS[2], 'charged', ARGV[2], 'reserved', ARGV[3])
+  if tonumber(ARGV[4]) > 0 then
+    redis.call('PEXPIREAT', KEYS[2], ARGV[4])
+  end
 end
-redis.call('HSET', KEYS[2], 'charged', ARGV[2], 'reserved', ARGV[3])
-if tonumber(ARGV[4]) > 0 then
-  redis.call('PEXPIREAT', KEYS[2], ARGV[4])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = now + tonumber(ARGV[6])
+for i = 8, #ARGV, 7 do
+  local id = ARGV[i]
+  local sk = ARGV[7] .. 's:' .. id
+  if redis.call('EXISTS', sk) == 0 then
+    redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
+      'granted', ARGV[i + 4], 'remaining', '0', 'lease', string.format('%d', lease),
+      'start', ARGV[i + 5], 'period', ARGV[i + 6], 'status', 'USING')
+    redis.call('ZADD', KEYS[3], lease, id)
+  end
 end
 return 1

@@ -1,0 +1,151 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Audit actions: what an AuditEntry records.
+const (
+	// ActionPolicyPut is a policy created or replaced by PUT
+	// /admin/policies/{resourceName}.
+	ActionPolicyPut = "policy.put"
+)
+
+// AnonymousActor is the actor recorded for changes made without an admin
+// token (dev mode without QC_ADMIN_TOKENS).
+const AnonymousActor = "anonymous"
+
+// Bounds of AuditFilter.Limit.
+const (
+	DefaultAuditLimit = 100
+	MaxAuditLimit     = 500
+)
+
+// AuditEntry is one admin change: who (Actor, the admin token's name), what
+// (Action on Resource), when (At, UTC at millisecond precision) and the
+// state before and after as JSON. Before is nil (JSON null) when the change
+// created the object.
+type AuditEntry struct {
+	At       time.Time
+	Actor    string // 1 to 64 characters
+	Action   string // e.g. ActionPolicyPut
+	Resource string // the resource name the change was about
+	Before   json.RawMessage
+	After    json.RawMessage
+}
+
+// AuditRecord is a stored AuditEntry with its ID, which grows with every
+// entry written.
+type AuditRecord struct {
+	ID int64
+	AuditEntry
+}
+
+// AuditFilter selects audit records, newest first. Zero values select
+// everything: Resource "" any resource, BeforeID 0 from the newest, Limit 0
+// DefaultAuditLimit.
+type AuditFilter struct {
+	Resource string
+	Limit    int   // 1 … MaxAuditLimit
+	BeforeID int64 // only records with ID < BeforeID (the next page)
+}
+
+// AuditLog is the durable record of admin changes (MySQL).
+type AuditLog interface {
+	// RecordAudit appends one entry.
+	RecordAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns the entries matching f, newest (highest ID) first.
+	ListAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, error)
+}
+
+type actorKey struct{}
+
+// WithActor returns ctx carrying the name of who makes the change (the
+// admin token's name); the Service records it in the audit log.
+func WithActor(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, actorKey{}, name)
+}
+
+// ActorFrom returns the actor set by WithActor, or AnonymousActor.
+func ActorFrom(ctx context.Context) string {
+	if name, ok := ctx.Value(actorKey{}).(string); ok && name != "" {
+		return name
+	}
+	return AnonymousActor
+}
+
+// Audit lists the audit log, newest first. Without an audit log configured
+// (Options.Audit) nothing was recorded and the list is empty.
+//
+// Errors: *ValidationError (a bad filter), ErrUnavailable.
+func (s *Service) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
+	if f.Resource != "" {
+		if !resourceNameRE.MatchString(f.Resource) {
+			return nil, invalid("resource", "must be 1 to 64 characters of [a-z0-9_.-]")
+		}
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultAuditLimit
+	}
+	if f.Limit < 1 || f.Limit > MaxAuditLimit {
+		return nil, invalid("limit", fmt.Sprintf("must be 1 to %d", MaxAuditLimit))
+	}
+	if f.BeforeID < 0 {
+		return nil, invalid("before", "must be a positive audit entry id")
+	}
+	if s.opt.Audit == nil {
+		return []AuditRecord{}, nil
+	}
+	recs, err := s.opt.Audit.ListAudit(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	return recs, nil
+}
+
+// policyAudit reads the policy of resource before a change, when an audit
+// log is configured, and returns the function that records the change once
+// the new policy is stored. A failure to record is ErrUnavailable: the
+// change is stored, and a retry of the same PUT stores it again and records
+// it again.
+func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time) (func(after Policy, created bool) error, error) {
+	if s.opt.Audit == nil {
+		return func(Policy, bool) error { return nil }, nil
+	}
+	var before json.RawMessage
+	old, err := s.policies.GetPolicy(ctx, resource)
+	switch {
+	case err == nil:
+		if before, err = json.Marshal(old); err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+	case !errors.Is(err, ErrResourceNotFound):
+		return nil, fmt.Errorf("audit: read policy before the change: %w", err)
+	}
+	return func(after Policy, created bool) error {
+		if created {
+			// Nothing was there: a concurrent PUT may have created it after
+			// our read, but this call's insert is the one that did.
+			before = nil
+		}
+		a, err := json.Marshal(after)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		err = s.opt.Audit.RecordAudit(ctx, AuditEntry{
+			At: at, Actor: ActorFrom(ctx), Action: ActionPolicyPut, Resource: resource,
+			Before: before, After: a,
+		})
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		return nil
+	}, nil
+}
