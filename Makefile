@@ -1,0 +1,99 @@
+# quota-center — build, test and run targets.
+# `make` alone lists the targets. Every recipe runs in bash with -eu -o pipefail,
+# so the first failing command stops the target with a non-zero exit.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+
+GO      ?= go
+BIN     := bin
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+IMAGE   ?= quota-center:$(VERSION)
+
+# say prints what a target is about to do.
+say = @printf '==> %s\n'
+
+.PHONY: help build run test bench soak lint fmt migrate demo docker ci clean
+
+help: ## List the targets (this text)
+	@echo 'quota-center — make targets:'
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo 'Start here: make run (dev mode, no backends needed) and make test.'
+
+build: ## Build bin/quota-center and bin/qc-replay (version from git describe)
+	$(say) "go build -trimpath $(BIN)/quota-center $(BIN)/qc-replay (version $(VERSION))"
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/quota-center ./cmd/quota-center
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/qc-replay ./cmd/qc-replay
+
+run: ## Run the server; dev mode (in-process Redis + SQLite) when QC_REDIS_ADDR and QC_MYSQL_DSN are unset
+	$(say) "go run ./cmd/quota-center serve (dev mode unless QC_REDIS_ADDR and QC_MYSQL_DSN are set)"
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/quota-center serve
+
+test: ## Run every Go test with -race (scripts/test.sh; real Redis/MariaDB suites skip when absent)
+	$(say) "bash scripts/test.sh"
+	bash scripts/test.sh
+
+bench: ## Load benchmark (scripts/bench.sh; arrives with issue 4)
+	@if [[ -f scripts/bench.sh ]]; then \
+		printf '==> %s\n' "bash scripts/bench.sh"; \
+		bash scripts/bench.sh; \
+	else \
+		echo 'make bench: not built yet (scripts/bench.sh arrives with issue 4)' >&2; \
+		exit 1; \
+	fi
+
+soak: ## Long-running soak test (scripts/soak.sh; arrives with issue 3)
+	@if [[ -f scripts/soak.sh ]]; then \
+		printf '==> %s\n' "bash scripts/soak.sh"; \
+		bash scripts/soak.sh; \
+	else \
+		echo 'make soak: not built yet (scripts/soak.sh arrives with issue 3)' >&2; \
+		exit 1; \
+	fi
+
+lint: ## go vet and a gofmt check; staticcheck and golangci-lint when installed
+	$(say) "gofmt -l (must list nothing)"
+	@unformatted="$$(gofmt -l .)"; \
+	if [[ -n "$$unformatted" ]]; then echo "not gofmt-ed (run make fmt):" >&2; echo "$$unformatted" >&2; exit 1; fi
+	$(say) "go vet ./..."
+	$(GO) vet ./...
+	@if command -v staticcheck >/dev/null 2>&1; then \
+		printf '==> %s\n' "staticcheck ./..."; staticcheck ./...; \
+	else echo '==> staticcheck not installed: skipped'; fi
+	@if command -v golangci-lint >/dev/null 2>&1; then \
+		printf '==> %s\n' "golangci-lint run"; golangci-lint run; \
+	else echo '==> golangci-lint not installed: skipped'; fi
+
+fmt: ## Format every Go file with gofmt
+	$(say) "gofmt -w on every Go file"
+	gofmt -w .
+
+migrate: ## Apply the ledger migrations to QC_MYSQL_DSN
+	@if [[ -z "$${QC_MYSQL_DSN:-}" ]]; then \
+		echo "make migrate: set QC_MYSQL_DSN, e.g. QC_MYSQL_DSN='root@tcp(127.0.0.1:3306)/quota_center' make migrate" >&2; \
+		exit 1; \
+	fi
+	$(say) "go run ./cmd/quota-center migrate (QC_MYSQL_DSN from the environment)"
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/quota-center migrate
+
+demo: ## Start a server and replay the Azure LLM trace through it (scripts/demo.sh)
+	$(say) "bash scripts/demo.sh"
+	bash scripts/demo.sh
+
+docker: ## Build the container image quota-center:<version> (IMAGE= to override)
+	$(say) "docker build -t $(IMAGE)"
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+ci: ## What CI runs: start Redis and MariaDB if needed, then make test (.ci/run)
+	$(say) "bash .ci/run"
+	bash .ci/run
+
+clean: ## Remove bin/
+	$(say) "rm -rf $(BIN)"
+	rm -rf $(BIN)
