@@ -20,6 +20,8 @@ var wantOperations = map[string][]string{
 	"/quota/status":                  {"GET"},
 	"/admin/policies":                {"GET"},
 	"/admin/policies/{resourceName}": {"GET", "PUT"},
+	"/admin/audit":                   {"GET"},
+	"/admin/reconcile":               {"POST"},
 	"/healthz":                       {"GET"},
 	"/readyz":                        {"GET"},
 	"/metrics":                       {"GET"},

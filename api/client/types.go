@@ -55,6 +55,9 @@ type ApplyResponse struct {
 	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`
 	// HeartbeatIntervalSeconds is how often to call Heartbeat, in seconds.
 	HeartbeatIntervalSeconds int64 `json:"heartbeatIntervalSeconds"`
+	// FailOpen is true when a failMode OPEN policy granted this apply while
+	// the center could not decide; RemainingQuota is then -1 (unknown).
+	FailOpen bool `json:"failOpen,omitempty"`
 }
 
 // HeartbeatRequest extends the lease of a session (POST /quota/heartbeat).
@@ -149,6 +152,9 @@ type PolicySpec struct {
 	// before it is swept as leaked, in seconds; 0 lets the server use its
 	// default (300).
 	LeakThresholdSeconds int64 `json:"leakThresholdSeconds,omitempty"`
+	// FailMode is CLOSED (default: refuse with 503 when the center cannot
+	// decide) or OPEN (grant anyway and reconcile later).
+	FailMode string `json:"failMode,omitempty"`
 }
 
 // Policy is a stored policy as the admin endpoints return it.
@@ -165,6 +171,8 @@ type Policy struct {
 	Timezone string `json:"timezone"`
 	// LeakThresholdSeconds is the lease length, in seconds.
 	LeakThresholdSeconds int64 `json:"leakThresholdSeconds"`
+	// FailMode is CLOSED or OPEN.
+	FailMode string `json:"failMode"`
 	// CreatedAt is when the policy was first created (UTC).
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when it was last changed (UTC).

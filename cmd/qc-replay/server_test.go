@@ -41,7 +41,7 @@ func TestReplayFirst500TraceRowsAgainstTheRealService(t *testing.T) {
 			var out, errOut bytes.Buffer
 			err := run(context.Background(), []string{
 				"--url", srv.URL, "--trace", trace, "--rows", "500", "--resource", res,
-				"--limit", "600000", "--concurrency", "16",
+				"--limit", "600000", "--concurrency", "16", "--admin-token", srv.AdminToken,
 			}, &out, &errOut)
 			if err != nil {
 				t.Fatalf("replay failed: %v\n%s\n%s", err, out.String(), errOut.String())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/quotacenter/quota-center/internal/testenv"
@@ -31,6 +32,9 @@ func call(tb testing.TB, s *testenv.Server, method, path string, body any) (int,
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.AdminToken != "" && strings.HasPrefix(path, "/admin/") {
+		req.Header.Set("Authorization", "Bearer "+s.AdminToken)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

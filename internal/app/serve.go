@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/reconcile"
 	"github.com/quotacenter/quota-center/internal/redisstore"
 	"github.com/quotacenter/quota-center/internal/sweeper"
 )
@@ -47,9 +49,16 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger) (*bac
 		if err != nil {
 			return nil, err
 		}
+		note := "data is lost on exit unless QC_DEV_SQLITE_PATH is a file"
+		if len(cfg.Auth.AdminTokens) == 0 {
+			note += "; admin auth is off (no QC_ADMIN_TOKENS): /admin/* is open"
+		}
+		if len(cfg.Auth.APIKeys) == 0 {
+			note += "; client auth is off (no QC_API_KEYS): /quota/* is open"
+		}
 		log.Warn("DEV MODE: no QC_REDIS_ADDR or QC_MYSQL_DSN set; running on embedded miniredis and a SQLite ledger",
 			zap.String("redis", b.Redis.Addr()), zap.String("sqlite", cfg.Dev.SQLitePath),
-			zap.String("note", "data is lost on exit unless QC_DEV_SQLITE_PATH is a file; auth is off"))
+			zap.String("note", note))
 		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
 	}
 	rdb := redis.NewClient(&redis.Options{
@@ -115,6 +124,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	}
 	defer func() { _ = log.Sync() }()
 	log.Info("starting", zap.String("version", Version), zap.Any("config", cfg.Redacted()))
+	logAuth(log, cfg)
 
 	b, err := openBackends(ctx, cfg, log)
 	if err != nil {
@@ -128,8 +138,10 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
 	store := breaker.BalanceStore{Inner: redisstore.New(b.rdb), B: breaker.New("redis", bs, bm, log)}
 	ledger := breaker.LedgerStore{Inner: b.ledger, B: breaker.New("mysql", bs, bm, log)}
-	svc := quota.NewService(store, ledger, ledger, &period.Scheduler{}, quota.Options{
+	sched := &period.Scheduler{}
+	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
+		Audit: b.ledger,
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -138,9 +150,27 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		}
 	}
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
+	rec := reconcile.New(reconcile.Config{
+		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
+	}, store, ledger, ledger, sched, log.Named("reconcile"), reg)
 	api := httpapi.New(httpapi.Deps{
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
+		Auth:         httpAuth(cfg),
+		Reconcile: func(ctx context.Context, resource string) (any, error) {
+			var reps []reconcile.Report
+			if resource == "" {
+				reps, err = rec.All(ctx)
+			} else {
+				var rep reconcile.Report
+				rep, err = rec.Resource(ctx, resource)
+				reps = []reconcile.Report{rep}
+			}
+			if err != nil {
+				return nil, err
+			}
+			return reps, auditReconcile(ctx, b.ledger, resource, reps)
+		},
 		Ready: func(ctx context.Context) error {
 			if err := b.rdb.Ping(ctx).Err(); err != nil {
 				return fmt.Errorf("redis: %w", err)
@@ -176,10 +206,14 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	swCtx, stopSweeper := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		_ = sw.Run(swCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		_ = rec.Run(swCtx)
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -204,4 +238,63 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	wg.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// httpAuth is the HTTP layer's view of the auth config. Production (both
+// backends configured) without admin tokens disables /admin/*.
+func httpAuth(cfg config.Config) httpapi.AuthConfig {
+	a := httpapi.AuthConfig{Production: !cfg.DevMode()}
+	for _, t := range cfg.Auth.AdminTokens {
+		a.AdminTokens = append(a.AdminTokens, httpapi.AdminToken{Name: t.Name, Token: string(t.Token)})
+	}
+	for _, k := range cfg.Auth.APIKeys {
+		a.APIKeys = append(a.APIKeys, httpapi.APIKey{
+			Key: string(k.Key), ClientID: k.ClientID, Resources: k.Resources, AllResources: k.AllResources,
+		})
+	}
+	return a
+}
+
+// logAuth says at start who may call what: token names and client ids,
+// never a token or key.
+func logAuth(log *zap.Logger, cfg config.Config) {
+	switch {
+	case len(cfg.Auth.AdminTokens) > 0:
+		var names []string
+		for _, t := range cfg.Auth.AdminTokens {
+			names = append(names, t.Name)
+		}
+		log.Info("admin auth is on: /admin/* needs a bearer token", zap.Strings("admin_names", names))
+	case cfg.DevMode():
+		log.Warn("admin auth is off: /admin/* is open to anyone and changes are audited as anonymous (dev mode without QC_ADMIN_TOKENS)")
+	default:
+		log.Warn("admin endpoints are disabled: set QC_ADMIN_TOKENS")
+	}
+	if len(cfg.Auth.APIKeys) > 0 {
+		var clients []string
+		for _, k := range cfg.Auth.APIKeys {
+			clients = append(clients, k.ClientID)
+		}
+		log.Info("client auth is on: /quota/* needs an X-API-Key", zap.Strings("client_ids", clients))
+		return
+	}
+	log.Warn("client auth is off: /quota/* is open and takes the clientId as given (no QC_API_KEYS)")
+}
+
+// auditReconcile records an on-demand reconciliation (an admin action that
+// changes Redis) in the audit log, with its reports as the "after".
+func auditReconcile(ctx context.Context, log quota.AuditLog, resource string, reps []reconcile.Report) error {
+	after, err := json.Marshal(reps)
+	if err != nil {
+		return err
+	}
+	if resource == "" {
+		resource = "*"
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return log.RecordAudit(actx, quota.AuditEntry{
+		At: time.Now().UTC().Truncate(time.Millisecond), Actor: quota.ActorFrom(ctx),
+		Action: "reconcile", Resource: resource, After: after,
+	})
 }

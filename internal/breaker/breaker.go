@@ -169,6 +169,26 @@ func (s BalanceStore) AckLeaks(ctx context.Context, resource string, ids []strin
 	return run(s.B, func() error { return s.Inner.AckLeaks(ctx, resource, ids) })
 }
 
+// OpenSessionIDs implements quota.BalanceStore.
+func (s BalanceStore) OpenSessionIDs(ctx context.Context, resource string) ([]string, error) {
+	return do(s.B, func() ([]string, error) { return s.Inner.OpenSessionIDs(ctx, resource) })
+}
+
+// Sessions implements quota.BalanceStore.
+func (s BalanceStore) Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {
+	return do(s.B, func() (map[string]quota.SessionState, error) { return s.Inner.Sessions(ctx, resource, ids) })
+}
+
+// RestoreSessions implements quota.BalanceStore.
+func (s BalanceStore) RestoreSessions(ctx context.Context, resource string, open []quota.UsageRecord, lease time.Duration) error {
+	return run(s.B, func() error { return s.Inner.RestoreSessions(ctx, resource, open, lease) })
+}
+
+// Adjust implements quota.BalanceStore.
+func (s BalanceStore) Adjust(ctx context.Context, resource string, p quota.Period, dc, dr int64) (bool, error) {
+	return do(s.B, func() (bool, error) { return s.Inner.Adjust(ctx, resource, p, dc, dr) })
+}
+
 // Store is the ledger and policy store together (mysqlstore.Store).
 type Store interface {
 	quota.Ledger
@@ -211,6 +231,11 @@ func (s LedgerStore) PeriodTotals(ctx context.Context, resource string, start ti
 // OpenSessions implements quota.Ledger.
 func (s LedgerStore) OpenSessions(ctx context.Context, resource string) ([]quota.UsageRecord, error) {
 	return do(s.B, func() ([]quota.UsageRecord, error) { return s.Inner.OpenSessions(ctx, resource) })
+}
+
+// SessionsByID implements quota.Ledger.
+func (s LedgerStore) SessionsByID(ctx context.Context, ids []string) (map[string]quota.UsageRecord, error) {
+	return do(s.B, func() (map[string]quota.UsageRecord, error) { return s.Inner.SessionsByID(ctx, ids) })
 }
 
 // GetPolicy implements quota.PolicyStore.

@@ -9,11 +9,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/peterbourgon/ff/v3"
+
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // Config is the whole configuration of `quota-center serve` and `migrate`.
@@ -23,9 +26,12 @@ type Config struct {
 	MySQL   MySQL
 	Sweeper Sweeper
 	Breaker Breaker
-	Quota   Quota
-	Log     Log
-	Dev     Dev
+	// Reconcile configures the Redis-vs-ledger reconciliation job.
+	Reconcile Reconcile
+	Quota     Quota
+	Log       Log
+	Dev       Dev
+	Auth      Auth
 	// MigrateOnStart applies the ledger migrations before serving.
 	MigrateOnStart bool
 	// ShutdownGrace bounds how long in-flight requests may finish on stop.
@@ -64,6 +70,13 @@ type Breaker struct {
 	OpenFor  time.Duration // how long it stays open before a probe
 }
 
+// Reconcile configures reconciliation (internal/reconcile).
+type Reconcile struct {
+	Interval time.Duration // between passes over every resource
+	Grace    time.Duration // a reservation younger than this may still be writing its ledger row
+	Settle   time.Duration // time between the two drift reads
+}
+
 // Sweeper configures the leak sweeper.
 type Sweeper struct {
 	Interval time.Duration
@@ -87,6 +100,216 @@ type Dev struct {
 	SQLitePath string // ":memory:" keeps nothing on exit
 }
 
+// Auth says who may call the API. Its tokens and keys are Secrets: they
+// print and marshal as "***", and no error message or log line carries them.
+type Auth struct {
+	// AdminTokens are the bearer tokens accepted on /admin/*
+	// (QC_ADMIN_TOKENS). With none, /admin/* is open in dev mode and refused
+	// with 403 in production.
+	AdminTokens []AdminToken
+	// APIKeys are the X-API-Key values accepted on /quota/* (QC_API_KEYS).
+	// With none, the client endpoints are open.
+	APIKeys []APIKey
+}
+
+// AdminToken is one admin bearer token. Name is the actor recorded in the
+// audit log; several tokens may share a name (rotation).
+type AdminToken struct {
+	Name  string
+	Token Secret
+}
+
+// APIKey binds a client API key to a clientId and the resources it may use.
+type APIKey struct {
+	Key          Secret
+	ClientID     string
+	Resources    []string // the resources it may use, unless AllResources
+	AllResources bool     // "*": every resource
+}
+
+// Secret is a token or key. It prints and marshals as "***" (as "" when
+// empty) so that it cannot reach a log by accident; string(s) is the value.
+type Secret string
+
+func (s Secret) masked() string {
+	if s == "" {
+		return ""
+	}
+	return "***"
+}
+
+// String masks the secret.
+func (s Secret) String() string { return s.masked() }
+
+// GoString masks the secret (%#v).
+func (s Secret) GoString() string { return `"` + s.masked() + `"` }
+
+// MarshalText masks the secret (JSON, YAML and zap's reflection encoder).
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.masked()), nil }
+
+// Rules of the auth settings.
+const (
+	// MinSecretLength is the shortest admin token or API key, in characters.
+	MinSecretLength = 16
+	// MaxSecretLength is the longest admin token or API key, in characters.
+	MaxSecretLength = 256
+	// DefaultAdminName is the name of an admin token given without one.
+	DefaultAdminName = "admin"
+)
+
+var (
+	adminNameRE = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
+	clientIDRE  = regexp.MustCompile(`^[A-Za-z0-9_.:@/-]{1,128}$`)
+	// secretRE: visible ASCII (! to ~) without the separators ',' and ';'.
+	secretRE = regexp.MustCompile(`^[!-+\--:<-~]+$`)
+)
+
+// ParseAdminTokens parses QC_ADMIN_TOKENS: comma-separated "name:token"
+// entries; a bare "token" is named DefaultAdminName. The name ends at the
+// first ':', so a token may contain ':' when a name is given. Blank input
+// means none. Errors name the entry by position, never by its token; the
+// rules on names and tokens are checked by Validate.
+func ParseAdminTokens(s string) ([]AdminToken, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []AdminToken
+	var errs []error
+	for i, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			errs = append(errs, fmt.Errorf("admin-tokens entry %d is empty", i+1))
+			continue
+		}
+		name, tok, ok := strings.Cut(e, ":")
+		if !ok {
+			name, tok = DefaultAdminName, e
+		}
+		out = append(out, AdminToken{Name: name, Token: Secret(tok)})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// ParseAPIKeys parses QC_API_KEYS: semicolon-separated entries
+// "key=clientId:res1,res2" or "key=clientId:*" (every resource). The key
+// ends at the last '=' and the clientId at the last ':', so a key may end
+// in '=' padding and a clientId may contain ':'. Blank input means none.
+// Errors name the entry by position, never by its key; the rules on keys,
+// client ids and resource names are checked by Validate.
+func ParseAPIKeys(s string) ([]APIKey, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []APIKey
+	var errs []error
+	for i, e := range strings.Split(s, ";") {
+		e = strings.TrimSpace(e)
+		bad := func(reason string) { errs = append(errs, fmt.Errorf("api-keys entry %d: %s", i+1, reason)) }
+		if e == "" {
+			bad("is empty")
+			continue
+		}
+		eq := strings.LastIndexByte(e, '=')
+		if eq < 0 {
+			bad("want key=clientId:res1,res2 or key=clientId:* (no '=')")
+			continue
+		}
+		key, rest := e[:eq], e[eq+1:]
+		colon := strings.LastIndexByte(rest, ':')
+		if colon < 0 {
+			bad("want key=clientId:res1,res2 or key=clientId:* (no ':' after the clientId)")
+			continue
+		}
+		k := APIKey{Key: Secret(strings.TrimSpace(key)), ClientID: strings.TrimSpace(rest[:colon])}
+		if list := strings.TrimSpace(rest[colon+1:]); list == "*" {
+			k.AllResources = true
+		} else {
+			for _, r := range strings.Split(list, ",") {
+				k.Resources = append(k.Resources, strings.TrimSpace(r))
+			}
+		}
+		out = append(out, k)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// secretProblem says what is wrong with a token or key, or "".
+func secretProblem(s Secret) string {
+	switch {
+	case s == "":
+		return "is empty"
+	case len(s) < MinSecretLength || len(s) > MaxSecretLength:
+		return fmt.Sprintf("must be %d to %d characters, got %d", MinSecretLength, MaxSecretLength, len(s))
+	case !secretRE.MatchString(string(s)):
+		return "must be visible ASCII without spaces, ',' or ';'"
+	}
+	return ""
+}
+
+// validate checks the auth settings. Errors name entries by position, name
+// or clientId, never by their secret.
+func (a Auth) validate() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	tokens := map[Secret]int{}
+	for i, t := range a.AdminTokens {
+		where := fmt.Sprintf("admin-tokens entry %d", i+1)
+		if !adminNameRE.MatchString(t.Name) {
+			bad("%s: name must be 1 to 64 characters of [A-Za-z0-9_.@-]", where)
+		}
+		if p := secretProblem(t.Token); p != "" {
+			bad("%s: token %s", where, p)
+			continue
+		}
+		if j, dup := tokens[t.Token]; dup {
+			bad("%s: same token as entry %d", where, j)
+			continue
+		}
+		tokens[t.Token] = i + 1
+	}
+	keys := map[Secret]int{}
+	for i, k := range a.APIKeys {
+		where := fmt.Sprintf("api-keys entry %d", i+1)
+		if !clientIDRE.MatchString(k.ClientID) {
+			bad("%s: clientId must be 1 to 128 characters of [A-Za-z0-9_.:@/-]", where)
+		}
+		switch {
+		case k.AllResources && len(k.Resources) > 0:
+			bad("%s: give either * or a list of resources", where)
+		case !k.AllResources && len(k.Resources) == 0:
+			bad("%s: list the resources the key may use, or *", where)
+		}
+		// Resource values are not quoted back: a misplaced separator could
+		// make part of a key look like one.
+		for j, r := range k.Resources {
+			if r == "*" {
+				bad("%s: * must stand alone", where)
+			} else if quota.ValidateResourceName(r) != nil {
+				bad("%s: resource %d of the list must be 1 to 64 characters of [a-z0-9_.-]", where, j+1)
+			}
+		}
+		if p := secretProblem(k.Key); p != "" {
+			bad("%s: key %s", where, p)
+			continue
+		}
+		if j, dup := keys[k.Key]; dup {
+			bad("%s: same key as entry %d", where, j)
+			continue
+		}
+		keys[k.Key] = i + 1
+		if _, clash := tokens[k.Key]; clash {
+			bad("%s: key is also an admin token", where)
+		}
+	}
+	return errs
+}
+
 // Default returns the documented defaults.
 func Default() Config {
 	return Config{
@@ -98,6 +321,7 @@ func Default() Config {
 		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32},
 		Sweeper:        Sweeper{Interval: 5 * time.Second, Batch: 500},
 		Breaker:        Breaker{Failures: 5, OpenFor: 5 * time.Second},
+		Reconcile:      Reconcile{Interval: time.Minute, Grace: 30 * time.Second, Settle: 3 * time.Second},
 		Quota:          Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second},
 		Log:            Log{Level: "info", Format: "json"},
 		Dev:            Dev{SQLitePath: ":memory:"},
@@ -137,6 +361,9 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 		return err
 	})
 	fs.DurationVar(&c.Breaker.OpenFor, "breaker-open-for", c.Breaker.OpenFor, "how long an open circuit breaker waits before a probe")
+	fs.DurationVar(&c.Reconcile.Interval, "reconcile-interval", c.Reconcile.Interval, "how often Redis is reconciled with the ledger")
+	fs.DurationVar(&c.Reconcile.Grace, "reconcile-grace", c.Reconcile.Grace, "age before a Redis reservation without a ledger row is given back")
+	fs.DurationVar(&c.Reconcile.Settle, "reconcile-settle", c.Reconcile.Settle, "time between the two balance reads before a drift is corrected")
 	fs.DurationVar(&c.Sweeper.Interval, "sweep-interval", c.Sweeper.Interval, "how often the leak sweeper runs")
 	fs.IntVar(&c.Sweeper.Batch, "sweep-batch", c.Sweeper.Batch, "sessions swept per script call")
 	fs.DurationVar(&c.Quota.FinishedRetention, "finished-retention", c.Quota.FinishedRetention, "how long settled sessions stay in Redis for cheap repeats and late true-ups")
@@ -145,13 +372,22 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "json or console")
 	fs.StringVar(&c.Dev.SQLitePath, "dev-sqlite-path", c.Dev.SQLitePath, "dev mode ledger file (:memory: keeps nothing)")
+	// Parsed below, for serve only, so that no flag error can quote a secret.
+	var adminTokens, apiKeys string
+	fs.StringVar(&adminTokens, "admin-tokens", "", "admin bearer tokens, comma-separated name:token (a bare token is named admin; 16+ characters); "+
+		"none: /admin/* is open in dev mode and refused in production")
+	fs.StringVar(&apiKeys, "api-keys", "", "client API keys (X-API-Key), semicolon-separated key=clientId:res1,res2 or key=clientId:* (16+ characters); "+
+		"none: /quota/* is open")
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("QC")); err != nil {
 		return c, fs, err
 	}
 	if name == "migrate" {
 		return c, fs, c.validate(false)
 	}
-	return c, fs, c.Validate()
+	var terr, kerr error
+	c.Auth.AdminTokens, terr = ParseAdminTokens(adminTokens)
+	c.Auth.APIKeys, kerr = ParseAPIKeys(apiKeys)
+	return c, fs, errors.Join(terr, kerr, c.Validate())
 }
 
 // Validate checks the configuration of `serve`; it returns every problem
@@ -175,7 +411,8 @@ func (c Config) validate(backendsPaired bool) error {
 		"redis-timeout": c.Redis.Timeout, "mysql-timeout": c.MySQL.Timeout,
 		"sweep-interval": c.Sweeper.Interval, "finished-retention": c.Quota.FinishedRetention,
 		"policy-cache-ttl": c.Quota.PolicyCacheTTL, "shutdown-grace": c.ShutdownGrace,
-		"breaker-open-for": c.Breaker.OpenFor,
+		"breaker-open-for": c.Breaker.OpenFor, "reconcile-interval": c.Reconcile.Interval,
+		"reconcile-grace": c.Reconcile.Grace, "reconcile-settle": c.Reconcile.Settle,
 	} {
 		if d <= 0 {
 			bad("%s must be positive, got %s", name, d)
@@ -198,15 +435,30 @@ func (c Config) validate(backendsPaired bool) error {
 	if c.Log.Format != "json" && c.Log.Format != "console" {
 		bad("log-format must be json or console, got %q", c.Log.Format)
 	}
+	errs = append(errs, c.Auth.validate()...)
 	return errors.Join(errs...)
 }
 
-// Redacted returns the config with secrets masked, for the start-up log line.
+// Redacted returns the config with secrets masked, for the start-up log
+// line: passwords, admin tokens and API keys become "***"; token names,
+// client ids and resources stay.
 func (c Config) Redacted() Config {
 	if c.Redis.Password != "" {
 		c.Redis.Password = "***"
 	}
 	c.MySQL.DSN = RedactDSN(c.MySQL.DSN)
+	// New slices: c shares its backing arrays with the caller's Config.
+	tokens := make([]AdminToken, len(c.Auth.AdminTokens))
+	for i, t := range c.Auth.AdminTokens {
+		tokens[i] = AdminToken{Name: t.Name, Token: Secret(t.Token.masked())}
+	}
+	keys := make([]APIKey, len(c.Auth.APIKeys))
+	for i, k := range c.Auth.APIKeys {
+		k.Key = Secret(k.Key.masked())
+		k.Resources = append([]string(nil), k.Resources...)
+		keys[i] = k
+	}
+	c.Auth = Auth{AdminTokens: tokens, APIKeys: keys}
 	return c
 }
 

@@ -8,8 +8,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -23,8 +26,9 @@ var errMediaType = errors.New("unsupported media type")
 var integerRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
 // decode reads one JSON object from r.Body into dst, strictly: a JSON
-// Content-Type (or none), no unknown fields, no duplicate keys, nothing after
-// the object. The body was already capped by http.MaxBytesReader.
+// Content-Type (or none), no unknown fields (names match exactly, case
+// included), no duplicate keys, nothing after the object. The body was
+// already capped by http.MaxBytesReader.
 func decode(r *http.Request, dst any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -43,7 +47,7 @@ func decode(r *http.Request, dst any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}
 	}
-	if err := checkDuplicateKeys(body); err != nil {
+	if err := checkKeys(body, fieldNames(dst)); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -57,10 +61,12 @@ func decode(r *http.Request, dst any) error {
 	return nil
 }
 
-// checkDuplicateKeys rejects an object that names a key twice: encoding/json
-// would silently keep the last one, so a proxy and this server could read two
-// different requests from one body.
-func checkDuplicateKeys(body []byte) error {
+// checkKeys rejects an object that names a key twice, or a key that is not
+// exactly one of known (nil: any key): encoding/json would silently keep the
+// last of two keys, and it matches keys case-insensitively, so "APPLYAMOUNT"
+// next to "applyAmount" would overwrite it and a proxy and this server could
+// read two different requests from one body.
+func checkKeys(body []byte, known map[string]bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
 	if err != nil {
@@ -76,6 +82,9 @@ func checkDuplicateKeys(body []byte) error {
 			return jsonError(err)
 		}
 		key, _ := tok.(string)
+		if known != nil && !known[key] {
+			return &quota.ValidationError{Field: key, Reason: "is not a known field (names are case-sensitive)"}
+		}
 		if seen[key] {
 			return &quota.ValidationError{Field: key, Reason: "is given twice"}
 		}
@@ -86,6 +95,46 @@ func checkDuplicateKeys(body []byte) error {
 		}
 	}
 	return nil
+}
+
+var fieldNameCache sync.Map // reflect.Type → map[string]bool
+
+// fieldNames returns the JSON member names of the struct dst points to, as
+// its json tags spell them; nil when dst is not a pointer to a struct.
+func fieldNames(dst any) map[string]bool {
+	t := reflect.TypeOf(dst)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	t = t.Elem()
+	if v, ok := fieldNameCache.Load(t); ok {
+		return v.(map[string]bool)
+	}
+	names := map[string]bool{}
+	addFieldNames(t, names)
+	fieldNameCache.Store(t, names)
+	return names
+}
+
+func addFieldNames(t reflect.Type, names map[string]bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case name == "-":
+		case f.Anonymous && name == "" && ft.Kind() == reflect.Struct:
+			addFieldNames(ft, names) // promoted fields, as encoding/json does
+		case !f.IsExported():
+		case name == "":
+			names[f.Name] = true
+		default:
+			names[name] = true
+		}
+	}
 }
 
 func jsonError(err error) error {

@@ -55,6 +55,10 @@ func classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodePayloadTooLarge
 	case errors.Is(err, errMediaType):
 		return http.StatusUnsupportedMediaType, CodeUnsupportedMedia
+	case errors.Is(err, ErrUnauthenticated):
+		return http.StatusUnauthorized, CodeUnauthenticated
+	case errors.Is(err, ErrPermissionDenied):
+		return http.StatusForbidden, CodePermissionDenied
 	case errors.Is(err, quota.ErrResourceNotFound):
 		return http.StatusNotFound, CodeResourceNotFound
 	case errors.Is(err, quota.ErrSessionNotFound):

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -29,6 +30,9 @@ type applyResponse struct {
 	RemainingQuota           int64  `json:"remainingQuota"`
 	LeaseExpiresAt           string `json:"leaseExpiresAt"`
 	HeartbeatIntervalSeconds int64  `json:"heartbeatIntervalSeconds"`
+	// FailOpen: granted by a failMode OPEN policy while the center could not
+	// decide; remainingQuota is then −1 (unknown).
+	FailOpen bool `json:"failOpen,omitempty"`
 }
 
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
@@ -45,9 +49,13 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return quota.ApplyRequest{}, err
 		}
+		clientID, err := authorize(r, body.ResourceName, body.ClientID)
+		if err != nil {
+			return quota.ApplyRequest{}, err
+		}
 		return quota.ApplyRequest{
 			ResourceName: body.ResourceName, Amount: amt, MinAmount: min,
-			ClientID: body.ClientID, SessionID: body.SessionID,
+			ClientID: clientID, SessionID: body.SessionID,
 		}, nil
 	}()
 	if err == nil {
@@ -62,12 +70,17 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, applyResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
 				RemainingQuota: res.Remaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
-				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds,
+				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds, FailOpen: res.FailOpen,
 			})
+			if res.FailOpen {
+				s.log.Warn("granted fail-open", zap.String("resource", req.ResourceName),
+					zap.String("session_id", res.SessionID), zap.Bool("recorded", res.FailOpenRecorded),
+					zap.NamedError("cause", res.FailOpenCause))
+			}
 			return
 		}
 	}
-	if label := resourceLabel(body.ResourceName, err); label != "" {
+	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
 		s.metrics.apply.WithLabelValues(label, "error").Inc()
 	}
 	s.writeError(w, r, err)
@@ -110,9 +123,13 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		SessionID    string `json:"sessionId"`
 	}
 	err := decode(r, &body)
+	var clientID string
+	if err == nil {
+		clientID, err = authorize(r, body.ResourceName, "")
+	}
 	if err == nil {
 		var res quota.HeartbeatResponse
-		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID, "")
+		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID, clientID)
 		if err == nil {
 			s.metrics.heartbeat.WithLabelValues(body.ResourceName, "ok").Inc()
 			writeJSON(w, http.StatusOK, heartbeatResponse{
@@ -122,7 +139,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if label := resourceLabel(body.ResourceName, err); label != "" {
+	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
 		result := "error"
 		switch {
 		case errors.Is(err, quota.ErrSessionNotActive):
@@ -153,10 +170,14 @@ func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		actual, err = parseAmount("actualUsedAmount", body.ActualUsedAmount, true)
 	}
+	var clientID string
+	if err == nil {
+		clientID, err = authorize(r, body.ResourceName, "")
+	}
 	if err == nil {
 		var res quota.FinishResponse
 		res, err = s.svc.Finish(r.Context(), quota.FinishRequest{
-			ResourceName: body.ResourceName, SessionID: body.SessionID, Actual: actual,
+			ResourceName: body.ResourceName, SessionID: body.SessionID, ClientID: clientID, Actual: actual,
 		})
 		if err == nil {
 			s.metrics.observeFinish(body.ResourceName, res)
@@ -168,7 +189,7 @@ func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if label := resourceLabel(body.ResourceName, err); label != "" {
+	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
 		s.metrics.finish.WithLabelValues(label, "error").Inc()
 	}
 	s.writeError(w, r, err)
@@ -200,6 +221,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &quota.ValidationError{Field: "resourceName", Reason: "is given twice"})
 		return
 	}
+	if _, err := authorize(r, q.Get("resourceName"), ""); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	st, err := s.svc.Status(r.Context(), q.Get("resourceName"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -220,6 +245,7 @@ type policyJSON struct {
 	ResetCron            string `json:"resetCron"`
 	Timezone             string `json:"timezone"`
 	LeakThresholdSeconds int64  `json:"leakThresholdSeconds"`
+	FailMode             string `json:"failMode"`
 	CreatedAt            string `json:"createdAt"`
 	UpdatedAt            string `json:"updatedAt"`
 }
@@ -228,7 +254,7 @@ func toPolicyJSON(p quota.Policy) policyJSON {
 	return policyJSON{
 		ResourceName: p.ResourceName, QuotaType: string(p.QuotaType), TotalLimit: p.TotalLimit,
 		ResetCron: p.ResetCron, Timezone: p.Timezone, LeakThresholdSeconds: p.LeakThresholdSeconds,
-		CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt),
+		FailMode: string(p.FailMode.OrDefault()), CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt),
 	}
 }
 
@@ -266,6 +292,7 @@ type putPolicyRequest struct {
 	ResetCron            string          `json:"resetCron"`
 	Timezone             string          `json:"timezone"`
 	LeakThresholdSeconds json.RawMessage `json:"leakThresholdSeconds"`
+	FailMode             string          `json:"failMode"` // CLOSED (default) or OPEN
 }
 
 func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
@@ -295,6 +322,7 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 		return quota.Policy{
 			ResourceName: name, QuotaType: quota.QuotaType(body.QuotaType), TotalLimit: limit,
 			ResetCron: body.ResetCron, Timezone: body.Timezone, LeakThresholdSeconds: leak,
+			FailMode: quota.FailMode(body.FailMode),
 		}, nil
 	}()
 	if err != nil {

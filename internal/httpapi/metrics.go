@@ -17,6 +17,7 @@ var units = []string{"seconds", "calls", "tokens", "bytes"}
 // series; there is no client or session label.
 type Metrics struct {
 	apply     *prometheus.CounterVec // resource, result
+	failOpen  *prometheus.CounterVec // resource
 	exhausted *prometheus.CounterVec // resource
 	finish    *prometheus.CounterVec // resource, result
 	heartbeat *prometheus.CounterVec // resource, result
@@ -33,8 +34,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
 	m := &Metrics{
 		apply: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "quota_apply_total", Help: "Apply requests by resource and result (granted, replayed, exhausted, rejected, error).",
+			Name: "quota_apply_total", Help: "Apply requests by resource and result (granted, replayed, exhausted, fail_open, error).",
 		}, []string{"resource", "result"}),
+		failOpen: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_fail_open_grants_total",
+			Help: "Applies granted by a failMode OPEN policy while Redis or MySQL could not decide (not counted live; reconciled later).",
+		}, []string{"resource"}),
 		exhausted: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_exhausted_total", Help: "Applies refused because the period's quota was exhausted.",
 		}, []string{"resource"}),
@@ -103,6 +108,9 @@ func (m *Metrics) observeApply(resource string, res quota.ApplyResponse) {
 		m.exhausted.WithLabelValues(resource).Inc()
 	case res.Replayed:
 		m.apply.WithLabelValues(resource, "replayed").Inc()
+	case res.FailOpen:
+		m.apply.WithLabelValues(resource, "fail_open").Inc()
+		m.failOpen.WithLabelValues(resource).Inc()
 	default:
 		m.apply.WithLabelValues(resource, "granted").Inc()
 		if u := res.QuotaType.Unit(); u != "" {

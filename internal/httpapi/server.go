@@ -29,18 +29,26 @@ type Deps struct {
 	Ready func(ctx context.Context) error
 	// MaxBodyBytes caps request bodies (413 beyond it); default 1 MiB.
 	MaxBodyBytes int64
+	// Auth says who may call /admin/* and /quota/*; the zero value leaves
+	// both open (dev mode).
+	Auth AuthConfig
+	// Reconcile runs reconciliation now for one resource ("" = all) and
+	// returns a JSON-ready report (POST /admin/reconcile).
+	Reconcile func(ctx context.Context, resource string) (any, error)
 }
 
 // Server is the HTTP API. Handler returns its routes.
 type Server struct {
-	svc      *quota.Service
-	log      *zap.Logger
-	metrics  *Metrics
-	gatherer prometheus.Gatherer
-	ready    func(ctx context.Context) error
-	maxBody  int64
-	draining atomic.Bool
-	mux      *chi.Mux
+	svc       *quota.Service
+	log       *zap.Logger
+	metrics   *Metrics
+	gatherer  prometheus.Gatherer
+	ready     func(ctx context.Context) error
+	maxBody   int64
+	auth      *auth
+	reconcile func(ctx context.Context, resource string) (any, error)
+	draining  atomic.Bool
+	mux       *chi.Mux
 }
 
 // New builds the server and its routes.
@@ -57,7 +65,8 @@ func New(d Deps) *Server {
 	if d.Ready == nil {
 		d.Ready = func(context.Context) error { return nil }
 	}
-	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes}
+	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes,
+		auth: newAuth(d.Auth), reconcile: d.Reconcile}
 	s.mux = s.routes()
 	return s
 }
@@ -65,26 +74,41 @@ func New(d Deps) *Server {
 // Handler returns the root http.Handler.
 func (s *Server) Handler() http.Handler { return s.mux }
 
+// Routes returns the router, e.g. for chi.Walk in the OpenAPI contract test.
+func (s *Server) Routes() chi.Routes { return s.mux }
+
 // Drain makes /readyz answer 503 so load balancers stop sending new
 // requests before shutdown.
 func (s *Server) Drain() { s.draining.Store(true) }
 
 func (s *Server) routes() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, s.limitBody)
+	// observe wraps recoverer so that a request whose handler panicked is
+	// counted with the 500 it was answered with.
+	r.Use(s.observe, s.recoverer, s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Code: CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(s.methodNotAllowed)
 
-	r.Post("/quota/apply", s.handleApply)
-	r.Post("/quota/heartbeat", s.handleHeartbeat)
-	r.Post("/quota/finish", s.handleFinish)
-	r.Get("/quota/status", s.handleStatus)
+	r.Group(func(r chi.Router) {
+		r.Use(s.clientAuth)
+		r.Post("/quota/apply", s.handleApply)
+		r.Post("/quota/heartbeat", s.handleHeartbeat)
+		r.Post("/quota/finish", s.handleFinish)
+		r.Get("/quota/status", s.handleStatus)
+	})
 
-	r.Get("/admin/policies", s.handleListPolicies)
-	r.Get("/admin/policies/{resourceName}", s.handleGetPolicy)
-	r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
+	r.Group(func(r chi.Router) {
+		r.Use(s.adminAuth)
+		r.Get("/admin/policies", s.handleListPolicies)
+		r.Get("/admin/policies/{resourceName}", s.handleGetPolicy)
+		r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
+		r.Get("/admin/audit", s.handleAudit)
+		if s.reconcile != nil {
+			r.Post("/admin/reconcile", s.handleReconcile)
+		}
+	})
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -101,9 +125,15 @@ var allMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http
 // methodNotAllowed answers 405 with the Allow header listing the methods the
 // path does take.
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	// Match the path chi routed on: the escaped one when the request has
+	// one ("/admin/policies/a%2Fb"), else the decoded one.
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
 	var allowed []string
 	for _, m := range allMethods {
-		if s.mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+		if s.mux.Match(chi.NewRouteContext(), m, path) {
 			allowed = append(allowed, m)
 		}
 	}
@@ -197,12 +227,33 @@ func tsOrNil(t time.Time) *string {
 }
 
 // resourceLabel is the resource's metric label value, or "" for a request
-// whose resource has no policy (it must not create series).
+// whose resource has no policy or that was refused before reaching it (it
+// must not create series).
 func resourceLabel(name string, err error) string {
-	if err != nil && (errors.Is(err, quota.ErrResourceNotFound) || isValidation(err)) {
+	if err != nil && (errors.Is(err, quota.ErrResourceNotFound) || isValidation(err) ||
+		errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrPermissionDenied)) {
 		return ""
 	}
 	return name
+}
+
+// errorLabel is resourceLabel for a failed request, checked further when
+// the failure is the server's (5xx): it may have happened before the policy
+// was read (the policy store is down), and then any well-formed name would
+// create series. Such a failure is labelled only if the policy can be read
+// now (from the service's cache, normally).
+func (s *Server) errorLabel(r *http.Request, name string, err error) string {
+	label := resourceLabel(name, err)
+	if label == "" || s.svc == nil {
+		return label
+	}
+	if status, _ := classify(err); status < 500 {
+		return label
+	}
+	if _, perr := s.svc.Policy(r.Context(), label); perr != nil {
+		return ""
+	}
+	return label
 }
 
 func isValidation(err error) bool {

@@ -9,33 +9,49 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// insertReq is one InsertSession call waiting for its row to be committed.
-type insertReq struct {
+// batchOp is one group-committed ledger operation (an insert, a finish) on
+// items of type T.
+type batchOp[T any] struct {
+	// name prefixes errors: name + " " + id(item), e.g. "insert session s-1".
+	name string
+	id   func(T) string
+	// write runs one statement for items: all of them or none.
+	write func(ctx context.Context, items []T) error
+	// fail turns a write error into the error one caller gets (err != nil).
+	fail func(item T, err error) error
+}
+
+// batchReq is one call waiting for its item to be committed.
+type batchReq[T any] struct {
 	ctx  context.Context
-	rec  quota.UsageRecord
+	item T
 	done chan error // buffered(1): the batcher never blocks on a caller
 }
 
-// batcher group-commits ledger inserts: one goroutine takes the first
-// waiting row, collects more for up to maxWait or until maxRows, writes them
-// with one INSERT and answers every caller.
-type batcher struct {
-	s       *Store
+// batcher group-commits one operation: one goroutine takes the first waiting
+// item, collects more for up to maxWait or until maxRows, writes them with
+// one statement and answers every caller. If that statement fails (other
+// than by the database being unreachable), the items are retried one by one
+// so that each caller gets its own answer.
+type batcher[T any] struct {
+	op      batchOp[T]
+	timeout time.Duration // of each statement
 	maxRows int
 	maxWait time.Duration
 
-	reqs     chan *insertReq // unbuffered: a row is handed over only when the batcher takes it
+	reqs     chan *batchReq[T] // unbuffered: an item is handed over only when the batcher takes it
 	quit     chan struct{}
 	exited   chan struct{}
 	stopOnce sync.Once
 }
 
-func newBatcher(s *Store, maxRows int, maxWait time.Duration) *batcher {
-	b := &batcher{
-		s:       s,
+func newBatcher[T any](op batchOp[T], timeout time.Duration, maxRows int, maxWait time.Duration) *batcher[T] {
+	b := &batcher[T]{
+		op:      op,
+		timeout: timeout,
 		maxRows: maxRows,
 		maxWait: maxWait,
-		reqs:    make(chan *insertReq),
+		reqs:    make(chan *batchReq[T]),
 		quit:    make(chan struct{}),
 		exited:  make(chan struct{}),
 	}
@@ -44,32 +60,38 @@ func newBatcher(s *Store, maxRows int, maxWait time.Duration) *batcher {
 }
 
 // stop ends the goroutine after the batch in flight, if any, is answered.
-func (b *batcher) stop() {
+func (b *batcher[T]) stop() {
 	b.stopOnce.Do(func() { close(b.quit) })
 	<-b.exited
 }
 
-// insert hands rec to the batcher and waits for its outcome.
-func (b *batcher) insert(ctx context.Context, rec quota.UsageRecord) error {
-	op := "insert session " + rec.SessionID
+// do hands item to the batcher and waits for its outcome. If ctx is done
+// before the batcher takes the item, or while the item waits for company,
+// it returns ctx's error and the item is not written.
+func (b *batcher[T]) do(ctx context.Context, item T) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return b.ctxError(item, err)
 	}
-	req := &insertReq{ctx: ctx, rec: rec, done: make(chan error, 1)}
+	req := &batchReq[T]{ctx: ctx, item: item, done: make(chan error, 1)}
 	select {
 	case b.reqs <- req:
 	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", op, ctx.Err())
+		return b.ctxError(item, ctx.Err())
 	case <-b.quit:
-		return fmt.Errorf("%s: %w: %w", op, quota.ErrUnavailable, errClosed)
+		return fmt.Errorf("%s %s: %w: %w", b.op.name, b.op.id(item), quota.ErrUnavailable, errClosed)
 	}
-	// Handed over: the batcher answers within a bounded time (query timeout).
+	// Handed over: the batcher answers within a bounded time (statement
+	// timeouts).
 	return <-req.done
 }
 
-func (b *batcher) run() {
+func (b *batcher[T]) ctxError(item T, err error) error {
+	return fmt.Errorf("%s %s: %w", b.op.name, b.op.id(item), err)
+}
+
+func (b *batcher[T]) run() {
 	defer close(b.exited)
-	batch := make([]*insertReq, 0, b.maxRows)
+	batch := make([]*batchReq[T], 0, b.maxRows)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -97,13 +119,13 @@ func (b *batcher) run() {
 	}
 }
 
-// flush writes the rows of the live requests of batch and answers each.
-func (b *batcher) flush(batch []*insertReq) {
+// flush writes the items of the live requests of batch and answers each.
+func (b *batcher[T]) flush(batch []*batchReq[T]) {
 	live := batch[:0:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
-			// Not sent: the caller gave up while its row waited for company.
-			r.done <- fmt.Errorf("insert session %s: %w", r.rec.SessionID, err)
+			// Not sent: the caller gave up while its item waited for company.
+			r.done <- b.ctxError(r.item, err)
 			continue
 		}
 		live = append(live, r)
@@ -111,41 +133,60 @@ func (b *batcher) flush(batch []*insertReq) {
 	if len(live) == 0 {
 		return
 	}
-	recs := make([]quota.UsageRecord, len(live))
+	items := make([]T, len(live))
 	for i, r := range live {
-		recs[i] = r.rec
+		items[i] = r.item
 	}
-	err := b.exec(recs)
+	err := b.exec(items)
 	if err == nil || len(live) == 1 || isUnavailable(err) {
 		// Done, or the database is not answering: one-by-one retries would
 		// each wait for the same failure.
-		answer(live, err)
+		b.answer(live, err)
 		return
 	}
-	// One statement is all or nothing; retry row by row so that, e.g., one
-	// duplicate only fails its own caller.
-	for i, r := range live {
-		rerr := b.exec(recs[i : i+1])
-		r.done <- insertError(r.rec.SessionID, rerr)
+	// One statement is all or nothing; retry item by item, in arrival order,
+	// so that, e.g., one duplicate only fails its own caller.
+	for i := range live {
+		rerr := b.exec(items[i : i+1])
+		b.answer(live[i:i+1], rerr)
 		if isUnavailable(rerr) {
-			answer(live[i+1:], rerr)
+			b.answer(live[i+1:], rerr)
 			return
 		}
 	}
 }
 
 // answer gives the outcome err to every request of reqs.
-func answer(reqs []*insertReq, err error) {
+func (b *batcher[T]) answer(reqs []*batchReq[T], err error) {
 	for _, r := range reqs {
-		r.done <- insertError(r.rec.SessionID, err)
+		if err == nil {
+			r.done <- nil
+		} else {
+			r.done <- b.op.fail(r.item, err)
+		}
 	}
 }
 
-// exec runs one INSERT of recs under the query timeout.
-func (b *batcher) exec(recs []quota.UsageRecord) error {
-	ctx, cancel := context.WithTimeout(context.Background(), b.s.timeout)
+// exec runs one statement for items under the statement timeout.
+func (b *batcher[T]) exec(items []T) error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	return b.s.insertRows(ctx, recs)
+	return b.op.write(ctx, items)
+}
+
+// sessionID is the batch id of a ledger record.
+func sessionID(r quota.UsageRecord) string { return r.SessionID }
+
+// insertOp group-commits InsertSession.
+func (s *Store) insertOp() batchOp[quota.UsageRecord] {
+	return batchOp[quota.UsageRecord]{name: "insert session", id: sessionID, write: s.insertRows,
+		fail: func(r quota.UsageRecord, err error) error { return insertError(r.SessionID, err) }}
+}
+
+// finishOp group-commits FinishSession.
+func (s *Store) finishOp() batchOp[quota.UsageRecord] {
+	return batchOp[quota.UsageRecord]{name: "finish session", id: sessionID, write: s.finishRows,
+		fail: func(r quota.UsageRecord, err error) error { return translate("finish session "+r.SessionID, err) }}
 }
 
 // insertError translates the outcome of one session's insert: nil stays

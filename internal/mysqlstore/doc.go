@@ -8,9 +8,11 @@
 // differences. Times are stored as BIGINT Unix milliseconds in UTC, amounts
 // in the policy's unit.
 //
-// Ledger inserts are group-committed: concurrent InsertSession calls are
-// gathered by one goroutine into one multi-row INSERT, and each call returns
-// only once its own row is committed.
+// Ledger writes are group-committed: concurrent InsertSession calls are
+// gathered by one goroutine into one multi-row INSERT, concurrent
+// FinishSession calls by another into one multi-row UPDATE, and each call
+// returns only once the statement carrying its row is committed. A failed
+// batch is retried row by row, so each call gets its own answer.
 //
 // Driver errors are translated at this boundary: connection failures and
 // timeouts wrap quota.ErrUnavailable, a duplicate session id wraps

@@ -65,7 +65,7 @@ func (r usageRow) record() quota.UsageRecord {
 // already in the ledger (the existing row is unchanged), quota.ErrUnavailable
 // when the database cannot be reached or the store is closed.
 func (s *Store) InsertSession(ctx context.Context, rec quota.UsageRecord) error {
-	return s.batch.insert(ctx, rec)
+	return s.inserts.do(ctx, rec)
 }
 
 // insertColumns and insertValues are one row of the group-commit INSERT.
@@ -97,23 +97,86 @@ func (s *Store) insertRows(ctx context.Context, recs []quota.UsageRecord) error 
 // FINISHED, charged_amount = rec.ChargedAmount (the actual usage, overage
 // included), refunded and overage amounts and end time from rec. A LEAKED
 // row (or rec.LeakRecovered) sets leak_recovered. A FINISHED or missing row
-// is left as it is, without error. Errors: one wrapping quota.ErrUnavailable
-// when the database cannot be reached.
+// is left as it is, without error.
+//
+// Concurrent calls are group-committed like InsertSession: gathered into one
+// multi-row UPDATE (bounded by Options.BatchMaxRows and BatchMaxWait), and
+// the call returns once the statement that settles its row is committed. Two
+// finishes of one session in the same batch settle it once, with the values
+// of the first; the second is then a no-op, as it would be after it. If ctx
+// is done before the update is sent, it returns ctx's error and the row is
+// not touched; once sent, it waits for the outcome.
+//
+// Errors: one wrapping quota.ErrUnavailable when the database cannot be
+// reached or the store is closed.
 func (s *Store) FinishSession(ctx context.Context, rec quota.UsageRecord) error {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	// leak_recovered is assigned before status: MySQL evaluates SET
-	// left to right with the new values.
-	_, err := s.db.ExecContext(ctx, `UPDATE quota_usage SET
-		leak_recovered = CASE WHEN status = 'LEAKED' THEN 1 ELSE ? END,
-		status = 'FINISHED', charged_amount = ?, refunded_amount = ?, overage_amount = ?, end_ms = ?
-		WHERE session_id = ? AND status IN ('USING', 'LEAKED')`,
-		rec.LeakRecovered, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount,
-		nullMsOf(rec.EndTime), rec.SessionID)
-	if err != nil {
-		return translate("finish session "+rec.SessionID, err)
+	return s.finishes.do(ctx, rec)
+}
+
+// finishRows settles the rows of recs with one UPDATE statement: all of them
+// or none. A session id repeated in recs is settled with its first record.
+// Each column is a CASE over session_id, one WHEN per session, so the
+// statement is the same on MySQL and SQLite, and the WHERE clause keeps
+// FINISHED (and missing) rows out exactly as the one-row form does.
+//
+// leak_recovered is assigned before status: MySQL evaluates SET left to
+// right with the new values (SQLite with the old ones; either way it sees
+// the status before this update).
+func (s *Store) finishRows(ctx context.Context, recs []quota.UsageRecord) error {
+	if len(recs) > 1 {
+		recs = firstPerSession(recs)
 	}
-	return nil
+	n := len(recs)
+	var b strings.Builder
+	b.Grow(256 + n*(5*len(" WHEN ? THEN ?")+len(", ?")))
+	args := make([]any, 0, n*11)
+	column := func(prefix string, value func(r quota.UsageRecord) any) {
+		b.WriteString(prefix)
+		b.WriteString("CASE session_id")
+		for _, r := range recs {
+			b.WriteString(" WHEN ? THEN ?")
+			args = append(args, r.SessionID, value(r))
+		}
+		b.WriteString(" END")
+	}
+	column("UPDATE quota_usage SET leak_recovered = CASE WHEN status = 'LEAKED' THEN 1 ELSE ",
+		func(r quota.UsageRecord) any { return r.LeakRecovered })
+	b.WriteString(" END, status = 'FINISHED'")
+	column(", charged_amount = ", func(r quota.UsageRecord) any { return r.ChargedAmount })
+	column(", refunded_amount = ", func(r quota.UsageRecord) any { return r.RefundedAmount })
+	column(", overage_amount = ", func(r quota.UsageRecord) any { return r.OverageAmount })
+	column(", end_ms = ", func(r quota.UsageRecord) any { return nullMsOf(r.EndTime) })
+	b.WriteString(" WHERE status IN ('USING', 'LEAKED') AND session_id IN (?")
+	b.WriteString(strings.Repeat(", ?", n-1))
+	b.WriteString(")")
+	for _, r := range recs {
+		args = append(args, r.SessionID)
+	}
+	_, err := s.db.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
+// firstPerSession returns recs without the records whose session id an
+// earlier record has (recs itself when there are none).
+func firstPerSession(recs []quota.UsageRecord) []quota.UsageRecord {
+	seen := make(map[string]struct{}, len(recs))
+	var out []quota.UsageRecord
+	for i, r := range recs {
+		if _, dup := seen[r.SessionID]; dup {
+			if out == nil {
+				out = append(make([]quota.UsageRecord, 0, len(recs)-1), recs[:i]...)
+			}
+			continue
+		}
+		seen[r.SessionID] = struct{}{}
+		if out != nil {
+			out = append(out, r)
+		}
+	}
+	if out == nil {
+		return recs
+	}
+	return out
 }
 
 // markLeakedChunk bounds the sessions of one MarkLeaked statement.

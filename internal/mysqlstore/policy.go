@@ -11,7 +11,7 @@ import (
 )
 
 const policyColumns = `resource_name, quota_type, total_limit, reset_cron, timezone,
-	leak_threshold_seconds, created_ms, updated_ms`
+	leak_threshold_seconds, fail_mode, created_ms, updated_ms`
 
 type policyRow struct {
 	ResourceName         string `db:"resource_name"`
@@ -20,6 +20,7 @@ type policyRow struct {
 	ResetCron            string `db:"reset_cron"`
 	Timezone             string `db:"timezone"`
 	LeakThresholdSeconds int64  `db:"leak_threshold_seconds"`
+	FailMode             string `db:"fail_mode"`
 	CreatedMs            int64  `db:"created_ms"`
 	UpdatedMs            int64  `db:"updated_ms"`
 }
@@ -32,6 +33,7 @@ func (r policyRow) policy() quota.Policy {
 		ResetCron:            r.ResetCron,
 		Timezone:             r.Timezone,
 		LeakThresholdSeconds: r.LeakThresholdSeconds,
+		FailMode:             quota.FailMode(r.FailMode),
 		CreatedAt:            timeOf(r.CreatedMs),
 		UpdatedAt:            timeOf(r.UpdatedMs),
 	}
@@ -93,13 +95,14 @@ func (s *Store) PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bo
 	}
 	p.CreatedAt = timeOf(msOf(p.CreatedAt))
 	p.UpdatedAt = timeOf(msOf(p.UpdatedAt))
+	p.FailMode = p.FailMode.OrDefault()
 	op := "put policy " + p.ResourceName
 
 	// Insert-if-absent, then update: each step is one atomic statement, so
 	// concurrent PUTs neither deadlock nor both create.
 	res, err := s.db.ExecContext(ctx, s.dialect.insertPolicyIfAbsent,
 		p.ResourceName, string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone,
-		p.LeakThresholdSeconds, msOf(p.CreatedAt), msOf(p.UpdatedAt))
+		p.LeakThresholdSeconds, string(p.FailMode.OrDefault()), msOf(p.CreatedAt), msOf(p.UpdatedAt))
 	if err != nil {
 		return quota.Policy{}, false, translate(op, err)
 	}
@@ -112,10 +115,10 @@ func (s *Store) PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bo
 	}
 
 	if _, err := s.db.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
-		reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, updated_ms = ?
+		reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, fail_mode = ?, updated_ms = ?
 		WHERE resource_name = ?`,
 		string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone, p.LeakThresholdSeconds,
-		msOf(p.UpdatedAt), p.ResourceName); err != nil {
+		string(p.FailMode.OrDefault()), msOf(p.UpdatedAt), p.ResourceName); err != nil {
 		return quota.Policy{}, false, translate(op, err)
 	}
 	var createdMs int64

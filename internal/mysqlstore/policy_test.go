@@ -20,6 +20,7 @@ func testPolicy(name string, limit int64, at time.Time) quota.Policy {
 		ResetCron:            "0 0 * * *",
 		Timezone:             "Asia/Shanghai",
 		LeakThresholdSeconds: 300,
+		FailMode:             quota.FailOpen,
 		CreatedAt:            at,
 		UpdatedAt:            at,
 	}
@@ -44,7 +45,7 @@ func TestPutPolicy(t *testing.T) {
 		// Update: new values, CreatedAt of the request is ignored.
 		upd := quota.Policy{
 			ResourceName: "gpu.a100", QuotaType: quota.TypeDuration, TotalLimit: 7200,
-			Timezone: "UTC", LeakThresholdSeconds: 60,
+			Timezone: "UTC", LeakThresholdSeconds: 60, FailMode: quota.FailClosed,
 			CreatedAt: t0.Add(time.Hour), UpdatedAt: t0.Add(2 * time.Hour),
 		}
 		got, created, err = s.PutPolicy(ctx, upd)

@@ -34,8 +34,9 @@ const (
 	// commit waits for company (2 ms).
 	DefaultBatchMaxWait = 2 * time.Millisecond
 
-	// maxBatchRows bounds BatchMaxRows so that one INSERT stays far below the
-	// placeholder limits of MySQL (65535) and SQLite (32766).
+	// maxBatchRows bounds BatchMaxRows so that one group-commit statement
+	// (9 placeholders a row for an INSERT, 11 for a finish UPDATE) stays far
+	// below the placeholder limits of MySQL (65535) and SQLite (32766).
 	maxBatchRows = 1000
 	// sqliteBusyTimeoutMs is how long SQLite waits for a lock held by another
 	// connection before it returns SQLITE_BUSY.
@@ -48,13 +49,14 @@ type Options struct {
 	// SQLite store always uses a single connection.
 	MaxOpenConns int
 	// QueryTimeout is the deadline given to every call on top of the
-	// caller's context, and to each group-commit INSERT (default 2s).
+	// caller's context, and to each group-commit statement (default 2s).
 	QueryTimeout time.Duration
-	// BatchMaxRows is the most rows one group-commit INSERT carries
+	// BatchMaxRows is the most rows one group-commit statement (an INSERT of
+	// new sessions, an UPDATE settling finished ones) carries
 	// (default 100, at most 1000).
 	BatchMaxRows int
 	// BatchMaxWait is how long the first row of a group commit waits for
-	// company before the INSERT is sent (default 2ms).
+	// company before the statement is sent (default 2ms).
 	BatchMaxWait time.Duration
 }
 
@@ -87,13 +89,13 @@ type dialect struct {
 	// insertPolicyIfAbsent inserts a policy row and does nothing (0 rows
 	// affected) when resource_name exists. Arguments: resource_name,
 	// quota_type, total_limit, reset_cron, timezone, leak_threshold_seconds,
-	// created_ms, updated_ms.
+	// fail_mode, created_ms, updated_ms.
 	insertPolicyIfAbsent string
 }
 
 const insertPolicyPrefix = `INSERT INTO quota_policy
-	(resource_name, quota_type, total_limit, reset_cron, timezone, leak_threshold_seconds, created_ms, updated_ms)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	(resource_name, quota_type, total_limit, reset_cron, timezone, leak_threshold_seconds, fail_mode, created_ms, updated_ms)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 var (
 	dialectMySQL = dialect{
@@ -126,7 +128,9 @@ type Store struct {
 	db      *sqlx.DB
 	dialect dialect
 	timeout time.Duration
-	batch   *batcher
+	// inserts and finishes group-commit InsertSession and FinishSession.
+	inserts  *batcher[quota.UsageRecord]
+	finishes *batcher[quota.UsageRecord]
 }
 
 // Open connects to MySQL or MariaDB. dsn is a github.com/go-sql-driver/mysql
@@ -204,7 +208,8 @@ func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store
 		_ = db.Close()
 		return nil, err
 	}
-	s.batch = newBatcher(s, opts.BatchMaxRows, opts.BatchMaxWait)
+	s.inserts = newBatcher(s.insertOp(), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
+	s.finishes = newBatcher(s.finishOp(), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
 	return s, nil
 }
 
@@ -245,11 +250,13 @@ func (s *Store) Ping(ctx context.Context) error {
 // it; use Close.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// Close stops the group-commit goroutine (a batch in flight is finished;
-// later InsertSession calls fail with quota.ErrUnavailable), then closes the
-// pool. It is safe to call more than once; it returns the pool's Close error.
+// Close stops the group-commit goroutines (a batch in flight is finished;
+// later InsertSession and FinishSession calls fail with
+// quota.ErrUnavailable), then closes the pool. It is safe to call more than
+// once; it returns the pool's Close error.
 func (s *Store) Close() error {
-	s.batch.stop()
+	s.inserts.stop()
+	s.finishes.stop()
 	return s.db.Close()
 }
 

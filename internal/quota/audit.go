@@ -19,6 +19,10 @@ const (
 // token (dev mode without QC_ADMIN_TOKENS).
 const AnonymousActor = "anonymous"
 
+// auditTimeout bounds the write of one audit entry once the change it
+// records is stored.
+const auditTimeout = 5 * time.Second
+
 // Bounds of AuditFilter.Limit.
 const (
 	DefaultAuditLimit = 100
@@ -111,7 +115,9 @@ func (s *Service) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, erro
 // log is configured, and returns the function that records the change once
 // the new policy is stored. A failure to record is ErrUnavailable: the
 // change is stored, and a retry of the same PUT stores it again and records
-// it again.
+// it again. The read and the write are separate steps, so of concurrent
+// PUTs of one resource one may record a before that another PUT had
+// already replaced.
 func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time) (func(after Policy, created bool) error, error) {
 	if s.opt.Audit == nil {
 		return func(Policy, bool) error { return nil }, nil
@@ -128,24 +134,26 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 	}
 	return func(after Policy, created bool) error {
 		if created {
-			// Nothing was there: a concurrent PUT may have created it after
-			// our read, but this call's insert is the one that did.
-			before = nil
+			before = nil // this call's insert created it: nothing was there
 		}
 		a, err := json.Marshal(after)
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
-		err = s.opt.Audit.RecordAudit(ctx, AuditEntry{
+		// The change is stored: record it even if the caller has gone away
+		// meanwhile, within a deadline of its own.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+		defer cancel()
+		err = s.opt.Audit.RecordAudit(actx, AuditEntry{
 			At: at, Actor: ActorFrom(ctx), Action: ActionPolicyPut, Resource: resource,
 			Before: before, After: a,
 		})
-		if err != nil && !errors.Is(err, ErrUnavailable) {
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		if err != nil {
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrUnavailable):
 			return fmt.Errorf("audit: %w", err)
 		}
-		return nil
+		return fmt.Errorf("audit: %w: %w", ErrUnavailable, err)
 	}, nil
 }

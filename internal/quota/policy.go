@@ -35,6 +35,29 @@ func (t QuotaType) Unit() string {
 // Valid reports whether t is one of the four known types.
 func (t QuotaType) Valid() bool { return t.Unit() != "" }
 
+// FailMode says what apply does when the center cannot decide (Redis or
+// MySQL unavailable, or a circuit breaker open).
+type FailMode string
+
+// Fail modes. CLOSED refuses with 503: nothing is ever granted that was not
+// counted. OPEN grants the request anyway, records the session in the ledger
+// if MySQL is reachable (reconciliation then puts it in the Redis balance)
+// and counts it in quota_fail_open_grants_total: callers keep working during
+// an outage, at the risk of going over the limit by what they use meanwhile
+// (and, when MySQL is down too, of that use not being counted at all).
+const (
+	FailClosed FailMode = "CLOSED"
+	FailOpen   FailMode = "OPEN"
+)
+
+// OrDefault returns m, or CLOSED when m is empty.
+func (m FailMode) OrDefault() FailMode {
+	if m == "" {
+		return FailClosed
+	}
+	return m
+}
+
 // MaxAmount is the largest amount, limit or usage accepted anywhere:
 // 2^53−1, the largest integer that JSON clients (and Redis Lua numbers)
 // represent exactly.
@@ -59,6 +82,7 @@ type Policy struct {
 	ResetCron            string    `json:"resetCron"`            // "" = never resets
 	Timezone             string    `json:"timezone"`             // IANA name, default UTC
 	LeakThresholdSeconds int64     `json:"leakThresholdSeconds"` // seconds
+	FailMode             FailMode  `json:"failMode"`             // CLOSED (default) or OPEN
 	CreatedAt            time.Time `json:"createdAt"`
 	UpdatedAt            time.Time `json:"updatedAt"`
 }

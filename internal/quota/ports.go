@@ -141,6 +141,32 @@ type BalanceStore interface {
 	Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]LeakedSession, error)
 	// AckLeaks records that the ledger rows of these swept sessions are LEAKED.
 	AckLeaks(ctx context.Context, resource string, sessionIDs []string) error
+	// OpenSessionIDs lists the USING sessions of a resource (the lease index).
+	OpenSessionIDs(ctx context.Context, resource string) ([]string, error)
+	// Sessions reads sessions by id; ids the store does not hold are absent
+	// from the map.
+	Sessions(ctx context.Context, resource string, ids []string) (map[string]SessionState, error)
+	// RestoreSessions brings back open sessions the store lost, with a fresh
+	// lease, leaving the balance as it is; sessions it holds are left alone.
+	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
+	// Adjust adds the deltas to a period's balance if it exists; it reports
+	// whether it did.
+	Adjust(ctx context.Context, resource string, period Period, dCharged, dReserved int64) (bool, error)
+}
+
+// SessionState is a session as the BalanceStore holds it. Amounts are in the
+// policy's unit.
+type SessionState struct {
+	Status      Status
+	ClientID    string
+	Granted     int64
+	Actual      int64 // FINISHED only
+	Refunded    int64 // FINISHED only
+	Overage     int64 // FINISHED only
+	PeriodStart time.Time
+	StartTime   time.Time
+	EndTime     time.Time // FINISHED or LEAKED
+	WasLeaked   bool      // FINISHED after a leak
 }
 
 // Ledger is the durable record of every session (MySQL), the source of truth
@@ -158,6 +184,8 @@ type Ledger interface {
 	PeriodTotals(ctx context.Context, resource string, periodStart time.Time) (PeriodTotals, error)
 	// OpenSessions lists the USING rows of a resource, any period.
 	OpenSessions(ctx context.Context, resource string) ([]UsageRecord, error)
+	// SessionsByID reads rows by session id; ids without a row are absent.
+	SessionsByID(ctx context.Context, ids []string) (map[string]UsageRecord, error)
 }
 
 // PolicyStore keeps policies (MySQL).

@@ -43,9 +43,10 @@ type Service struct {
 	sched    Scheduler
 	opt      Options
 
-	mu      sync.RWMutex
-	cache   map[string]cachedPolicy
-	seeding flight
+	mu          sync.RWMutex
+	cache       map[string]cachedPolicy
+	seeding     flight // per resource and period
+	policyLoads flight // per resource
 }
 
 type cachedPolicy struct {
@@ -116,6 +117,12 @@ type ApplyResponse struct {
 	Exhausted                bool
 	NextResetAt              time.Time
 	QuotaType                QuotaType
+	// FailOpen: granted by a FailMode OPEN policy while the stores could not
+	// decide; Remaining is −1 (unknown). FailOpenRecorded says whether the
+	// ledger row was written; FailOpenCause is the backend error.
+	FailOpen         bool
+	FailOpenRecorded bool
+	FailOpenCause    error
 }
 
 func (r ApplyRequest) validate() error {
@@ -173,21 +180,56 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 	if cmd.SessionID == "" {
 		cmd.SessionID = s.opt.NewSessionID()
 	}
+	resp, err := s.apply(ctx, pol, cmd)
+	if err != nil && pol.FailMode == FailOpen && isBackendFailure(err) {
+		return s.failOpen(ctx, pol, cmd, err), nil
+	}
+	return resp, err
+}
+
+// isBackendFailure reports whether err means the center could not decide.
+func isBackendFailure(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrCircuitOpen)
+}
+
+// failOpen grants an apply of a FailMode OPEN policy that the stores could
+// not decide: the whole amount, with no remaining known (−1). It writes the
+// ledger row if MySQL answers, so reconciliation can count the session in
+// Redis later; FailOpen in the answer says it was not counted live.
+func (s *Service) failOpen(ctx context.Context, pol Policy, cmd ApplyCmd, cause error) ApplyResponse {
+	now := s.opt.Now().UTC().Truncate(time.Millisecond)
+	rec := UsageRecord{
+		ResourceName: cmd.ResourceName, ClientID: cmd.ClientID, SessionID: cmd.SessionID,
+		PeriodStart: cmd.Period.Start, ApplyAmount: cmd.Amount, MinAmount: cmd.MinAmount,
+		GrantedAmount: cmd.Amount, ChargedAmount: cmd.Amount, StartTime: now, Status: StatusUsing,
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	recorded := s.ledger.InsertSession(lctx, rec) == nil
+	return ApplyResponse{
+		SessionID: cmd.SessionID, Granted: cmd.Amount, Remaining: -1,
+		LeaseExpiresAt: now.Add(pol.LeaseDuration()), HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),
+		QuotaType: pol.QuotaType, FailOpen: true, FailOpenRecorded: recorded, FailOpenCause: cause,
+	}
+}
+
+// apply runs the check-and-reserve loop across period roll-over and seeding.
+func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyResponse, error) {
 	for range maxAttempts {
 		res, err := s.balances.Apply(ctx, cmd)
 		if err != nil {
-			return ApplyResponse{}, fmt.Errorf("apply %s: %w", req.ResourceName, err)
+			return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 		}
 		switch res.Outcome {
 		case ApplyWrongPeriod:
 			if cmd.Period, err = s.sched.PeriodAt(pol, res.Now); err != nil {
-				return ApplyResponse{}, fmt.Errorf("apply %s: %w", req.ResourceName, err)
+				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 			}
 			cmd.FirstPeriod = cmd.Period.Start.Equal(pol.CreatedAt.UTC().Truncate(time.Millisecond))
 			continue
 		case ApplyNeedBalance:
 			if err := s.seed(ctx, pol, cmd.Period); err != nil {
-				return ApplyResponse{}, fmt.Errorf("apply %s: %w", req.ResourceName, err)
+				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 			}
 			continue
 		case ApplyExhausted:
@@ -198,9 +240,9 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 		case ApplyGranted, ApplyReplayed:
 			return s.record(ctx, pol, cmd, res)
 		}
-		return ApplyResponse{}, fmt.Errorf("apply %s: unknown store outcome %d", req.ResourceName, res.Outcome)
+		return ApplyResponse{}, fmt.Errorf("apply %s: unknown store outcome %d", cmd.ResourceName, res.Outcome)
 	}
-	return ApplyResponse{}, fmt.Errorf("apply %s: period or balance kept changing: %w", req.ResourceName, ErrUnavailable)
+	return ApplyResponse{}, fmt.Errorf("apply %s: period or balance kept changing: %w", cmd.ResourceName, ErrUnavailable)
 }
 
 // record writes the ledger row of a granted (or replayed) apply. A replay
@@ -299,7 +341,14 @@ const seedLockTTL = 10 * time.Second
 // is never reset to the full limit or counted twice.
 func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
 	key := pol.ResourceName + "@" + strconv.FormatInt(per.ID(), 10)
-	if err := s.seeding.do(key, func() error { return s.seedOnce(ctx, pol, per) }); err != nil {
+	err := s.seeding.do(key, func() error {
+		// Shared by every waiter: not bound to the first caller's
+		// cancellation, but to the seeding lock's lifetime.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), seedLockTTL)
+		defer cancel()
+		return s.seedOnce(sctx, pol, per)
+	})
+	if err != nil {
 		return fmt.Errorf("seed period %d: %w", per.ID(), err)
 	}
 	return nil
@@ -375,16 +424,23 @@ func (f *flight) do(key string, fn func() error) error {
 	if f.calls == nil {
 		f.calls = make(map[string]*flightCall)
 	}
-	c := &flightCall{done: make(chan struct{})}
+	c := &flightCall{done: make(chan struct{}), err: errFlightPanicked}
 	f.calls[key] = c
 	f.mu.Unlock()
+	// Deferred so that waiters are released even if fn panics (the panic
+	// goes on up this goroutine; they get errFlightPanicked).
+	defer func() {
+		f.mu.Lock()
+		delete(f.calls, key)
+		f.mu.Unlock()
+		close(c.done)
+	}()
 	c.err = fn()
-	f.mu.Lock()
-	delete(f.calls, key)
-	f.mu.Unlock()
-	close(c.done)
 	return c.err
 }
+
+// errFlightPanicked is what waiters of a shared call get when it panicked.
+var errFlightPanicked = errors.New("shared call panicked")
 
 // HeartbeatResponse carries the renewed lease.
 type HeartbeatResponse struct {
@@ -589,24 +645,50 @@ func (s *Service) Status(ctx context.Context, resource string) (StatusResponse, 
 	}, nil
 }
 
-// Policy returns a resource's policy, from a short-lived cache.
-// Errors: ErrResourceNotFound, ErrUnavailable.
+// Policy returns a resource's policy, from a short-lived cache; while MySQL
+// is unavailable an expired entry is still used. Errors:
+// ErrResourceNotFound, ErrUnavailable.
+//
+// Concurrent misses of one resource share one read: a cold cache under load
+// sends one query to MySQL, not one per request.
 func (s *Service) Policy(ctx context.Context, resource string) (Policy, error) {
-	now := time.Now()
+	if p, fresh, ok := s.cachedPolicy(resource); ok && fresh {
+		return p, nil
+	}
+	err := s.policyLoads.do(resource, func() error {
+		// Shared by every waiter: not bound to the first caller's
+		// cancellation (the store's query timeout bounds it).
+		p, err := s.policies.GetPolicy(context.WithoutCancel(ctx), resource)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.cache[resource] = cachedPolicy{p: p, expires: time.Now().Add(s.opt.PolicyCacheTTL)}
+		s.mu.Unlock()
+		return nil
+	})
+	p, _, ok := s.cachedPolicy(resource)
+	switch {
+	case err == nil && ok:
+		return p, nil
+	case err != nil && ok && isBackendFailure(err):
+		// Stale beats unknown while MySQL is down: limits live in Redis,
+		// and a fail-open policy must still be known to fail open.
+		return p, nil
+	case err == nil:
+		// A PUT dropped the entry just after the load: read it again.
+		return s.policies.GetPolicy(ctx, resource)
+	}
+	return Policy{}, err
+}
+
+// cachedPolicy returns the cached policy, whether it is still fresh, and
+// whether there is one at all.
+func (s *Service) cachedPolicy(resource string) (Policy, bool, bool) {
 	s.mu.RLock()
 	c, ok := s.cache[resource]
 	s.mu.RUnlock()
-	if ok && now.Before(c.expires) {
-		return c.p, nil
-	}
-	p, err := s.policies.GetPolicy(ctx, resource)
-	if err != nil {
-		return Policy{}, err
-	}
-	s.mu.Lock()
-	s.cache[resource] = cachedPolicy{p: p, expires: now.Add(s.opt.PolicyCacheTTL)}
-	s.mu.Unlock()
-	return p, nil
+	return c.p, ok && time.Now().Before(c.expires), ok
 }
 
 // Policies lists every policy, sorted by name.
@@ -634,6 +716,7 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 	if p.LeakThresholdSeconds == 0 {
 		p.LeakThresholdSeconds = DefaultLeakThresholdSeconds
 	}
+	p.FailMode = p.FailMode.OrDefault()
 	if err := s.ValidatePolicy(p); err != nil {
 		return Policy{}, false, err
 	}
@@ -670,6 +753,9 @@ func (s *Service) ValidatePolicy(p Policy) error {
 	}
 	if err := ValidateAmount("totalLimit", p.TotalLimit, false); err != nil {
 		return err
+	}
+	if m := p.FailMode.OrDefault(); m != FailClosed && m != FailOpen {
+		return invalid("failMode", "must be CLOSED or OPEN")
 	}
 	if p.LeakThresholdSeconds < 1 || p.LeakThresholdSeconds > MaxLeakThresholdSeconds {
 		return invalid("leakThresholdSeconds", fmt.Sprintf("must be 1 to %d seconds", MaxLeakThresholdSeconds))

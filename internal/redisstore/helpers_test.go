@@ -34,7 +34,9 @@ func MustRedis(tb testing.TB) redis.UniversalClient {
 	if addr == "" {
 		addr = defaultTestRedisAddr
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, PoolSize: 64})
+	// Database 1: this package's keys only, so the cleanup SCANs stay cheap
+	// whatever other test packages keep in database 0 meanwhile.
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: 1, DialTimeout: 2 * time.Second, PoolSize: 64})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -86,7 +88,7 @@ func newResource(tb testing.TB, rdb redis.UniversalClient) string {
 		tb.Fatalf("test resource name %q: %v", res, err)
 	}
 	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		keys, err := scanKeys(ctx, rdb, prefix(res)+"*")
 		if err != nil {

@@ -36,6 +36,7 @@ var (
 	balanceScript   = load("balance.lua")
 	sweepScript     = load("sweep.lua")
 	unlockScript    = load("unlock.lua")
+	adjustScript    = load("adjust.lua")
 )
 
 // Store implements quota.BalanceStore on Redis (standalone or cluster).
@@ -237,6 +238,18 @@ func (s *Store) Balance(ctx context.Context, resource string, per quota.Period) 
 	return quota.Balance{Exists: n[0] == 1, Limit: n[1], Charged: n[2], Reserved: n[3], ActiveSessions: n[4]}, nil
 }
 
+// seedArgs builds seed.lua's ARGV.
+func seedArgs(resource string, limit int64, t quota.PeriodTotals, expireAt int64, flag string, lease time.Duration, open []quota.UsageRecord) []any {
+	args := make([]any, 0, 7+7*len(open))
+	args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), flag,
+		itoa(lease.Milliseconds()), prefix(resource))
+	for _, r := range open {
+		args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
+			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()))
+	}
+	return args
+}
+
 // seedChunk bounds the open sessions restored per seed.lua call.
 const seedChunk = 500
 
@@ -252,18 +265,11 @@ func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, lim
 	for first := true; first || len(open) > 0; first = false {
 		chunk := open[:min(len(open), seedChunk)]
 		open = open[len(chunk):]
-		args := make([]any, 0, 7+7*len(chunk))
 		flag := "0"
 		if first {
 			flag = "1"
 		}
-		args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), flag,
-			itoa(lease.Milliseconds()), prefix(resource))
-		for _, r := range chunk {
-			args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
-				itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()))
-		}
-		n, err := seedScript.Run(ctx, s.rdb, keys, args...).Int64()
+		n, err := seedScript.Run(ctx, s.rdb, keys, seedArgs(resource, limit, t, expireAt, flag, lease, chunk)...).Int64()
 		if err != nil {
 			return false, wrap("seed", err)
 		}
@@ -336,4 +342,67 @@ func (s *Store) AckLeaks(ctx context.Context, resource string, ids []string) err
 		members[i] = id
 	}
 	return wrap("ack leaks", s.rdb.SRem(ctx, leakedKey(resource), members...).Err())
+}
+
+// OpenSessionIDs lists the resource's USING sessions from the lease index.
+func (s *Store) OpenSessionIDs(ctx context.Context, resource string) ([]string, error) {
+	ids, err := s.rdb.ZRange(ctx, leasesKey(resource), 0, -1).Result()
+	return ids, wrap("open sessions", err)
+}
+
+// sessionFields are read by Sessions, in this order.
+var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked"}
+
+// Sessions reads session hashes in one pipeline; missing ones are absent.
+func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {
+	out := make(map[string]quota.SessionState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HMGet(ctx, sessionKey(resource, id), sessionFields...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("sessions", err)
+	}
+	for i, c := range cmds {
+		v := c.Val()
+		if len(v) != len(sessionFields) || v[0] == nil {
+			continue
+		}
+		str := func(j int) string { x, _ := v[j].(string); return x }
+		num := func(j int) int64 { n, _ := strconv.ParseInt(str(j), 10, 64); return n }
+		out[ids[i]] = quota.SessionState{
+			Status: quota.Status(str(0)), ClientID: str(1), Granted: num(2), Actual: num(3),
+			Refunded: num(4), Overage: num(5), PeriodStart: ms(num(6)), StartTime: ms(num(7)),
+			EndTime: ms(num(8)), WasLeaked: str(9) == "1",
+		}
+	}
+	return out, nil
+}
+
+// RestoreSessions runs seed.lua in its sessions-only mode, in chunks.
+func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quota.UsageRecord, lease time.Duration) error {
+	keys := []string{limitKey(resource), balanceKey(resource, 0), leasesKey(resource)}
+	for len(open) > 0 {
+		chunk := open[:min(len(open), seedChunk)]
+		open = open[len(chunk):]
+		if err := seedScript.Run(ctx, s.rdb, keys, seedArgs(resource, 0, quota.PeriodTotals{}, 0, "0", lease, chunk)...).Err(); err != nil {
+			return wrap("restore sessions", err)
+		}
+	}
+	return nil
+}
+
+// Adjust runs adjust.lua. See quota.BalanceStore.
+func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64) (bool, error) {
+	n, err := adjustScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, itoa(dCharged), itoa(dReserved)).Int64()
+	if err != nil {
+		return false, wrap("adjust", err)
+	}
+	return n == 1, nil
 }

@@ -136,20 +136,41 @@ type Server struct {
 	URL    string   // http://127.0.0.1:port
 	Ledger *sqlx.DB // read access to the ledger it writes
 	Mode   Mode
+	// AdminToken is the bearer token of /admin/* ("" when admin is open, as
+	// in dev mode). Send it as "Authorization: Bearer <AdminToken>".
+	AdminToken string
 }
 
+// AdminTokenName is the name (the audit actor) of Server.AdminToken.
+const AdminTokenName = "testenv"
+
 // Start runs app.Serve on 127.0.0.1:0 with the given mode and extra flags,
-// and stops it in tb.Cleanup (asserting a clean stop).
+// and stops it in tb.Cleanup (asserting a clean stop). In Real mode, which
+// is production mode, it configures an admin token (Server.AdminToken,
+// named AdminTokenName) unless extra has --admin-tokens; dev mode leaves
+// admin open. Extra flags come last and win.
 func Start(tb testing.TB, mode Mode, extra ...string) *Server {
+	tb.Helper()
+	return StartLogged(tb, mode, io.Discard, extra...)
+}
+
+// StartLogged is Start with the server's log written to logOut, which must
+// be safe for concurrent writes.
+func StartLogged(tb testing.TB, mode Mode, logOut io.Writer, extra ...string) *Server {
 	tb.Helper()
 	args := []string{"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--sweep-interval", "100ms"}
 	var ledger *sqlx.DB
 	var err error
+	var adminToken string
 	switch mode {
 	case Real:
 		redisAddr := MustRedis(tb)
 		dsn := MustMySQL(tb)
 		args = append(args, "--redis-addr", redisAddr, "--mysql-dsn", dsn, "--migrate-on-start")
+		if !hasFlag(extra, "admin-tokens") {
+			adminToken = "testenv-admin-" + RandomSuffix() + RandomSuffix()
+			args = append(args, "--admin-tokens", AdminTokenName+":"+adminToken)
+		}
 		ledger, err = sqlx.Open("mysql", dsn)
 	default:
 		path := filepath.Join(tb.TempDir(), "ledger.db")
@@ -163,7 +184,7 @@ func Start(tb testing.TB, mode Mode, extra ...string) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, append(args, extra...), io.Discard, func(a string) { addr <- a }) }()
+	go func() { done <- app.Serve(ctx, append(args, extra...), logOut, func(a string) { addr <- a }) }()
 	select {
 	case a := <-addr:
 		tb.Cleanup(func() {
@@ -172,7 +193,7 @@ func Start(tb testing.TB, mode Mode, extra ...string) *Server {
 				tb.Errorf("serve stopped with error: %v", err)
 			}
 		})
-		return &Server{URL: "http://" + a, Ledger: ledger, Mode: mode}
+		return &Server{URL: "http://" + a, Ledger: ledger, Mode: mode, AdminToken: adminToken}
 	case err := <-done:
 		cancel()
 		tb.Fatalf("serve did not start: %v", err)
@@ -181,6 +202,18 @@ func Start(tb testing.TB, mode Mode, extra ...string) *Server {
 		tb.Fatalf("serve did not start within 30s")
 	}
 	return nil
+}
+
+// hasFlag reports whether args set the flag name (-name, --name, with or
+// without =value).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // Eventually polls cond every 20ms until it is true or the deadline passes.

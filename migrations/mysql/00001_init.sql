@@ -13,6 +13,7 @@ CREATE TABLE quota_policy (
     reset_cron             VARCHAR(128) NOT NULL DEFAULT '',
     timezone               VARCHAR(64)  NOT NULL DEFAULT 'UTC',
     leak_threshold_seconds BIGINT       NOT NULL DEFAULT 300,
+    fail_mode              ENUM('CLOSED','OPEN') NOT NULL DEFAULT 'CLOSED',
     created_ms             BIGINT       NOT NULL,
     updated_ms             BIGINT       NOT NULL,
     PRIMARY KEY (id),

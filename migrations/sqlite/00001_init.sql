@@ -11,6 +11,7 @@ CREATE TABLE quota_policy (
     reset_cron             TEXT    NOT NULL DEFAULT '',
     timezone               TEXT    NOT NULL DEFAULT 'UTC',
     leak_threshold_seconds INTEGER NOT NULL DEFAULT 300,
+    fail_mode              TEXT    NOT NULL DEFAULT 'CLOSED' CHECK (fail_mode IN ('CLOSED','OPEN')),
     created_ms             INTEGER NOT NULL,
     updated_ms             INTEGER NOT NULL
 ) STRICT;

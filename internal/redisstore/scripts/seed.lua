@@ -12,8 +12,8 @@
 -- A restored session keeps its grant; its reservation is already in the
 -- rebuilt totals (the ledger row is USING), so no balance is touched for it.
 -- A session key still present is left alone.
-redis.call('SET', KEYS[1], ARGV[1], 'NX')
 if ARGV[5] == '1' then
+  redis.call('SET', KEYS[1], ARGV[1], 'NX')
   if redis.call('EXISTS', KEYS[2]) == 1 then
     return 0
   end

@@ -1,0 +1,81 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
+	"github.com/quotacenter/quota-center/internal/period"
+	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/reconcile"
+	"github.com/quotacenter/quota-center/internal/redisstore"
+)
+
+// TestFailOpenGrantsAreRecordedAndCountedAfterReconciliation runs the real
+// adapters: a SQLite ledger, and Redis first unreachable, then back.
+func TestFailOpenGrantsAreRecordedAndCountedAfterReconciliation(t *testing.T) {
+	ctx := context.Background()
+	ledger, err := mysqlstore.OpenSQLite(ctx, t.TempDir()+"/ledger.db", mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ledger.Close() })
+	if err := ledger.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sched := &period.Scheduler{}
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	down := quota.NewService(redisstore.New(dead), ledger, ledger, sched, quota.Options{})
+
+	for _, p := range []quota.Policy{
+		{ResourceName: "open", QuotaType: quota.TypeTokens, TotalLimit: 1000, FailMode: quota.FailOpen, LeakThresholdSeconds: 300, Timezone: "UTC"},
+		{ResourceName: "closed", QuotaType: quota.TypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 300, Timezone: "UTC"},
+	} {
+		if _, _, err := ledger.PutPolicy(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	res, err := down.Apply(ctx, quota.ApplyRequest{ResourceName: "open", Amount: 300, SessionID: "fo-1"})
+	if err != nil || !res.FailOpen || !res.FailOpenRecorded || res.Granted != 300 || res.Remaining != -1 {
+		t.Fatalf("fail-open apply: %+v, %v", res, err)
+	}
+	if _, err := down.Apply(ctx, quota.ApplyRequest{ResourceName: "closed", Amount: 300, SessionID: "fc-1"}); !errors.Is(err, quota.ErrUnavailable) {
+		t.Fatalf("fail-closed apply: %v, want ErrUnavailable", err)
+	}
+	rows, err := ledger.SessionsByID(ctx, []string{"fo-1", "fc-1"})
+	if err != nil || len(rows) != 1 || rows["fo-1"].Status != quota.StatusUsing || rows["fo-1"].GrantedAmount != 300 {
+		t.Fatalf("ledger rows %+v, %v: want only the fail-open grant, USING", rows, err)
+	}
+
+	// Redis is back (empty). Reconciliation counts the fail-open grant.
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store := redisstore.New(rdb)
+	up := quota.NewService(store, ledger, ledger, sched, quota.Options{})
+	st, err := up.Status(ctx, "open") // seeds the period from the ledger
+	if err != nil || st.Reserved != 300 || st.Remaining != 700 {
+		t.Fatalf("status after Redis came back: %+v, %v", st, err)
+	}
+	rec := reconcile.New(reconcile.Config{Grace: time.Millisecond, Settle: time.Millisecond}, store, ledger, ledger, sched, zap.NewNop(), prometheus.NewRegistry())
+	rep, err := rec.Resource(ctx, "open")
+	if err != nil || rep.DriftReserved != 0 || rep.DriftCharged != 0 {
+		t.Fatalf("reconcile: %+v, %v", rep, err)
+	}
+	fin, err := up.Finish(ctx, quota.FinishRequest{ResourceName: "open", SessionID: "fo-1", Actual: 120})
+	if err != nil || fin.Refunded != 180 {
+		t.Fatalf("finish of the fail-open session: %+v, %v", fin, err)
+	}
+	if st, _ := up.Status(ctx, "open"); st.Used != 120 || st.Reserved != 0 {
+		t.Fatalf("status after finish: %+v", st)
+	}
+}

@@ -1,0 +1,403 @@
+// Package reconcile compares the live balances in Redis with the MySQL
+// ledger, the source of truth, and repairs Redis from it. It runs on an
+// interval and on demand (POST /admin/reconcile); a per-resource lock in
+// Redis makes one instance at a time reconcile a resource.
+//
+// Per resource it repairs, in order:
+//  1. orphan reservations: USING sessions in Redis with no ledger row,
+//     older than Grace (the process died between the Redis reservation and
+//     the ledger write, or the write failed and the give-back too): given
+//     back;
+//  2. ledger rows left behind: USING rows whose Redis session is FINISHED or
+//     LEAKED (the ledger write after the Redis step failed and was never
+//     retried): settled from the Redis session;
+//  3. lost sessions: USING rows whose Redis session is gone while the
+//     balance stayed (eviction, partial loss): brought back with a fresh
+//     lease, their reservation being in the balance already;
+//  4. balance drift of the current period: Redis charged/reserved minus the
+//     ledger's. In-flight requests make a momentary difference, so a drift
+//     is corrected only when it is the same on two reads Settle apart, and
+//     then by a delta (HINCRBY), never by overwriting, so requests between
+//     the reads are kept.
+//
+// The drift found is exported per resource and logged.
+//
+// It imports quota, prometheus and zap; never the adapters.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// Config tunes a Reconciler.
+type Config struct {
+	Interval time.Duration // between periodic passes; 0 = only on demand
+	Grace    time.Duration // a Redis reservation younger than this may still be writing its ledger row
+	Settle   time.Duration // time between the two drift reads
+	// FullEvery: every FullEvery-th periodic pass checks sessions one by one
+	// (steps 1–3); the passes between only measure the balance drift and
+	// check sessions when it is not zero, so a quiet pass costs two reads
+	// per resource whatever the number of live sessions (default 10).
+	// On-demand reconciliation is always full.
+	FullEvery int
+}
+
+// Reconciler repairs Redis from the ledger.
+type Reconciler struct {
+	cfg      Config
+	store    quota.BalanceStore
+	ledger   quota.Ledger
+	policies quota.PolicyStore
+	sched    quota.Scheduler
+	log      *zap.Logger
+	now      func() time.Time
+
+	drift   map[string]*prometheus.GaugeVec // unit → {resource, field}
+	repairs *prometheus.CounterVec
+	runs    *prometheus.CounterVec
+}
+
+// Report is what one reconciliation of one resource found and did. Amounts
+// are in the resource's unit; drift is Redis minus ledger.
+type Report struct {
+	Resource          string    `json:"resource"`
+	PeriodStart       time.Time `json:"periodStart"`
+	RedisCharged      int64     `json:"redisCharged"`
+	RedisReserved     int64     `json:"redisReserved"`
+	LedgerCharged     int64     `json:"ledgerCharged"`
+	LedgerReserved    int64     `json:"ledgerReserved"`
+	DriftCharged      int64     `json:"driftCharged"`
+	DriftReserved     int64     `json:"driftReserved"`
+	OrphansReleased   int       `json:"orphansReleased"`
+	LedgerRowsSettled int       `json:"ledgerRowsSettled"`
+	SessionsRestored  int       `json:"sessionsRestored"`
+	BalanceAdjusted   bool      `json:"balanceAdjusted"`
+	Skipped           string    `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
+}
+
+// New builds a Reconciler and registers its metrics on reg:
+// quota_reconcile_drift_<unit>{resource,field} (gauge, Redis minus ledger,
+// field charged|reserved), quota_reconcile_repairs_total{resource,kind} and
+// quota_reconcile_runs_total{result}.
+func New(cfg Config, store quota.BalanceStore, ledger quota.Ledger, policies quota.PolicyStore, sched quota.Scheduler, log *zap.Logger, reg prometheus.Registerer) *Reconciler {
+	if cfg.Grace <= 0 {
+		cfg.Grace = 30 * time.Second
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = 3 * time.Second
+	}
+	if cfg.FullEvery <= 0 {
+		cfg.FullEvery = 10
+	}
+	f := promauto.With(reg)
+	r := &Reconciler{
+		cfg: cfg, store: store, ledger: ledger, policies: policies, sched: sched, log: log, now: time.Now,
+		drift: map[string]*prometheus.GaugeVec{},
+		repairs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_reconcile_repairs_total",
+			Help: "Repairs made by reconciliation: orphan_released, ledger_settled, session_restored, balance_adjusted.",
+		}, []string{"resource", "kind"}),
+		runs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_reconcile_runs_total", Help: "Reconciliations of one resource by result (ok, error, skipped).",
+		}, []string{"result"}),
+	}
+	for _, u := range []string{"seconds", "calls", "tokens", "bytes"} {
+		r.drift[u] = f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "quota_reconcile_drift_" + u,
+			Help: "Redis minus ledger for the current period at the last reconciliation, in " + u + " (field charged or reserved).",
+		}, []string{"resource", "field"})
+	}
+	return r
+}
+
+// Run reconciles every resource each Interval until ctx is done.
+func (r *Reconciler) Run(ctx context.Context) error {
+	if r.cfg.Interval <= 0 {
+		<-ctx.Done()
+		return nil
+	}
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for pass := 1; ; pass++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			_, _ = r.all(ctx, pass%r.cfg.FullEvery == 0)
+		}
+	}
+}
+
+// All fully reconciles every resource with a policy and returns the reports.
+func (r *Reconciler) All(ctx context.Context) ([]Report, error) { return r.all(ctx, true) }
+
+func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
+	pols, err := r.policies.ListPolicies(ctx)
+	if err != nil {
+		r.runs.WithLabelValues("error").Inc()
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	var errs []error
+	out := make([]Report, 0, len(pols))
+	for _, p := range pols {
+		rep, err := r.pass(ctx, p.ResourceName, full)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, rep)
+	}
+	return out, errors.Join(errs...)
+}
+
+// lockTTL bounds one reconciliation's hold on a resource.
+const lockTTL = time.Minute
+
+// Resource fully reconciles one resource. Errors: quota.ErrResourceNotFound,
+// and backend errors (the pass is retried at the next interval).
+func (r *Reconciler) Resource(ctx context.Context, resource string) (Report, error) {
+	return r.pass(ctx, resource, true)
+}
+
+func (r *Reconciler) pass(ctx context.Context, resource string, full bool) (Report, error) {
+	rep, err := r.resource(ctx, resource, full)
+	switch {
+	case err != nil:
+		r.runs.WithLabelValues("error").Inc()
+		r.log.Warn("reconcile failed", zap.String("resource", resource), zap.Error(err))
+		return rep, fmt.Errorf("reconcile %s: %w", resource, err)
+	case rep.Skipped != "":
+		r.runs.WithLabelValues("skipped").Inc()
+	default:
+		r.runs.WithLabelValues("ok").Inc()
+	}
+	return rep, nil
+}
+
+func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (Report, error) {
+	rep := Report{Resource: resource}
+	pol, err := r.policies.GetPolicy(ctx, resource)
+	if err != nil {
+		return rep, err
+	}
+	token, err := r.store.TryLock(ctx, resource, "reconcile", lockTTL)
+	if err != nil {
+		return rep, err
+	}
+	if token == "" {
+		rep.Skipped = "another instance is reconciling this resource"
+		return rep, nil
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = r.store.Unlock(uctx, resource, "reconcile", token)
+	}()
+	if !full {
+		dc, dr, err := r.probe(ctx, pol)
+		if err != nil {
+			return rep, err
+		}
+		full = dc != 0 || dr != 0
+	}
+	if !full {
+		return r.quiet(pol, rep)
+	}
+	if err := r.releaseOrphans(ctx, resource, &rep); err != nil {
+		return rep, err
+	}
+	if err := r.settleLedger(ctx, pol, &rep); err != nil {
+		return rep, err
+	}
+	if err := r.balance(ctx, pol, &rep); err != nil {
+		return rep, err
+	}
+	if rep.DriftCharged != 0 || rep.DriftReserved != 0 || rep.OrphansReleased+rep.LedgerRowsSettled+rep.SessionsRestored > 0 {
+		r.log.Warn("reconcile repaired drift", zap.String("resource", resource), zap.Any("report", rep))
+	}
+	return rep, nil
+}
+
+// probe reads the current period's drift once (Redis minus ledger).
+func (r *Reconciler) probe(ctx context.Context, pol quota.Policy) (int64, int64, error) {
+	per, err := r.sched.PeriodAt(pol, r.now())
+	if err != nil {
+		return 0, 0, err
+	}
+	bal, err := r.store.Balance(ctx, pol.ResourceName, per)
+	if err != nil || !bal.Exists {
+		return 0, 0, err
+	}
+	tot, err := r.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
+	if err != nil {
+		return 0, 0, err
+	}
+	return bal.Charged - tot.Charged, bal.Reserved - tot.Reserved, nil
+}
+
+// quiet reports a pass that found no drift and so checked no session.
+func (r *Reconciler) quiet(pol quota.Policy, rep Report) (Report, error) {
+	if g, ok := r.drift[pol.QuotaType.Unit()]; ok {
+		g.WithLabelValues(pol.ResourceName, "charged").Set(0)
+		g.WithLabelValues(pol.ResourceName, "reserved").Set(0)
+	}
+	return rep, nil
+}
+
+// releaseOrphans gives back Redis reservations that have no ledger row.
+func (r *Reconciler) releaseOrphans(ctx context.Context, resource string, rep *Report) error {
+	ids, err := r.store.OpenSessionIDs(ctx, resource)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	rows, err := r.ledger.SessionsByID(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, id := range ids {
+		if _, ok := rows[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	states, err := r.store.Sessions(ctx, resource, missing)
+	if err != nil {
+		return err
+	}
+	cutoff := r.now().Add(-r.cfg.Grace)
+	for _, id := range missing {
+		st, ok := states[id]
+		if !ok || st.Status != quota.StatusUsing || st.StartTime.After(cutoff) {
+			continue
+		}
+		// Read the ledger once more right before: the row may have landed.
+		if again, err := r.ledger.SessionsByID(ctx, []string{id}); err != nil || len(again) > 0 {
+			continue
+		}
+		if err := r.store.Cancel(ctx, resource, id); err != nil {
+			return err
+		}
+		rep.OrphansReleased++
+		r.repairs.WithLabelValues(resource, "orphan_released").Inc()
+	}
+	return nil
+}
+
+// settleLedger settles USING ledger rows from their Redis sessions, and
+// brings back sessions Redis lost.
+func (r *Reconciler) settleLedger(ctx context.Context, pol quota.Policy, rep *Report) error {
+	resource := pol.ResourceName
+	open, err := r.ledger.OpenSessions(ctx, resource)
+	if err != nil || len(open) == 0 {
+		return err
+	}
+	ids := make([]string, len(open))
+	for i, row := range open {
+		ids[i] = row.SessionID
+	}
+	states, err := r.store.Sessions(ctx, resource, ids)
+	if err != nil {
+		return err
+	}
+	var lost []quota.UsageRecord
+	var leaked []quota.LeakedSession
+	for _, row := range open {
+		st, ok := states[row.SessionID]
+		switch {
+		case !ok:
+			lost = append(lost, row)
+		case st.Status == quota.StatusFinished:
+			rec := row
+			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, st.Actual, st.Refunded, st.Overage
+			rec.EndTime, rec.LeakRecovered = st.EndTime, st.WasLeaked
+			if err := r.ledger.FinishSession(ctx, rec); err != nil {
+				return err
+			}
+			rep.LedgerRowsSettled++
+			r.repairs.WithLabelValues(resource, "ledger_settled").Inc()
+		case st.Status == quota.StatusLeaked:
+			leaked = append(leaked, quota.LeakedSession{
+				ResourceName: resource, SessionID: row.SessionID, PeriodStart: row.PeriodStart,
+				Granted: row.GrantedAmount, EndTime: st.EndTime,
+			})
+		}
+	}
+	if len(leaked) > 0 {
+		if err := r.ledger.MarkLeaked(ctx, leaked); err != nil {
+			return err
+		}
+		rep.LedgerRowsSettled += len(leaked)
+		r.repairs.WithLabelValues(resource, "ledger_settled").Add(float64(len(leaked)))
+	}
+	if len(lost) > 0 {
+		if err := r.store.RestoreSessions(ctx, resource, lost, pol.LeaseDuration()); err != nil {
+			return err
+		}
+		rep.SessionsRestored = len(lost)
+		r.repairs.WithLabelValues(resource, "session_restored").Add(float64(len(lost)))
+	}
+	return nil
+}
+
+// balance measures the current period's drift twice, Settle apart, and
+// corrects it by delta when both reads agree.
+func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report) error {
+	per, err := r.sched.PeriodAt(pol, r.now())
+	if err != nil {
+		return err
+	}
+	rep.PeriodStart = per.Start
+	measure := func() (quota.Balance, quota.PeriodTotals, error) {
+		bal, err := r.store.Balance(ctx, pol.ResourceName, per)
+		if err != nil {
+			return bal, quota.PeriodTotals{}, err
+		}
+		tot, err := r.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
+		return bal, tot, err
+	}
+	bal, tot, err := measure()
+	if err != nil || !bal.Exists {
+		return err // no balance yet: it will be seeded from the ledger
+	}
+	dc, dr := bal.Charged-tot.Charged, bal.Reserved-tot.Reserved
+	if dc != 0 || dr != 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.cfg.Settle):
+		}
+		bal2, tot2, err := measure()
+		if err != nil {
+			return err
+		}
+		if bal2.Exists && bal2.Charged-tot2.Charged == dc && bal2.Reserved-tot2.Reserved == dr {
+			if rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, per, -dc, -dr); err != nil {
+				return err
+			}
+			if rep.BalanceAdjusted {
+				r.repairs.WithLabelValues(pol.ResourceName, "balance_adjusted").Inc()
+			}
+		}
+		bal, tot = bal2, tot2
+	}
+	rep.RedisCharged, rep.RedisReserved = bal.Charged, bal.Reserved
+	rep.LedgerCharged, rep.LedgerReserved = tot.Charged, tot.Reserved
+	rep.DriftCharged, rep.DriftReserved = dc, dr
+	if g, ok := r.drift[pol.QuotaType.Unit()]; ok {
+		g.WithLabelValues(pol.ResourceName, "charged").Set(float64(dc))
+		g.WithLabelValues(pol.ResourceName, "reserved").Set(float64(dr))
+	}
+	return nil
+}
