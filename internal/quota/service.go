@@ -52,6 +52,7 @@ type Service struct {
 type cachedPolicy struct {
 	p       Policy
 	expires time.Time
+	per     Period // the last period computed for p; zero until then
 }
 
 // NewService wires a Service to its stores.
@@ -163,7 +164,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 	if err != nil {
 		return ApplyResponse{}, err
 	}
-	per, err := s.sched.PeriodAt(pol, s.opt.Now())
+	per, err := s.periodAt(pol, s.opt.Now())
 	if err != nil {
 		return ApplyResponse{}, fmt.Errorf("apply %s: %w", req.ResourceName, err)
 	}
@@ -625,7 +626,7 @@ func (s *Service) Status(ctx context.Context, resource string) (StatusResponse, 
 	if err != nil {
 		return StatusResponse{}, err
 	}
-	per, err := s.sched.PeriodAt(pol, s.opt.Now())
+	per, err := s.periodAt(pol, s.opt.Now())
 	if err != nil {
 		return StatusResponse{}, fmt.Errorf("status %s: %w", resource, err)
 	}
@@ -680,6 +681,29 @@ func (s *Service) Policy(ctx context.Context, resource string) (Policy, error) {
 		return s.policies.GetPolicy(ctx, resource)
 	}
 	return Policy{}, err
+}
+
+// periodAt is sched.PeriodAt with the last answer per policy remembered:
+// a cron period is computed once per period (tens of microseconds for some
+// expressions), not once per request.
+func (s *Service) periodAt(pol Policy, now time.Time) (Period, error) {
+	s.mu.RLock()
+	c, ok := s.cache[pol.ResourceName]
+	s.mu.RUnlock()
+	if ok && c.p == pol && !c.per.Start.IsZero() && c.per.Contains(now) {
+		return c.per, nil
+	}
+	per, err := s.sched.PeriodAt(pol, now)
+	if err != nil {
+		return per, err
+	}
+	s.mu.Lock()
+	if c, ok := s.cache[pol.ResourceName]; ok && c.p == pol {
+		c.per = per
+		s.cache[pol.ResourceName] = c
+	}
+	s.mu.Unlock()
+	return per, nil
 }
 
 // cachedPolicy returns the cached policy, whether it is still fresh, and
