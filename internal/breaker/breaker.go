@@ -170,8 +170,8 @@ func (s BalanceStore) AckLeaks(ctx context.Context, resource string, ids []strin
 }
 
 // OpenSessionIDs implements quota.BalanceStore.
-func (s BalanceStore) OpenSessionIDs(ctx context.Context, resource string) ([]string, error) {
-	return do(s.B, func() ([]string, error) { return s.Inner.OpenSessionIDs(ctx, resource) })
+func (s BalanceStore) OpenSessionIDs(ctx context.Context, resource string, leaseBefore time.Time) ([]string, error) {
+	return do(s.B, func() ([]string, error) { return s.Inner.OpenSessionIDs(ctx, resource, leaseBefore) })
 }
 
 // Sessions implements quota.BalanceStore.

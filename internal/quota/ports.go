@@ -141,8 +141,9 @@ type BalanceStore interface {
 	Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]LeakedSession, error)
 	// AckLeaks records that the ledger rows of these swept sessions are LEAKED.
 	AckLeaks(ctx context.Context, resource string, sessionIDs []string) error
-	// OpenSessionIDs lists the USING sessions of a resource (the lease index).
-	OpenSessionIDs(ctx context.Context, resource string) ([]string, error)
+	// OpenSessionIDs lists the USING sessions of a resource whose lease ends
+	// before leaseBefore (the lease index).
+	OpenSessionIDs(ctx context.Context, resource string, leaseBefore time.Time) ([]string, error)
 	// Sessions reads sessions by id; ids the store does not hold are absent
 	// from the map.
 	Sessions(ctx context.Context, resource string, ids []string) (map[string]SessionState, error)

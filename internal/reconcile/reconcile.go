@@ -16,9 +16,11 @@
 //     lease, their reservation being in the balance already;
 //  4. balance drift of the current period: Redis charged/reserved minus the
 //     ledger's. In-flight requests make a momentary difference, so a drift
-//     is corrected only when it is the same on two reads Settle apart, and
-//     then by a delta (HINCRBY), never by overwriting, so requests between
-//     the reads are kept.
+//     is corrected only when neither Redis nor the ledger changed at all
+//     between two reads Settle apart (Settle must exceed the ledger's write
+//     timeout: then nothing was in flight), and then by a delta (HINCRBY),
+//     never by overwriting. Under steady traffic the drift is reported and
+//     corrected at the next quiet moment.
 //
 // The drift found is exported per resource and logged.
 //
@@ -202,17 +204,31 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 		defer cancel()
 		_ = r.store.Unlock(uctx, resource, "reconcile", token)
 	}()
+	var dc, dr int64
 	if !full {
-		dc, dr, err := r.probe(ctx, pol)
+		// Check sessions one by one only when the drift is real: the same
+		// on two probes Settle apart (in-flight noise rarely repeats).
+		dc, dr, err = r.probe(ctx, pol)
 		if err != nil {
 			return rep, err
 		}
-		full = dc != 0 || dr != 0
+		if dc != 0 || dr != 0 {
+			select {
+			case <-ctx.Done():
+				return rep, ctx.Err()
+			case <-time.After(r.cfg.Settle):
+			}
+			dc2, dr2, err := r.probe(ctx, pol)
+			if err != nil {
+				return rep, err
+			}
+			full = dc2 == dc && dr2 == dr
+		}
 	}
 	if !full {
-		return r.quiet(pol, rep)
+		return r.quiet(pol, rep, dc, dr)
 	}
-	if err := r.releaseOrphans(ctx, resource, &rep); err != nil {
+	if err := r.releaseOrphans(ctx, pol, &rep); err != nil {
 		return rep, err
 	}
 	if err := r.settleLedger(ctx, pol, &rep); err != nil {
@@ -244,18 +260,23 @@ func (r *Reconciler) probe(ctx context.Context, pol quota.Policy) (int64, int64,
 	return bal.Charged - tot.Charged, bal.Reserved - tot.Reserved, nil
 }
 
-// quiet reports a pass that found no drift and so checked no session.
-func (r *Reconciler) quiet(pol quota.Policy, rep Report) (Report, error) {
+// quiet reports a pass whose drift was zero or not stable (in-flight noise)
+// and so checked no session; dc and dr are the last probe's drift.
+func (r *Reconciler) quiet(pol quota.Policy, rep Report, dc, dr int64) (Report, error) {
+	rep.DriftCharged, rep.DriftReserved = dc, dr
 	if g, ok := r.drift[pol.QuotaType.Unit()]; ok {
-		g.WithLabelValues(pol.ResourceName, "charged").Set(0)
-		g.WithLabelValues(pol.ResourceName, "reserved").Set(0)
+		g.WithLabelValues(pol.ResourceName, "charged").Set(float64(dc))
+		g.WithLabelValues(pol.ResourceName, "reserved").Set(float64(dr))
 	}
 	return rep, nil
 }
 
 // releaseOrphans gives back Redis reservations that have no ledger row.
-func (r *Reconciler) releaseOrphans(ctx context.Context, resource string, rep *Report) error {
-	ids, err := r.store.OpenSessionIDs(ctx, resource)
+func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *Report) error {
+	resource := pol.ResourceName
+	// Only sessions untouched (no apply, no heartbeat) for Grace can be
+	// orphans: their lease ends before now + lease − Grace.
+	ids, err := r.store.OpenSessionIDs(ctx, resource, r.now().Add(pol.LeaseDuration()-r.cfg.Grace))
 	if err != nil || len(ids) == 0 {
 		return err
 	}
@@ -382,7 +403,14 @@ func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report)
 		if err != nil {
 			return err
 		}
-		if bal2.Exists && bal2.Charged-tot2.Charged == dc && bal2.Reserved-tot2.Reserved == dr {
+		// Correct only when nothing moved on either side for Settle (longer
+		// than a ledger write may take): then no request was in flight
+		// between the stores, and the difference is real. Under steady
+		// traffic this waits for a quiet moment; the drift is reported
+		// meanwhile.
+		quiet := bal2.Exists && bal2.Charged == bal.Charged && bal2.Reserved == bal.Reserved &&
+			tot2 == tot
+		if quiet {
 			if rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, per, -dc, -dr); err != nil {
 				return err
 			}

@@ -150,6 +150,9 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		res.Outcome = quota.ApplyReplayed
 	case 3:
 		res.Outcome = quota.ApplyExhausted
+		if len(n) >= 10 {
+			res.Remaining = n[7] - n[8] - n[9]
+		}
 	case 4:
 		res.Outcome = quota.ApplyWrongPeriod
 	case 5:
@@ -212,14 +215,18 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 	case int64(6):
 		return quota.FinishResult{}, fmt.Errorf("session %s was finished with another amount: %w", c.SessionID, quota.ErrSessionConflict)
 	}
-	n, err := ints(v, 11)
+	n, err := ints(v, 14)
 	if err != nil {
 		return quota.FinishResult{}, wrap("finish", err)
 	}
 	client, _ := arr[10].(string)
+	var remaining int64 // the period's balance is gone: nothing left to report
+	if limit, _ := arr[11].(string); limit != "" {
+		remaining = n[11] - n[12] - n[13]
+	}
 	return quota.FinishResult{
 		Replayed: n[0] == 2, WasLeaked: n[9] == 1, ClientID: client,
-		Granted: n[1], Charged: n[2], Refunded: n[3], Overage: n[4], Remaining: n[5],
+		Granted: n[1], Charged: n[2], Refunded: n[3], Overage: n[4], Remaining: remaining,
 		PeriodStart: ms(n[6]), StartTime: ms(n[7]), EndTime: ms(n[8]),
 	}, nil
 }
@@ -344,9 +351,13 @@ func (s *Store) AckLeaks(ctx context.Context, resource string, ids []string) err
 	return wrap("ack leaks", s.rdb.SRem(ctx, leakedKey(resource), members...).Err())
 }
 
-// OpenSessionIDs lists the resource's USING sessions from the lease index.
-func (s *Store) OpenSessionIDs(ctx context.Context, resource string) ([]string, error) {
-	ids, err := s.rdb.ZRange(ctx, leasesKey(resource), 0, -1).Result()
+// OpenSessionIDs lists the resource's USING sessions whose lease ends before
+// leaseBefore, from the lease index (ZRANGEBYSCORE: cost grows with the
+// sessions listed, not with all of them).
+func (s *Store) OpenSessionIDs(ctx context.Context, resource string, leaseBefore time.Time) ([]string, error) {
+	ids, err := s.rdb.ZRangeByScore(ctx, leasesKey(resource), &redis.ZRangeBy{
+		Min: "-inf", Max: "(" + itoa(leaseBefore.UnixMilli()),
+	}).Result()
 	return ids, wrap("open sessions", err)
 }
 

@@ -7,6 +7,9 @@
 -- ARGV[4] period start ms   ARGV[5] period end ms (0 = never)
 -- ARGV[6] lease ms   ARGV[7] sessionId   ARGV[8] "1" = first period (no lower bound)
 -- Returns {code, granted, remaining, leaseExpiresMs, startMs, periodStartMs, nowMs}
+--   and, for code 3, limit, charged, reserved as decimal strings appended
+--   (the caller computes what remains exactly: overage can push charged past
+--   2^53, where Lua's doubles round).
 --   code 1 granted, 2 replayed (first answer), 3 exhausted (nothing changed),
 --   4 wrong period (nothing changed), 5 need balance (nothing changed),
 --   6 conflict (session id exists with other arguments).
@@ -42,7 +45,7 @@ if remaining < amount then
   if min > 0 and remaining >= min then
     grant = remaining
   else
-    return {3, 0, remaining, 0, 0, 0, now}
+    return {3, 0, 0, 0, 0, 0, now, limit, b[1], b[2]}
   end
 end
 

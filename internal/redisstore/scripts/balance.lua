@@ -1,10 +1,12 @@
 -- balance.lua: read one period's balance; changes nothing.
 -- KEYS[1] qc:{r}:limit   KEYS[2] qc:{r}:b:<periodMs>   KEYS[3] qc:{r}:leases
--- Returns {exists (0|1), limit, charged, reserved, activeSessions}
+-- Returns {exists (0|1), limit, charged, reserved, activeSessions}; limit,
+-- charged and reserved as the decimal strings Redis holds, so that sums past
+-- 2^53 (overage) stay exact (Lua numbers are doubles).
 local limit = redis.call('GET', KEYS[1])
 local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
 local active = redis.call('ZCARD', KEYS[3])
 if not limit or not b[1] or not b[2] then
-  return {0, tonumber(limit or '0'), 0, 0, active}
+  return {0, limit or '0', '0', '0', active}
 end
-return {1, tonumber(limit), tonumber(b[1]), tonumber(b[2]), active}
+return {1, limit, b[1], b[2], active}

@@ -4,14 +4,18 @@
 -- ARGV[4] balance key prefix "qc:{r}:b:" (the session's period is appended; the
 --         key shares the {r} hash tag, so it is in the same cluster slot)
 -- ARGV[5] clientId of the caller ("" = any); another client's session is "not found"
--- Returns {code, granted, actual, refunded, overage, remaining, periodMs, startMs, endMs, wasLeaked, clientId}
+-- Returns {code, granted, actual, refunded, overage, 0, periodMs, startMs, endMs, wasLeaked, clientId,
+--          limit, charged, reserved}
 --   code 0 not found, 1 finished now, 2 replay of the first finish, 6 conflict
---   (a repeat with another actual). USING: the grant leaves `reserved`, the
---   actual enters `charged`. LEAKED: the grant was charged by the sweep, so
---   only actual - granted is added (a true-up). The refund lands in the
---   session's own period, never in a later one.
+--   (a repeat with another actual). limit, charged and reserved are the
+--   decimal strings of the session's period balance after the finish ("" when
+--   that balance no longer exists); the caller computes remaining from them,
+--   exactly, past 2^53 too. USING: the grant leaves `reserved`, the actual
+--   enters `charged`. LEAKED: the grant was charged by the sweep, so only
+--   actual - granted is added (a true-up). The refund lands in the session's
+--   own period, never in a later one.
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
-  'actual', 'refunded', 'overage', 'remaining', 'end', 'leaked')
+  'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved')
 if not s[1] or (ARGV[5] ~= '' and s[4] ~= ARGV[5]) then
   return {0}
 end
@@ -19,8 +23,8 @@ if s[1] == 'FINISHED' then
   if s[6] ~= ARGV[1] then
     return {6}
   end
-  return {2, tonumber(s[2]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), tonumber(s[9]),
-    tonumber(s[3]), tonumber(s[5]), tonumber(s[10]), tonumber(s[11]), s[4]}
+  return {2, tonumber(s[2]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), 0,
+    tonumber(s[3]), tonumber(s[5]), tonumber(s[9]), tonumber(s[10]), s[4], s[11] or '', s[12] or '', s[13] or ''}
 end
 
 local t = redis.call('TIME')
@@ -34,7 +38,7 @@ local leaked = 0
 if s[1] == 'LEAKED' then leaked = 1 end
 
 local bkey = ARGV[4] .. s[3]
-local remaining = 0
+local bl, bc, br = '', '', ''
 if redis.call('EXISTS', bkey) == 1 then
   if leaked == 1 then
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual - granted))
@@ -43,13 +47,12 @@ if redis.call('EXISTS', bkey) == 1 then
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual))
   end
   local b = redis.call('HMGET', bkey, 'charged', 'reserved')
-  local limit = tonumber(redis.call('GET', KEYS[3]) or '0')
-  remaining = limit - tonumber(b[1]) - tonumber(b[2])
+  bl, bc, br = redis.call('GET', KEYS[3]) or '0', b[1], b[2]
 end
 
 redis.call('HSET', KEYS[1], 'status', 'FINISHED', 'actual', ARGV[1],
   'refunded', string.format('%d', refunded), 'overage', string.format('%d', overage),
-  'remaining', string.format('%d', remaining), 'end', string.format('%d', now), 'leaked', leaked)
+  'flimit', bl, 'fcharged', bc, 'freserved', br, 'end', string.format('%d', now), 'leaked', leaked)
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, granted, actual, refunded, overage, remaining, tonumber(s[3]), tonumber(s[5]), now, leaked, s[4]}
+return {1, granted, actual, refunded, overage, 0, tonumber(s[3]), tonumber(s[5]), now, leaked, s[4], bl, bc, br}
