@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# scripts/bench.sh — the load benchmark behind `make bench` (issue 4). Not
+# part of `make test`.
+#
+# Builds bin/quota-center, bin/qc-baseline and bin/qc-bench; creates a fresh
+# MariaDB database qc_bench; starts quota-center on the real Redis and
+# MariaDB and, beside it, qc-baseline (the same Lua scripts once per request,
+# no ledger) on the same Redis; then, for each scenario × connection count,
+# runs the repetitions interleaved (baseline, quota-center, baseline, …) with
+# qc-bench, recording each process's CPU over the measured window and
+# quota-center's RSS and goroutines. Then a long run of quota-center alone
+# (memory and goroutine growth) and the in-process `go test -bench` handler
+# benchmarks. It writes docs/performance.md and stops everything it started
+# on exit, including on Ctrl-C.
+#
+# Needs Redis and MariaDB already running (as .ci/run starts them), curl,
+# redis-cli and the mariadb client. Takes about
+# scenarios × connections × reps × 2 × (duration + warm-up + ~2 s) + the long
+# run + the go benchmarks + ~1 min of clean-up: about 15 minutes with the
+# defaults, and up to 8 more when other work keeps the machine busy (each
+# run then waits up to QC_BENCH_QUIET_WAIT for it).
+#
+# Environment:
+#   QC_BENCH_REPS         repetitions per server and cell          (default 3)
+#   QC_BENCH_DURATION     measured time of each run                 (default 10s)
+#   QC_BENCH_WARMUP       unmeasured load before each run           (default 2s)
+#   QC_BENCH_CONNECTIONS  connection counts                         (default "50 200")
+#   QC_BENCH_SCENARIOS    scenarios                                 (default "apply session heartbeat-session heartbeat")
+#   QC_BENCH_SOAK         long run of quota-center, 0 = skip        (default 60s)
+#   QC_BENCH_GOBENCH      go test -bench -benchtime, 0 = skip       (default 1s)
+#   QC_BENCH_REDIS        Redis host:port                           (default 127.0.0.1:6379)
+#   QC_BENCH_MYSQL_HOST   MariaDB host:port, user root, no password (default 127.0.0.1:3306)
+#   QC_BENCH_QC_PORT      quota-center's port on 127.0.0.1          (default 18080)
+#   QC_BENCH_BASE_PORT    qc-baseline's port on 127.0.0.1           (default 18081)
+#   QC_BENCH_OUT          report path                               (default docs/performance.md)
+#   QC_BENCH_QUIET_WAIT   seconds each run may wait for the machine to go
+#                         quiet (other work below 0.3 core) before it starts (default 10)
+#   QC_BENCH_KEEP         1 = keep the qc_bench database and the benchmark's Redis keys
+#
+# quota-center refuses /admin/* without an admin token outside dev mode: the
+# script gives it a random one (QC_ADMIN_TOKENS, in its environment only) to
+# create the policy with. No API keys are set, so /quota/* is open.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+reps=${QC_BENCH_REPS:-3}
+duration=${QC_BENCH_DURATION:-10s}
+warmup=${QC_BENCH_WARMUP:-2s}
+conns_list=${QC_BENCH_CONNECTIONS:-"50 200"}
+scenarios=${QC_BENCH_SCENARIOS:-"apply session heartbeat-session heartbeat"}
+soak=${QC_BENCH_SOAK:-60s}
+gobench=${QC_BENCH_GOBENCH:-1s}
+redis=${QC_BENCH_REDIS:-127.0.0.1:6379}
+mysql_hostport=${QC_BENCH_MYSQL_HOST:-127.0.0.1:3306}
+qc_port=${QC_BENCH_QC_PORT:-18080}
+base_port=${QC_BENCH_BASE_PORT:-18081}
+out=${QC_BENCH_OUT:-docs/performance.md}
+keep=${QC_BENCH_KEEP:-0}
+quiet_wait=${QC_BENCH_QUIET_WAIT:-10}
+db=qc_bench
+limit=9007199254740991 # 2^53-1: the largest limit; never reached
+
+redis_host=${redis%:*} redis_port=${redis##*:}
+mysql_host=${mysql_hostport%:*} mysql_port=${mysql_hostport##*:}
+qc_url=http://127.0.0.1:$qc_port
+base_url=http://127.0.0.1:$base_port
+run_id=$(date +%s)
+qc_res=bench-qc-$run_id
+base_res=bench-base-$run_id
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+rcli() { redis-cli -h "$redis_host" -p "$redis_port" "$@"; }
+sql() { mariadb --protocol=tcp -h "$mysql_host" -P "$mysql_port" -uroot --connect-timeout=3 -N -B "$@"; }
+port_busy() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
+
+for tool in go curl redis-cli mariadb; do
+	command -v "$tool" >/dev/null || die "$tool is not installed"
+done
+[[ $(rcli ping 2>/dev/null) == PONG ]] ||
+	die "Redis does not answer at $redis (start it as .ci/run does: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no)"
+sql -e 'SELECT 1' >/dev/null 2>&1 ||
+	die "MariaDB does not answer at $mysql_hostport as root without a password (start it as .ci/run does)"
+for p in "$qc_port" "$base_port"; do
+	port_busy "$p" && die "127.0.0.1:$p is in use; set QC_BENCH_QC_PORT / QC_BENCH_BASE_PORT"
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/qc-bench.XXXXXX")
+results=$work/results.jsonl soak_results=$work/soak.jsonl meta=$work/meta.txt gobench_out=$work/gobench.txt
+: >"$results"
+: >"$meta"
+qc_pid="" base_pid=""
+
+# stop PID NAME: TERM, wait up to 20 s, then KILL. Only our own children.
+stop() {
+	local pid=$1 name=$2 i
+	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+	say "stopping $name (pid $pid)"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop "$qc_pid" quota-center
+	stop "$base_pid" qc-baseline
+	qc_pid="" base_pid=""
+	if [[ $keep != 1 ]]; then
+		say "removing the benchmark's Redis keys and the $db database (QC_BENCH_KEEP=1 keeps them)"
+		for r in "$qc_res" "$base_res"; do
+			rcli --scan --pattern "qc:{$r}:*" 2>/dev/null | xargs -r -n 500 echo UNLINK | rcli >/dev/null 2>&1 || true
+		done
+		sql -e "DROP DATABASE IF EXISTS $db" 2>/dev/null || true
+	fi
+	((rc == 0)) || printf 'bench: failed (exit %d); logs and raw results in %s\n' "$rc" "$work" >&2
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# busy_cores: cores the machine kept busy over one second (all processes; ours
+# are idle between runs).
+busy_cores() {
+	local t0 i0 t1 i1
+	read -r t0 i0 < <(awk '/^cpu / {t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $5 + $6}' /proc/stat)
+	sleep 1
+	read -r t1 i1 < <(awk '/^cpu / {t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $5 + $6}' /proc/stat)
+	awk -v dt="$((t1 - t0))" -v di="$((i1 - i0))" -v n="$(nproc)" 'BEGIN {printf "%.2f", (dt > 0 ? (dt - di) / dt * n : 0)}'
+}
+
+# wait_quiet: waits up to quiet_wait seconds for other work on the machine to
+# drop below 0.3 core, so that a run measures our processes, not a neighbour's
+# build. Counts the runs that had to start anyway.
+noisy_starts=0
+wait_quiet() {
+	local deadline=$((SECONDS + quiet_wait)) b
+	while :; do
+		b=$(busy_cores)
+		awk -v b="$b" 'BEGIN {exit !(b < 0.3)}' && return 0
+		if ((SECONDS >= deadline)); then
+			noisy_starts=$((noisy_starts + 1))
+			printf '(machine still busy: %s cores) ' "$b" >&2
+			return 0
+		fi
+	done
+}
+
+# wait_ready URL: polls URL until it answers 200, 60 s at most.
+wait_ready() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		curl -fsS -o /dev/null --max-time 2 "$1" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+version=$(git describe --always --dirty 2>/dev/null || echo dev)
+say "go build bin/quota-center bin/qc-baseline bin/qc-bench ($version)"
+mkdir -p bin
+go build -trimpath -ldflags "-X main.version=$version" -o bin/quota-center ./cmd/quota-center
+go build -trimpath -o bin/qc-baseline ./cmd/qc-baseline
+go build -trimpath -o bin/qc-bench ./cmd/qc-bench
+
+say "fresh database $db"
+sql -e "DROP DATABASE IF EXISTS $db; CREATE DATABASE $db"
+
+say "starting quota-center on $qc_url (Redis $redis, MariaDB $mysql_hostport/$db)"
+qc_flags=(serve --http-addr "127.0.0.1:$qc_port" --redis-addr "$redis"
+	--mysql-dsn "root@tcp($mysql_host:$mysql_port)/$db" --migrate-on-start --log-level warn)
+admin_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+QC_ADMIN_TOKENS="bench:$admin_token" bin/quota-center "${qc_flags[@]}" >"$work/quota-center.log" 2>&1 &
+qc_pid=$!
+wait_ready "$qc_url/readyz" || { tail -20 "$work/quota-center.log" >&2; die "quota-center did not get ready"; }
+
+say "starting qc-baseline on $base_url"
+bin/qc-baseline --addr "127.0.0.1:$base_port" --redis-addr "$redis" --resource "$base_res" >"$work/qc-baseline.log" 2>&1 &
+base_pid=$!
+wait_ready "$base_url/healthz" || { tail -20 "$work/qc-baseline.log" >&2; die "qc-baseline did not start"; }
+
+say "policy $qc_res: COUNT, totalLimit 2^53-1, never resets"
+curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
+	-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit}" "$qc_url/admin/policies/$qc_res" ||
+	die "PUT /admin/policies/$qc_res failed"
+
+redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
+mariadb_pid=$(cat "$(sql -e 'SELECT @@pid_file')" 2>/dev/null || pgrep -o -x mariadbd || pgrep -o -x mysqld || true)
+watch=(--watch "quota-center=$qc_pid" --watch "baseline=$base_pid")
+[[ -n $redis_pid && -r /proc/$redis_pid/stat ]] && watch+=(--watch "redis-server=$redis_pid")
+[[ -n $mariadb_pid && -r /proc/$mariadb_pid/stat ]] && watch+=(--watch "mariadbd=$mariadb_pid")
+
+# Goroutines: a pprof endpoint on an admin address if quota-center has one,
+# else go_goroutines on /metrics (the same runtime.NumGoroutine figure).
+pprof_flag=$(bin/quota-center serve -h 2>&1 | grep -Eo -- '-(pprof[a-z-]*|admin-(http-)?addr)' | head -1 || true)
+if [[ -n $pprof_flag ]]; then
+	goroutines_note="quota-center has a $pprof_flag flag (\`serve -h\`); this script still reads go_goroutines from /metrics (the same runtime.NumGoroutine figure the goroutine profile counts), in the middle of each measured window."
+else
+	goroutines_note="quota-center has no pprof or admin-address flag (\`serve -h\` lists none), so /debug/pprof/goroutine is not available: the count is go_goroutines from /metrics (the same runtime.NumGoroutine figure), read in the middle of each measured window."
+fi
+
+# meta KEY VALUE: one line of the report's header.
+meta() { printf '%s=%s\n' "$1" "$2" >>"$meta"; }
+meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
+meta host "$(uname -n), load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+meta cpu "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+meta nproc "$(nproc)"
+meta memory "$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+meta kernel "$(uname -r)"
+meta go "$(go version | cut -d' ' -f3-)"
+meta redis "$(redis-server --version | grep -o 'v=[^ ]*' | cut -d= -f2) (at $redis; appendonly $(rcli config get appendonly | tail -1), save '$(rcli config get save | tail -1)')"
+meta mariadb "$(sql -e 'SELECT CONCAT(VERSION(), " (innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", sync_binlog=", @@sync_binlog, ", log_bin=", @@log_bin, ", innodb_buffer_pool_size=", ROUND(@@innodb_buffer_pool_size/1048576), " MiB)")')"
+meta commit "$version"
+meta how "Both servers run on 127.0.0.1 on the machine's Redis ($redis); quota-center also on MariaDB ($mysql_hostport, database $db, created fresh), with \`--log-level warn\` and every other setting at its default."
+meta how "qc-baseline (cmd/qc-baseline) is the Redis-speed reference: net/http, the same apply/heartbeat/finish Lua scripts through redisstore.Store once per request, one never-resetting period seeded at start; no router, policy lookup, ledger, metrics or logging."
+meta how "quota-center's resource has a COUNT policy with totalLimit 2^53-1 and no reset, so no apply is refused (a 429 would show in the non-2xx column); each apply asks for 1 and each finish reports 1."
+meta how "Each cell: $reps repetitions per server, interleaved baseline, quota-center, baseline, …; each run is a $warmup warm-up then $duration measured, connections ∈ {$conns_list}."
+meta goroutines "$goroutines_note"
+meta note "redis-server and mariadbd are the machine's shared servers: their CPU includes anything else using them during a run (other test suites, quota-center's background work such as group commits still in flight or the sweeper), which is why mariadbd can show CPU during baseline runs."
+meta gobench "internal/app/bench_test.go, \`go test -run '^\$' -bench . -benchtime $gobench ./internal/app/\`, run after the servers above were stopped: the full HTTP stack of app.Serve over loopback, one request at a time, on dev mode (miniredis + SQLite) and on the real Redis and MariaDB; B/op and allocs/op are the whole process's (client and server) per operation."
+meta command "make bench    # = bash scripts/bench.sh; QC_BENCH_REPS=$reps QC_BENCH_DURATION=$duration QC_BENCH_WARMUP=$warmup"
+meta command "QC_ADMIN_TOKENS=bench:<random> bin/quota-center ${qc_flags[*]}"
+meta command "bin/qc-baseline --addr 127.0.0.1:$base_port --redis-addr $redis --resource $base_res"
+meta command "bin/qc-bench --url $qc_url --resource $qc_res --label quota-center --scenario SCENARIO --connections N --duration $duration --warmup $warmup --rep R --metrics-url $qc_url/metrics ${watch[*]}"
+meta command "bin/qc-bench --url $base_url --resource $base_res --label baseline ... (same)"
+load1=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load1" -v n="$(nproc)" 'BEGIN {exit !(l > n / 2)}'; then
+	meta note "The load average was $load1 when the run started: other work was using the machine, and the \"other\" CPU column shows how much during each run. Figures taken while other processes held CPU understate both servers."
+	say "warning: load average $load1 — other work on the machine will lower the figures"
+fi
+
+read -r -a scen_arr <<<"$scenarios"
+read -r -a conn_arr <<<"$conns_list"
+total=$((${#scen_arr[@]} * ${#conn_arr[@]} * reps * 2))
+n=0
+for scen in "${scen_arr[@]}"; do
+	for c in "${conn_arr[@]}"; do
+		for ((rep = 1; rep <= reps; rep++)); do
+			for target in baseline quota-center; do
+				n=$((n + 1))
+				if [[ $target == baseline ]]; then
+					args=(--url "$base_url" --resource "$base_res")
+				else
+					args=(--url "$qc_url" --resource "$qc_res" --metrics-url "$qc_url/metrics")
+				fi
+				wait_quiet
+				printf '[%d/%d] ' "$n" "$total" >&2
+				kill -0 "$qc_pid" 2>/dev/null || die "quota-center exited; see $work/quota-center.log"
+				kill -0 "$base_pid" 2>/dev/null || die "qc-baseline exited; see $work/qc-baseline.log"
+				bin/qc-bench "${args[@]}" --label "$target" --scenario "$scen" --connections "$c" \
+					--duration "$duration" --warmup "$warmup" --rep "$rep" "${watch[@]}" >>"$results"
+			done
+		done
+	done
+done
+
+if ((noisy_starts > 0)); then
+	meta note "$noisy_starts of $total runs started while other work still kept more than 0.3 core busy after waiting ${quiet_wait}s for it to stop (see the \"other\" column)."
+fi
+
+soak_args=()
+if [[ $soak != 0 ]]; then
+	wait_quiet
+	say "long run: quota-center, session scenario, 200 connections, $soak, sampling every 5 s"
+	bin/qc-bench --url "$qc_url" --resource "$qc_res" --label quota-center --scenario session \
+		--connections 200 --duration "$soak" --warmup 0 --sample-every 5s \
+		--metrics-url "$qc_url/metrics" "${watch[@]}" >"$soak_results"
+	soak_args=(--soak "$soak_results")
+	meta command "bin/qc-bench --url $qc_url --resource $qc_res --label quota-center --scenario session --connections 200 --duration $soak --warmup 0 --sample-every 5s --metrics-url $qc_url/metrics ${watch[*]}"
+fi
+
+stop "$qc_pid" quota-center
+stop "$base_pid" qc-baseline
+qc_pid="" base_pid=""
+if grep -q '"level":"error"' "$work/quota-center.log"; then
+	meta note "quota-center logged $(grep -c '"level":"error"' "$work/quota-center.log") error line(s) during the run; the first: $(grep -m1 '"level":"error"' "$work/quota-center.log" | cut -c1-300)"
+fi
+
+gobench_args=()
+if [[ $gobench != 0 ]]; then
+	say "go test -bench (in-process handler benchmarks, -benchtime $gobench)"
+	if go test -run '^$' -bench . -benchtime "$gobench" ./internal/app/ >"$work/gobench.raw" 2>&1; then
+		grep -E '^(goos|goarch|pkg|cpu|Benchmark)' "$work/gobench.raw" >"$gobench_out" || true
+	else
+		{ echo "go test -bench failed:"; tail -20 "$work/gobench.raw"; } >"$gobench_out"
+	fi
+	gobench_args=(--gobench "$gobench_out")
+fi
+
+mkdir -p "$(dirname "$out")"
+bin/qc-bench report --results "$results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" --out "$out"
+say "wrote $out (raw results in $work)"
