@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -199,6 +200,23 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(log.Named("http.server")),
 	}
+	var pprofSrv *http.Server
+	if cfg.HTTP.PprofAddr != "" {
+		pln, err := net.Listen("tcp", cfg.HTTP.PprofAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("listen pprof %s: %w", cfg.HTTP.PprofAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		pprofSrv = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
+		go func() { _ = pprofSrv.Serve(pln) }()
+		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
+	}
 	log.Info("listening", zap.String("addr", ln.Addr().String()))
 	if onListen != nil {
 		onListen(ln.Addr().String())
@@ -233,6 +251,9 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 			err = serr
 		}
+	}
+	if pprofSrv != nil {
+		_ = pprofSrv.Close()
 	}
 	stopSweeper()
 	wg.Wait()

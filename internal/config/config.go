@@ -46,6 +46,10 @@ type HTTP struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxBodyBytes      int64 // bytes; larger bodies get 413
+	// PprofAddr, when set, serves net/http/pprof (CPU, heap, allocations,
+	// goroutines) on its own listener, e.g. 127.0.0.1:6060; keep it off
+	// public networks. Empty = off.
+	PprofAddr string
 }
 
 // Redis configures the balance store.
@@ -345,6 +349,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.HTTP.ReadTimeout, "http-read-timeout", c.HTTP.ReadTimeout, "time to read a whole request")
 	fs.DurationVar(&c.HTTP.WriteTimeout, "http-write-timeout", c.HTTP.WriteTimeout, "time to write a response")
 	fs.DurationVar(&c.HTTP.IdleTimeout, "http-idle-timeout", c.HTTP.IdleTimeout, "keep-alive idle timeout")
+	fs.StringVar(&c.HTTP.PprofAddr, "pprof-addr", c.HTTP.PprofAddr, "serve /debug/pprof on this address (empty = off; keep it private)")
 	fs.Int64Var(&c.HTTP.MaxBodyBytes, "http-max-body-bytes", c.HTTP.MaxBodyBytes, "largest request body in bytes (larger gets 413)")
 	fs.StringVar(&c.Redis.Addr, "redis-addr", c.Redis.Addr, "Redis host:port (empty with an empty mysql-dsn = dev mode)")
 	fs.StringVar(&c.Redis.Password, "redis-password", c.Redis.Password, "Redis password")

@@ -3,6 +3,7 @@ package mysqlstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,10 @@ import (
 
 // batchOp is one group-committed ledger operation (an insert, a finish) on
 // items of type T.
+// flushConcurrency bounds the group-commit statements of one batcher in
+// flight at once.
+const flushConcurrency = 4
+
 type batchOp[T any] struct {
 	// name prefixes errors: name + " " + id(item), e.g. "insert session s-1".
 	name string
@@ -40,6 +45,8 @@ type batcher[T any] struct {
 	maxWait time.Duration
 
 	reqs     chan *batchReq[T] // unbuffered: an item is handed over only when the batcher takes it
+	slots    chan struct{}     // one per statement in flight (flushConcurrency)
+	flushing sync.WaitGroup
 	quit     chan struct{}
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -52,6 +59,7 @@ func newBatcher[T any](op batchOp[T], timeout time.Duration, maxRows int, maxWai
 		maxRows: maxRows,
 		maxWait: maxWait,
 		reqs:    make(chan *batchReq[T]),
+		slots:   make(chan struct{}, flushConcurrency),
 		quit:    make(chan struct{}),
 		exited:  make(chan struct{}),
 	}
@@ -94,6 +102,7 @@ func (b *batcher[T]) run() {
 	batch := make([]*batchReq[T], 0, b.maxRows)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	defer b.flushing.Wait()
 	for {
 		select {
 		case r := <-b.reqs:
@@ -114,8 +123,16 @@ func (b *batcher[T]) run() {
 			}
 		}
 		timer.Stop()
-		b.flush(batch)
-		clear(batch) // drop references to answered requests
+		// Up to flushConcurrency statements run at once, so one commit's
+		// fsync does not hold up the next batch; when all are busy, callers
+		// wait here, and the next batch grows meanwhile.
+		b.slots <- struct{}{}
+		b.flushing.Add(1)
+		go func(batch []*batchReq[T]) {
+			defer func() { <-b.slots; b.flushing.Done() }()
+			b.flush(batch)
+		}(slices.Clone(batch))
+		clear(batch) // the clone holds the requests now
 	}
 }
 
