@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // the dev-mode ledger, opened read-side by tests
 
 	"github.com/quotacenter/quota-center/internal/app"
@@ -115,7 +116,38 @@ func Resource(tb testing.TB) string {
 	if len(s) > 50 {
 		s = s[len(s)-50:]
 	}
-	return s + "-" + RandomSuffix()
+	name := s + "-" + RandomSuffix()
+	tb.Cleanup(func() { dropRedisKeys(tb, name) })
+	return name
+}
+
+// dropRedisKeys deletes a test resource's keys from the real Redis, if it
+// answers, so that test runs do not pile keys up there. Failing to is
+// logged, not a test failure: the names are unique per run.
+func dropRedisKeys(tb testing.TB, resource string) {
+	c, err := net.DialTimeout("tcp", RedisAddr(), 200*time.Millisecond)
+	if err != nil {
+		return // no real Redis: a dev-mode-only run
+	}
+	_ = c.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: RedisAddr()})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, "qc:{"+resource+"}:*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		tb.Logf("cleanup of %s's Redis keys: %v", resource, err)
+		return
+	}
+	if len(keys) > 0 {
+		if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+			tb.Logf("cleanup of %s's Redis keys: %v", resource, err)
+		}
+	}
 }
 
 // Mode says which backends a test server runs on.
