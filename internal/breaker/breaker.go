@@ -149,9 +149,11 @@ func (s BalanceStore) TryLock(ctx context.Context, resource, name string, ttl ti
 	return do(s.B, func() (string, error) { return s.Inner.TryLock(ctx, resource, name, ttl) })
 }
 
-// Unlock implements quota.BalanceStore.
+// Unlock implements quota.BalanceStore. It bypasses the breaker: releasing a
+// lock is cleanup, and refusing it while the breaker is open would keep the
+// lock held until it expires.
 func (s BalanceStore) Unlock(ctx context.Context, resource, name, token string) error {
-	return run(s.B, func() error { return s.Inner.Unlock(ctx, resource, name, token) })
+	return s.Inner.Unlock(ctx, resource, name, token)
 }
 
 // SetLimit implements quota.BalanceStore.

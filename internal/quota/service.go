@@ -276,7 +276,14 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		return resp, nil
 	}
 	if !errors.Is(err, ErrDuplicateSession) {
+		// The outcome may be unknown (the connection died after the
+		// commit): read the row back before giving the reservation back.
+		if s.landed(ctx, rec) {
+			return resp, nil
+		}
 		if res.Outcome == ApplyGranted {
+			// If the row did land after all, the cancelled session's
+			// tombstone lets reconciliation settle it with nothing charged.
 			s.cancel(cmd.ResourceName, cmd.SessionID)
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: record session: %w", cmd.ResourceName, err)
@@ -312,6 +319,16 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	resp.LeaseExpiresAt = row.StartTime.Add(pol.LeaseDuration())
 	resp.Replayed = true
 	return resp, nil
+}
+
+// landed reports whether rec's row is in the ledger after an insert whose
+// outcome is unknown. It asks once, on its own short deadline.
+func (s *Service) landed(ctx context.Context, rec UsageRecord) bool {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	row, err := s.ledger.Session(lctx, rec.SessionID)
+	return err == nil && row.ResourceName == rec.ResourceName && row.Status == StatusUsing &&
+		row.GrantedAmount == rec.GrantedAmount && row.PeriodStart.Equal(rec.PeriodStart)
 }
 
 // owns reports whether caller (a client id, "" = any) may use a session of
@@ -473,8 +490,14 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 		// Past its retention in the store a settled session is known to the
 		// ledger only; it is still not active.
 		row, lerr := s.ledger.Session(ctx, sessionID)
-		if lerr == nil && row.ResourceName == resource && row.Status != StatusUsing && owns(clientID, row.ClientID) {
-			return HeartbeatResponse{}, &NotActiveError{SessionID: sessionID, Status: row.Status}
+		if lerr == nil && row.ResourceName == resource && owns(clientID, row.ClientID) {
+			if row.Status != StatusUsing {
+				return HeartbeatResponse{}, &NotActiveError{SessionID: sessionID, Status: row.Status}
+			}
+			// Open in the ledger but gone from Redis: it comes back with the
+			// next rebuild or reconciliation. Retry, don't give up on it.
+			return HeartbeatResponse{}, fmt.Errorf("heartbeat %s: session %s is being restored from the ledger: %w",
+				resource, sessionID, ErrUnavailable)
 		}
 	}
 	if err != nil {

@@ -12,6 +12,10 @@ const (
 	StatusUsing    Status = "USING"
 	StatusFinished Status = "FINISHED"
 	StatusLeaked   Status = "LEAKED"
+	// StatusCancelled is Redis-only: a reservation given back because its
+	// ledger row could not be written (the apply answered 503); it never
+	// reaches the ledger.
+	StatusCancelled Status = "CANCELLED"
 )
 
 // Period is one accounting window of a policy: [Start, End). End is the zero

@@ -10,7 +10,10 @@
 //     back;
 //  2. ledger rows left behind: USING rows whose Redis session is FINISHED or
 //     LEAKED (the ledger write after the Redis step failed and was never
-//     retried): settled from the Redis session;
+//     retried): settled from the Redis session; and USING rows whose Redis
+//     session is a CANCELLED tombstone (the apply answered 503 after an
+//     insert whose outcome was unknown, and the row landed): settled with
+//     nothing charged;
 //  3. lost sessions: USING rows whose Redis session is gone while the
 //     balance stayed (eviction, partial loss): brought back with a fresh
 //     lease, their reservation being in the balance already;
@@ -343,6 +346,17 @@ func (r *Reconciler) settleLedger(ctx context.Context, pol quota.Policy, rep *Re
 			rec := row
 			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, st.Actual, st.Refunded, st.Overage
 			rec.EndTime, rec.LeakRecovered = st.EndTime, st.WasLeaked
+			if err := r.ledger.FinishSession(ctx, rec); err != nil {
+				return err
+			}
+			rep.LedgerRowsSettled++
+			r.repairs.WithLabelValues(resource, "ledger_settled").Inc()
+		case st.Status == quota.StatusCancelled:
+			// The apply answered 503 and gave the reservation back, but its
+			// ledger row landed after all: settle it with nothing charged.
+			rec := row
+			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, 0, row.GrantedAmount, 0
+			rec.EndTime = st.EndTime
 			if err := r.ledger.FinishSession(ctx, rec); err != nil {
 				return err
 			}

@@ -405,11 +405,24 @@ func TestCancel(t *testing.T) {
 			}
 			wantBalance(t, e.balance(t, per), 100, 0, 20)
 		}
-		if n, _ := e.rdb.Exists(ctxT(t), sessionKey(e.res, "c")).Result(); n != 0 {
-			t.Fatal("cancelled session still exists")
+		// A tombstone stays (for reconciliation), out of the lease index.
+		if st, _ := e.rdb.HGet(ctxT(t), sessionKey(e.res, "c"), "status").Result(); st != "CANCELLED" {
+			t.Fatalf("cancelled session status %q, want a CANCELLED tombstone", st)
+		}
+		if ttl, _ := e.rdb.PTTL(ctxT(t), sessionKey(e.res, "c")).Result(); ttl <= 0 {
+			t.Fatalf("tombstone without an expiry: %v", ttl)
 		}
 		if _, err := e.rdb.ZScore(ctxT(t), leasesKey(e.res), "c").Result(); err == nil {
 			t.Fatal("cancelled session still leased")
+		}
+		if _, err := e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: e.res, SessionID: "c", Actual: 1, Retention: time.Hour}); !errors.Is(err, quota.ErrSessionNotFound) {
+			t.Fatalf("finish of a cancelled session: %v, want not found", err)
+		}
+		// A retry of the apply with the same id starts afresh.
+		e.grant(t, e.cmd("c", 30, 0, per), 30)
+		wantBalance(t, e.balance(t, per), 100, 0, 50)
+		if err := e.s.Cancel(ctxT(t), e.res, "c"); err != nil {
+			t.Fatal(err)
 		}
 
 		// A finished session is left as it is.

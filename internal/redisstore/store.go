@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"time"
@@ -37,6 +38,7 @@ var (
 	sweepScript     = load("sweep.lua")
 	unlockScript    = load("unlock.lua")
 	adjustScript    = load("adjust.lua")
+	lockScript      = load("lock.lua")
 )
 
 // Store implements quota.BalanceStore on Redis (standalone or cluster).
@@ -84,7 +86,8 @@ func wrap(op string, err error) error {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, redis.ErrClosed), errors.As(err, &ne),
-		errors.Is(err, redis.ErrPoolTimeout), isLoading(err):
+		errors.Is(err, redis.ErrPoolTimeout), isLoading(err),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("redis %s: %w: %w", op, quota.ErrUnavailable, err)
 	}
 	return fmt.Errorf("redis %s: %w", op, err)
@@ -165,11 +168,15 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	return res, nil
 }
 
+// cancelledRetention is how long a cancelled session's tombstone stays, for
+// reconciliation to settle a ledger row whose write failed ambiguously.
+const cancelledRetention = 24 * time.Hour
+
 // Cancel runs cancel.lua. See quota.BalanceStore.
 func (s *Store) Cancel(ctx context.Context, resource, sessionID string) error {
 	err := cancelScript.Run(ctx, s.rdb,
 		[]string{sessionKey(resource, sessionID), leasesKey(resource)},
-		sessionID, prefix(resource)+"b:").Err()
+		sessionID, prefix(resource)+"b:", itoa(cancelledRetention.Milliseconds())).Err()
 	return wrap("cancel", err)
 }
 
@@ -287,17 +294,18 @@ func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, lim
 	return true, nil
 }
 
-// TryLock takes qc:{r}:lock:<name> for ttl with SET NX PX and a random
-// token; it returns "" when the lock is held by someone else.
+// TryLock takes qc:{r}:lock:<name> for ttl with a random token (lock.lua);
+// it returns "" when the lock is held by someone else. A retry of the same
+// call (go-redis resends after a timeout) finds its own token and succeeds.
 func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	ok, err := s.rdb.SetNX(ctx, prefix(resource)+"lock:"+name, token, ttl).Result()
+	n, err := lockScript.Run(ctx, s.rdb, []string{prefix(resource) + "lock:" + name}, token, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return "", wrap("lock", err)
 	}
-	if !ok {
+	if n == 0 {
 		return "", nil
 	}
 	return token, nil

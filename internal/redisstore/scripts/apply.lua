@@ -17,7 +17,12 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period')
+local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status')
+if s[9] == 'CANCELLED' then
+  -- A tombstone of an apply that answered 503: a retry starts afresh.
+  redis.call('DEL', KEYS[3])
+  s[1] = false
+end
 if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] then
     return {6, 0, 0, 0, 0, 0, now}

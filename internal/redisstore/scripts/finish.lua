@@ -16,7 +16,7 @@
 --   own period, never in a later one.
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
   'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved')
-if not s[1] or (ARGV[5] ~= '' and s[4] ~= ARGV[5]) then
+if not s[1] or s[1] == 'CANCELLED' or (ARGV[5] ~= '' and s[4] ~= ARGV[5]) then
   return {0}
 end
 if s[1] == 'FINISHED' then
