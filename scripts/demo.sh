@@ -7,6 +7,14 @@
 # exit code (non-zero when the server's usedAmount disagrees with what
 # qc-replay charged). Extra arguments are passed on to qc-replay.
 #
+# Credentials: the demo sets QC_ADMIN_TOKENS and QC_API_KEYS for the server it
+# starts, whatever the environment says. In dev mode it clears both (admin and
+# client endpoints open, as `make run` has them). Against real backends it
+# makes a random admin token (QC_ADMIN_TOKENS=demo:<token>) and a random API key
+# for client qc-replay on every resource (QC_API_KEYS=<key>=qc-replay:*), and
+# gives them to qc-replay with --admin-token and --api-key; they live only as
+# long as the demo and are never printed.
+#
 # Environment:
 #   QC_DEMO_ADDR          listen address of the demo server (default 127.0.0.1:18080)
 #   QC_DEMO_LIMIT         --limit for qc-replay, in tokens      (default 12000000)
@@ -49,10 +57,20 @@ if timeout 1 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$host" "$port" 2>/dev/null; t
 	die "$addr is already in use; set QC_DEMO_ADDR to a free host:port"
 fi
 
+# random_secret prints 48 hex characters from /dev/urandom.
+random_secret() { od -An -N24 -tx1 /dev/urandom | tr -d ' \n'; }
+
+# replay_auth: qc-replay's credential flags (empty in dev mode).
+replay_auth=()
 if [[ -z ${QC_REDIS_ADDR:-} && -z ${QC_MYSQL_DSN:-} ]]; then
-	mode="dev mode (in-process miniredis + SQLite; nothing is kept)"
+	mode="dev mode (in-process miniredis + SQLite; nothing is kept; no admin token or API key)"
+	admin_tokens="" api_keys=""
 elif [[ -n ${QC_REDIS_ADDR:-} && -n ${QC_MYSQL_DSN:-} ]]; then
-	mode="Redis $QC_REDIS_ADDR + MySQL from QC_MYSQL_DSN"
+	mode="Redis $QC_REDIS_ADDR + MySQL from QC_MYSQL_DSN, with a demo admin token and API key"
+	admin_token=$(random_secret) api_key=$(random_secret)
+	((${#admin_token} == 48 && ${#api_key} == 48)) || die "could not read random bytes from /dev/urandom"
+	admin_tokens="demo:$admin_token" api_keys="$api_key=qc-replay:*"
+	replay_auth=(--admin-token "$admin_token" --api-key "$api_key")
 else
 	die "set both QC_REDIS_ADDR and QC_MYSQL_DSN, or neither for dev mode"
 fi
@@ -89,7 +107,9 @@ stop_server() {
 trap stop_server EXIT
 
 say "starting bin/quota-center serve on $addr: $mode (log: $log)"
-QC_HTTP_ADDR=$addr QC_LOG_FORMAT=${QC_LOG_FORMAT:-console} bin/quota-center serve >"$log" 2>&1 &
+QC_HTTP_ADDR=$addr QC_LOG_FORMAT=${QC_LOG_FORMAT:-console} \
+	QC_ADMIN_TOKENS=$admin_tokens QC_API_KEYS=$api_keys \
+	bin/quota-center serve >"$log" 2>&1 &
 server_pid=$!
 
 say "waiting up to ${ready_timeout}s for $url/readyz"
@@ -101,9 +121,11 @@ until http_ok /readyz; do
 done
 say "ready"
 
-say "bin/qc-replay --url $url --limit $limit --concurrency $concurrency $*"
+shown_auth=""
+((${#replay_auth[@]} == 0)) || shown_auth=" --admin-token *** --api-key ***"
+say "bin/qc-replay --url $url --limit $limit --concurrency $concurrency$shown_auth $*"
 rc=0
-bin/qc-replay --url "$url" --limit "$limit" --concurrency "$concurrency" "$@" || rc=$?
+bin/qc-replay --url "$url" --limit "$limit" --concurrency "$concurrency" ${replay_auth[@]+"${replay_auth[@]}"} "$@" || rc=$?
 if ((rc == 0)); then
 	say "qc-replay passed: the server's usedAmount matches what was charged"
 else
