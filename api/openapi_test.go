@@ -242,7 +242,7 @@ func TestErrorSchemaCodes(t *testing.T) {
 		client.CodeInvalidArgument, client.CodeUnauthenticated, client.CodePermissionDenied,
 		client.CodeResourceNotFound, client.CodeSessionNotFound, client.CodeNotFound,
 		client.CodeMethodNotAllowed, client.CodeSessionNotActive, client.CodeSessionConflict,
-		client.CodePayloadTooLarge, client.CodeUnsupportedMediaType, client.CodeQuotaExhausted,
+		client.CodePayloadTooLarge, client.CodeRequestTimeout, client.CodeUnsupportedMediaType, client.CodeQuotaExhausted,
 		client.CodeBackendUnavailable, client.CodeCircuitOpen, client.CodeInternal,
 	}
 	sort.Strings(codes)

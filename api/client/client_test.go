@@ -395,6 +395,7 @@ func TestErrorCodes(t *testing.T) {
 		{409, "SESSION_NOT_ACTIVE", ErrSessionNotActive},
 		{409, "SESSION_CONFLICT", ErrSessionConflict},
 		{413, "PAYLOAD_TOO_LARGE", ErrPayloadTooLarge},
+		{408, "REQUEST_TIMEOUT", ErrRequestTimeout},
 		{415, "UNSUPPORTED_MEDIA_TYPE", ErrUnsupportedMediaType},
 		{429, "QUOTA_EXHAUSTED", ErrQuotaExhausted},
 		{503, "BACKEND_UNAVAILABLE", ErrBackendUnavailable},

@@ -22,6 +22,7 @@ const (
 	CodeSessionNotActive     = "SESSION_NOT_ACTIVE"     // 409: session FINISHED or LEAKED
 	CodeSessionConflict      = "SESSION_CONFLICT"       // 409: session id reused with other arguments
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"      // 413: body over 1 MiB
+	CodeRequestTimeout       = "REQUEST_TIMEOUT"        // 408: body slower than the server's read timeout
 	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE" // 415
 	CodeQuotaExhausted       = "QUOTA_EXHAUSTED"        // 429
 	CodeBackendUnavailable   = "BACKEND_UNAVAILABLE"    // 503
@@ -108,6 +109,9 @@ var (
 	ErrSessionConflict = &Error{Code: CodeSessionConflict, Message: "session conflict"}
 	// ErrPayloadTooLarge: the request body exceeded 1 MiB (413).
 	ErrPayloadTooLarge = &Error{Code: CodePayloadTooLarge, Message: "payload too large"}
+	// ErrRequestTimeout: the body arrived slower than the server's read
+	// timeout (408); safe to retry.
+	ErrRequestTimeout = &Error{Code: CodeRequestTimeout, Message: "request timeout"}
 	// ErrUnsupportedMediaType: the body was not application/json (415).
 	ErrUnsupportedMediaType = &Error{Code: CodeUnsupportedMediaType, Message: "unsupported media type"}
 	// ErrQuotaExhausted: not enough quota remains (429); see

@@ -88,3 +88,32 @@ func TestBalanceAndLiveSessionsAreRebuiltFromTheLedgerAfterRedisLosesThem(t *tes
 		t.Fatalf("after the restored finish: status %+v, ledger charged %d reserved %d", st, charged, reserved)
 	}
 }
+
+// TestSessionsComeBackOnTheirOwnCallsAfterRedisLosesThem: after Redis lost
+// everything, the first call may be a heartbeat or a finish of a session
+// opened before the loss; it must not wait for an apply or a status to
+// rebuild the balance.
+func TestSessionsComeBackOnTheirOwnCallsAfterRedisLosesThem(t *testing.T) {
+	s := testenv.Start(t, testenv.Real)
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := testenv.Resource(t)
+	putPolicy(t, s, r, map[string]any{"quotaType": "DURATION", "totalLimit": 1000})
+	call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 100, "sessionId": "hb"})
+	call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 200, "sessionId": "fin"})
+	dropResourceKeys(t, rdb, r)
+
+	if code, h, _ := call(t, s, http.MethodPost, "/quota/heartbeat", map[string]any{"resourceName": r, "sessionId": "hb"}); code != http.StatusOK {
+		t.Fatalf("first call after the loss, a heartbeat: %d %v", code, h)
+	}
+	dropResourceKeys(t, rdb, r)
+	code, f, _ := call(t, s, http.MethodPost, "/quota/finish", map[string]any{"resourceName": r, "sessionId": "fin", "actualUsedAmount": 50})
+	if code != http.StatusOK || num(t, f, "refundedAmount") != 150 {
+		t.Fatalf("first call after a second loss, a finish: %d %v", code, f)
+	}
+	st, _ := getStatus(t, s, r)
+	charged, reserved, _ := ledgerSums(t, s, r)
+	if st.used != 50 || st.reserved != 100 || charged != 50 || reserved != 100 {
+		t.Fatalf("status %+v, ledger charged %d reserved %d; want used 50, reserved 100", st, charged, reserved)
+	}
+}

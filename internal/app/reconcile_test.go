@@ -99,3 +99,20 @@ func TestReconciliationRepairsRedisFromTheLedger(t *testing.T) {
 		}
 	})
 }
+
+func TestReconciliationSetsRedisLimitToThePolicys(t *testing.T) {
+	s := testenv.Start(t, testenv.Real, "--reconcile-interval", "1h")
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := testenv.Resource(t)
+	putPolicy(t, s, r, map[string]any{"quotaType": "COUNT", "totalLimit": 137})
+	// Two concurrent PUTs finished their Redis writes in the other order.
+	if err := rdb.Set(context.Background(), "qc:{"+r+"}:limit", "138", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := reconcileNow(t, s, r)
+	st, _ := getStatus(t, s, r)
+	if rep["limitSynced"] != true || st.limit != 137 {
+		t.Fatalf("report %v, status limit %d; want the policy's 137", rep, st.limit)
+	}
+}

@@ -159,16 +159,18 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Reconcile: func(ctx context.Context, resource string) (any, error) {
+			// Its own variables: this runs per request, concurrently.
 			var reps []reconcile.Report
+			var rerr error
 			if resource == "" {
-				reps, err = rec.All(ctx)
+				reps, rerr = rec.All(ctx)
 			} else {
 				var rep reconcile.Report
-				rep, err = rec.Resource(ctx, resource)
+				rep, rerr = rec.Resource(ctx, resource)
 				reps = []reconcile.Report{rep}
 			}
-			if err != nil {
-				return nil, err
+			if rerr != nil {
+				return nil, rerr
 			}
 			return reps, auditReconcile(ctx, b.ledger, resource, reps)
 		},

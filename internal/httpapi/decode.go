@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -19,6 +20,10 @@ import (
 
 // errBodyTooLarge is returned by decode when the body exceeds the limit (413).
 var errBodyTooLarge = errors.New("request body too large")
+
+// errRequestTimeout is returned by decode when the body trickles in slower
+// than the server's read timeout (408).
+var errRequestTimeout = errors.New("request timeout")
 
 // errMediaType is returned by decode for a non-JSON Content-Type (415).
 var errMediaType = errors.New("unsupported media type")
@@ -42,7 +47,13 @@ func decode(r *http.Request, dst any) error {
 		if errors.As(err, &mbe) {
 			return fmt.Errorf("%w: limit is %d bytes", errBodyTooLarge, mbe.Limit)
 		}
-		return &quota.ValidationError{Field: "body", Reason: "could not be read: " + err.Error()}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("%w: the body did not arrive within the server's read timeout", errRequestTimeout)
+		}
+		// The transport error names sockets; the caller learns only what
+		// went wrong for it.
+		return &quota.ValidationError{Field: "body", Reason: "could not be read (the connection broke or the body was cut short)"}
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}

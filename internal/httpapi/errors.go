@@ -26,6 +26,7 @@ const (
 	CodeSessionNotActive   = "SESSION_NOT_ACTIVE"
 	CodeSessionConflict    = "SESSION_CONFLICT"
 	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
+	CodeRequestTimeout     = "REQUEST_TIMEOUT"
 	CodeUnsupportedMedia   = "UNSUPPORTED_MEDIA_TYPE"
 	CodeQuotaExhausted     = "QUOTA_EXHAUSTED"
 	CodeBackendUnavailable = "BACKEND_UNAVAILABLE"
@@ -53,6 +54,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, CodeInvalidArgument
 	case errors.Is(err, errBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, CodePayloadTooLarge
+	case errors.Is(err, errRequestTimeout):
+		return http.StatusRequestTimeout, CodeRequestTimeout
 	case errors.Is(err, errMediaType):
 		return http.StatusUnsupportedMediaType, CodeUnsupportedMedia
 	case errors.Is(err, ErrUnauthenticated):

@@ -331,6 +331,26 @@ func (s *Service) landed(ctx context.Context, rec UsageRecord) bool {
 		row.GrantedAmount == rec.GrantedAmount && row.PeriodStart.Equal(rec.PeriodStart)
 }
 
+// restoreSession brings back an open session that Redis lost: when the
+// current period has no balance, by seeding it (which restores every open
+// session of the resource from the ledger); else this one session, whose
+// reservation the balance already holds (it was reserved before the loss,
+// or the balance was rebuilt from the ledger, where the row is USING).
+func (s *Service) restoreSession(ctx context.Context, pol Policy, row UsageRecord) error {
+	per, err := s.periodAt(pol, s.opt.Now())
+	if err != nil {
+		return err
+	}
+	bal, err := s.balances.Balance(ctx, pol.ResourceName, per)
+	if err != nil {
+		return err
+	}
+	if !bal.Exists {
+		return s.seed(ctx, pol, per)
+	}
+	return s.balances.RestoreSessions(ctx, pol.ResourceName, []UsageRecord{row}, pol.LeaseDuration())
+}
+
 // owns reports whether caller (a client id, "" = any) may use a session of
 // owner.
 func owns(caller, owner string) bool { return caller == "" || caller == owner }
@@ -494,8 +514,14 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 			if row.Status != StatusUsing {
 				return HeartbeatResponse{}, &NotActiveError{SessionID: sessionID, Status: row.Status}
 			}
-			// Open in the ledger but gone from Redis: it comes back with the
-			// next rebuild or reconciliation. Retry, don't give up on it.
+			// Open in the ledger but gone from Redis (Redis lost its state):
+			// bring it back now and renew it.
+			if rerr := s.restoreSession(ctx, pol, row); rerr == nil {
+				exp, err = s.balances.Heartbeat(ctx, resource, sessionID, clientID, pol.LeaseDuration())
+				if err == nil {
+					return HeartbeatResponse{SessionID: sessionID, Status: StatusUsing, LeaseExpiresAt: exp}, nil
+				}
+			}
 			return HeartbeatResponse{}, fmt.Errorf("heartbeat %s: session %s is being restored from the ledger: %w",
 				resource, sessionID, ErrUnavailable)
 		}
@@ -561,6 +587,12 @@ func (s *Service) Finish(ctx context.Context, req FinishRequest) (FinishResponse
 	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
 	}
+	return s.settle(ctx, pol, req, res)
+}
+
+// settle writes the ledger side of a finish the BalanceStore did (or
+// replayed) and builds the answer.
+func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res FinishResult) (FinishResponse, error) {
 	rec := UsageRecord{
 		ResourceName:   req.ResourceName,
 		ClientID:       res.ClientID,
@@ -601,9 +633,21 @@ func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRe
 		// Swept, and past the retention in which a late finish may true it up.
 		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
 	}
+	if row.Status == StatusUsing {
+		// The row is open but Redis lost the session: bring it back (with
+		// the period's balance, if that is gone too) and settle it there.
+		if err := s.restoreSession(ctx, pol, row); err != nil {
+			return FinishResponse{}, fmt.Errorf("finish %s: restore session %s: %w", req.ResourceName, req.SessionID, err)
+		}
+		res, err := s.balances.Finish(ctx, FinishCmd{
+			ResourceName: req.ResourceName, SessionID: req.SessionID, ClientID: req.ClientID,
+			Actual: req.Actual, Retention: s.opt.FinishedRetention,
+		})
+		if err == nil {
+			return s.settle(ctx, pol, req, res)
+		}
+	}
 	if row.Status != StatusFinished {
-		// The row is open but Redis lost the session: the balance must be
-		// rebuilt from the ledger before this finish can settle.
 		return FinishResponse{}, fmt.Errorf("finish %s: session %s is %s in the ledger but missing from the balance store: %w",
 			req.ResourceName, req.SessionID, row.Status, ErrUnavailable)
 	}

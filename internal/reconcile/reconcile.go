@@ -86,6 +86,7 @@ type Report struct {
 	LedgerRowsSettled int       `json:"ledgerRowsSettled"`
 	SessionsRestored  int       `json:"sessionsRestored"`
 	BalanceAdjusted   bool      `json:"balanceAdjusted"`
+	LimitSynced       bool      `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
 	Skipped           string    `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
 }
 
@@ -109,7 +110,7 @@ func New(cfg Config, store quota.BalanceStore, ledger quota.Ledger, policies quo
 		drift: map[string]*prometheus.GaugeVec{},
 		repairs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_repairs_total",
-			Help: "Repairs made by reconciliation: orphan_released, ledger_settled, session_restored, balance_adjusted.",
+			Help: "Repairs made by reconciliation: orphan_released, ledger_settled, session_restored, balance_adjusted, limit_synced.",
 		}, []string{"resource", "kind"}),
 		runs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_runs_total", Help: "Reconciliations of one resource by result (ok, error, skipped).",
@@ -207,6 +208,9 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 		defer cancel()
 		_ = r.store.Unlock(uctx, resource, "reconcile", token)
 	}()
+	if err := r.syncLimit(ctx, pol, &rep); err != nil {
+		return rep, err
+	}
 	var dc, dr int64
 	if !full {
 		// Check sessions one by one only when the drift is real: the same
@@ -244,6 +248,30 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 		r.log.Warn("reconcile repaired drift", zap.String("resource", resource), zap.Any("report", rep))
 	}
 	return rep, nil
+}
+
+// syncLimit makes Redis' limit the policy's: concurrent PUTs of one policy
+// can finish their MySQL and Redis writes in different orders.
+func (r *Reconciler) syncLimit(ctx context.Context, pol quota.Policy, rep *Report) error {
+	per, err := r.sched.PeriodAt(pol, r.now())
+	if err != nil {
+		return err
+	}
+	bal, err := r.store.Balance(ctx, pol.ResourceName, per)
+	if err != nil || bal.Limit == pol.TotalLimit || (!bal.Exists && bal.Limit == 0) {
+		return err
+	}
+	// Read the policy again right before writing: a PUT may have landed.
+	cur, err := r.policies.GetPolicy(ctx, pol.ResourceName)
+	if err != nil || cur.TotalLimit == bal.Limit {
+		return err
+	}
+	if err := r.store.SetLimit(ctx, pol.ResourceName, cur.TotalLimit); err != nil {
+		return err
+	}
+	rep.LimitSynced = true
+	r.repairs.WithLabelValues(pol.ResourceName, "limit_synced").Inc()
+	return nil
 }
 
 // probe reads the current period's drift once (Redis minus ledger).

@@ -1,8 +1,11 @@
 package redisstore
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 func TestLockIsExclusiveAndIdempotentForItsHolder(t *testing.T) {
@@ -32,6 +35,31 @@ func TestLockIsExclusiveAndIdempotentForItsHolder(t *testing.T) {
 		}
 		if again, err := e.s.TryLock(ctx, e.res, "seed:1", time.Minute); err != nil || again == "" {
 			t.Fatalf("lock after release: %q, %v", again, err)
+		}
+	})
+}
+
+func TestFinishThatWouldOverflowThePeriodIsRefusedBeforeAnyWrite(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		per := e.current(t)
+		e.seed(t, per, 100, quota.PeriodTotals{})
+		e.grant(t, e.cmd("big", 10, 0, per), 10)
+		// Earlier overages have pushed the period's usage near the top.
+		if err := e.rdb.HIncrBy(ctxT(t), balanceKey(e.res, per.ID()), "charged", 8_999_999_999_999_999_000).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := e.balance(t, per)
+		_, err := e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: e.res, SessionID: "big", Actual: quota.MaxAmount, Retention: time.Hour})
+		var ve *quota.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "actualUsedAmount" {
+			t.Fatalf("finish past the counter: %v, want a ValidationError on actualUsedAmount", err)
+		}
+		if after := e.balance(t, per); after != before {
+			t.Fatalf("a refused finish changed the balance: %+v → %+v", before, after)
+		}
+		// The session is still open and finishes with a sane amount.
+		if f := e.finish(t, "big", 3); f.Charged != 3 || f.Refunded != 7 {
+			t.Fatalf("finish after the refusal: %+v", f)
 		}
 	})
 }

@@ -221,6 +221,9 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 		return quota.FinishResult{}, fmt.Errorf("session %s: %w", c.SessionID, quota.ErrSessionNotFound)
 	case int64(6):
 		return quota.FinishResult{}, fmt.Errorf("session %s was finished with another amount: %w", c.SessionID, quota.ErrSessionConflict)
+	case int64(7):
+		return quota.FinishResult{}, &quota.ValidationError{Field: "actualUsedAmount",
+			Reason: "would overflow the period's usage counter (over 9e18 in one period)"}
 	}
 	n, err := ints(v, 14)
 	if err != nil {

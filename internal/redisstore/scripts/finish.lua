@@ -7,7 +7,8 @@
 -- Returns {code, granted, actual, refunded, overage, 0, periodMs, startMs, endMs, wasLeaked, clientId,
 --          limit, charged, reserved}
 --   code 0 not found, 1 finished now, 2 replay of the first finish, 6 conflict
---   (a repeat with another actual). limit, charged and reserved are the
+--   (a repeat with another actual), 7 the usage would overflow the period's
+--   counter (nothing written). limit, charged and reserved are the
 --   decimal strings of the session's period balance after the finish ("" when
 --   that balance no longer exists); the caller computes remaining from them,
 --   exactly, past 2^53 too. USING: the grant leaves `reserved`, the actual
@@ -40,6 +41,12 @@ if s[1] == 'LEAKED' then leaked = 1 end
 local bkey = ARGV[4] .. s[3]
 local bl, bc, br = '', '', ''
 if redis.call('EXISTS', bkey) == 1 then
+  -- Refuse, before any write, a usage that would overflow the period's
+  -- 64-bit counter (HINCRBY would fail halfway through this script).
+  local c = tonumber(redis.call('HGET', bkey, 'charged') or '0')
+  if c + actual > 9.0e18 then
+    return {7}
+  end
   if leaked == 1 then
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual - granted))
   else
