@@ -186,6 +186,21 @@ func (s BalanceStore) RestoreSessions(ctx context.Context, resource string, open
 	return run(s.B, func() error { return s.Inner.RestoreSessions(ctx, resource, open, lease) })
 }
 
+// MarkFailOpen implements quota.BalanceStore.
+func (s BalanceStore) MarkFailOpen(ctx context.Context, resource, id string) error {
+	return run(s.B, func() error { return s.Inner.MarkFailOpen(ctx, resource, id) })
+}
+
+// FailOpenSessions implements quota.BalanceStore.
+func (s BalanceStore) FailOpenSessions(ctx context.Context, resource string) ([]string, error) {
+	return do(s.B, func() ([]string, error) { return s.Inner.FailOpenSessions(ctx, resource) })
+}
+
+// AckFailOpen implements quota.BalanceStore.
+func (s BalanceStore) AckFailOpen(ctx context.Context, resource string, ids []string) error {
+	return run(s.B, func() error { return s.Inner.AckFailOpen(ctx, resource, ids) })
+}
+
 // Adjust implements quota.BalanceStore.
 func (s BalanceStore) Adjust(ctx context.Context, resource string, p quota.Period, dc, dr int64) (bool, error) {
 	return do(s.B, func() (bool, error) { return s.Inner.Adjust(ctx, resource, p, dc, dr) })

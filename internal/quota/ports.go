@@ -150,6 +150,15 @@ type BalanceStore interface {
 	// RestoreSessions brings back open sessions the store lost, with a fresh
 	// lease, leaving the balance as it is; sessions it holds are left alone.
 	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
+	// MarkFailOpen flags a USING session whose ledger row could not be
+	// written but which a failMode OPEN policy keeps: reconciliation writes
+	// its row instead of giving the reservation back.
+	MarkFailOpen(ctx context.Context, resource, sessionID string) error
+	// FailOpenSessions lists the sessions flagged by MarkFailOpen and not
+	// yet acknowledged.
+	FailOpenSessions(ctx context.Context, resource string) ([]string, error)
+	// AckFailOpen forgets flagged sessions whose ledger rows are written.
+	AckFailOpen(ctx context.Context, resource string, ids []string) error
 	// Adjust adds the deltas to a period's balance if it exists; it reports
 	// whether it did.
 	Adjust(ctx context.Context, resource string, period Period, dCharged, dReserved int64) (bool, error)
@@ -168,6 +177,9 @@ type SessionState struct {
 	StartTime   time.Time
 	EndTime     time.Time // FINISHED or LEAKED
 	WasLeaked   bool      // FINISHED after a leak
+	ApplyAmount int64
+	MinAmount   int64
+	FailOpen    bool // granted fail-open while the ledger was unreachable: its row is still to be written
 }
 
 // Ledger is the durable record of every session (MySQL), the source of truth

@@ -281,6 +281,12 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		if s.landed(ctx, rec) {
 			return resp, nil
 		}
+		if res.Outcome == ApplyGranted && pol.FailMode == FailOpen && isBackendFailure(err) &&
+			s.markFailOpen(ctx, cmd) == nil {
+			// Redis counts it; reconciliation writes the ledger row.
+			resp.FailOpen, resp.FailOpenCause = true, err
+			return resp, nil
+		}
 		if res.Outcome == ApplyGranted {
 			// If the row did land after all, the cancelled session's
 			// tombstone lets reconciliation settle it with nothing charged.
@@ -319,6 +325,13 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	resp.LeaseExpiresAt = row.StartTime.Add(pol.LeaseDuration())
 	resp.Replayed = true
 	return resp, nil
+}
+
+// markFailOpen flags a kept fail-open reservation, on its own deadline.
+func (s *Service) markFailOpen(ctx context.Context, cmd ApplyCmd) error {
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	return s.balances.MarkFailOpen(mctx, cmd.ResourceName, cmd.SessionID)
 }
 
 // landed reports whether rec's row is in the ledger after an insert whose

@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,5 +79,81 @@ func TestFailOpenGrantsAreRecordedAndCountedAfterReconciliation(t *testing.T) {
 	}
 	if st, _ := up.Status(ctx, "open"); st.Used != 120 || st.Reserved != 0 {
 		t.Fatalf("status after finish: %+v", st)
+	}
+}
+
+// flakyLedger is the real SQLite ledger with a switch that makes every
+// ledger write and read fail as unreachable (policies stay readable).
+type flakyLedger struct {
+	*mysqlstore.Store
+	down atomic.Bool
+}
+
+func (f *flakyLedger) InsertSession(ctx context.Context, rec quota.UsageRecord) error {
+	if f.down.Load() {
+		return fmt.Errorf("insert: %w", quota.ErrUnavailable)
+	}
+	return f.Store.InsertSession(ctx, rec)
+}
+
+func (f *flakyLedger) Session(ctx context.Context, id string) (quota.UsageRecord, error) {
+	if f.down.Load() {
+		return quota.UsageRecord{}, fmt.Errorf("session: %w", quota.ErrUnavailable)
+	}
+	return f.Store.Session(ctx, id)
+}
+
+// TestFailOpenGrantWhileOnlyMySQLIsDownIsCountedInRedisAndRecordedLater: the
+// reservation Redis made is kept (counted live), and reconciliation writes
+// the ledger row once MySQL answers; the session then finishes normally.
+func TestFailOpenGrantWhileOnlyMySQLIsDownIsCountedInRedisAndRecordedLater(t *testing.T) {
+	ctx := context.Background()
+	st, err := mysqlstore.OpenSQLite(ctx, t.TempDir()+"/ledger.db", mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ledger := &flakyLedger{Store: st}
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store := redisstore.New(rdb)
+	sched := &period.Scheduler{}
+	svc := quota.NewService(store, ledger, st, sched, quota.Options{})
+	if _, _, err := st.PutPolicy(ctx, quota.Policy{ResourceName: "open", QuotaType: quota.TypeTokens, TotalLimit: 1000,
+		FailMode: quota.FailOpen, LeakThresholdSeconds: 300, Timezone: "UTC"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Status(ctx, "open"); err != nil { // seeds the period while MySQL is up
+		t.Fatal(err)
+	}
+
+	ledger.down.Store(true)
+	res, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: "open", Amount: 300, SessionID: "fo-redis"})
+	if err != nil || !res.FailOpen || res.Granted != 300 || res.Remaining != 700 {
+		t.Fatalf("fail-open apply with Redis up: %+v, %v", res, err)
+	}
+	if s, _ := svc.Status(ctx, "open"); s.Reserved != 300 {
+		t.Fatalf("the grant must be counted live in Redis: %+v", s)
+	}
+
+	ledger.down.Store(false)
+	rec := reconcile.New(reconcile.Config{Grace: time.Hour, Settle: time.Millisecond}, store, ledger, st, sched, zap.NewNop(), prometheus.NewRegistry())
+	rep, err := rec.Resource(ctx, "open")
+	if err != nil || rep.FailOpenRecorded != 1 || rep.DriftReserved != 0 || rep.OrphansReleased != 0 {
+		t.Fatalf("reconcile: %+v, %v", rep, err)
+	}
+	row, err := st.Session(ctx, "fo-redis")
+	if err != nil || row.Status != quota.StatusUsing || row.GrantedAmount != 300 {
+		t.Fatalf("ledger row after reconciliation: %+v, %v", row, err)
+	}
+	if _, err := svc.Finish(ctx, quota.FinishRequest{ResourceName: "open", SessionID: "fo-redis", Actual: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if tot, _ := st.PeriodTotals(ctx, "open", row.PeriodStart); tot.Charged != 50 || tot.Reserved != 0 {
+		t.Fatalf("ledger totals after finish: %+v", tot)
 	}
 }

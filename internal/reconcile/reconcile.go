@@ -87,6 +87,7 @@ type Report struct {
 	SessionsRestored  int       `json:"sessionsRestored"`
 	BalanceAdjusted   bool      `json:"balanceAdjusted"`
 	LimitSynced       bool      `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
+	FailOpenRecorded  int       `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
 	Skipped           string    `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
 }
 
@@ -110,7 +111,7 @@ func New(cfg Config, store quota.BalanceStore, ledger quota.Ledger, policies quo
 		drift: map[string]*prometheus.GaugeVec{},
 		repairs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_repairs_total",
-			Help: "Repairs made by reconciliation: orphan_released, ledger_settled, session_restored, balance_adjusted, limit_synced.",
+			Help: "Repairs made by reconciliation: orphan_released, ledger_settled, session_restored, balance_adjusted, limit_synced, fail_open_recorded.",
 		}, []string{"resource", "kind"}),
 		runs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_runs_total", Help: "Reconciliations of one resource by result (ok, error, skipped).",
@@ -208,6 +209,9 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 		defer cancel()
 		_ = r.store.Unlock(uctx, resource, "reconcile", token)
 	}()
+	if err := r.recordFailOpen(ctx, pol, &rep); err != nil {
+		return rep, err
+	}
 	if err := r.syncLimit(ctx, pol, &rep); err != nil {
 		return rep, err
 	}
@@ -248,6 +252,59 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 		r.log.Warn("reconcile repaired drift", zap.String("resource", resource), zap.Any("report", rep))
 	}
 	return rep, nil
+}
+
+// recordFailOpen writes the ledger rows of fail-open grants that Redis
+// counted while MySQL was unreachable, settling them as Redis did since. It
+// runs on every pass, before any drift is measured, so such a grant is never
+// mistaken for drift.
+func (r *Reconciler) recordFailOpen(ctx context.Context, pol quota.Policy, rep *Report) error {
+	resource := pol.ResourceName
+	ids, err := r.store.FailOpenSessions(ctx, resource)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	rows, err := r.ledger.SessionsByID(ctx, ids)
+	if err != nil {
+		return err
+	}
+	states, err := r.store.Sessions(ctx, resource, ids)
+	if err != nil {
+		return err
+	}
+	var done []string
+	for _, id := range ids {
+		st, ok := states[id]
+		if _, written := rows[id]; written || !ok {
+			done = append(done, id) // landed after all, or expired from Redis
+			continue
+		}
+		rec := quota.UsageRecord{
+			ResourceName: resource, ClientID: st.ClientID, SessionID: id, PeriodStart: st.PeriodStart,
+			ApplyAmount: st.ApplyAmount, MinAmount: st.MinAmount, GrantedAmount: st.Granted,
+			ChargedAmount: st.Granted, StartTime: st.StartTime, Status: quota.StatusUsing,
+		}
+		if err := r.ledger.InsertSession(ctx, rec); err != nil && !errors.Is(err, quota.ErrDuplicateSession) {
+			return err
+		}
+		switch st.Status {
+		case quota.StatusFinished:
+			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, st.Actual, st.Refunded, st.Overage
+			rec.EndTime, rec.LeakRecovered = st.EndTime, st.WasLeaked
+			err = r.ledger.FinishSession(ctx, rec)
+		case quota.StatusLeaked:
+			err = r.ledger.MarkLeaked(ctx, []quota.LeakedSession{{
+				ResourceName: resource, SessionID: id, PeriodStart: st.PeriodStart, Granted: st.Granted, EndTime: st.EndTime,
+			}})
+		}
+		if err != nil {
+			return err
+		}
+		done = append(done, id)
+		rep.FailOpenRecorded++
+		r.repairs.WithLabelValues(resource, "fail_open_recorded").Inc()
+	}
+	return r.store.AckFailOpen(ctx, resource, done)
 }
 
 // syncLimit makes Redis' limit the policy's: concurrent PUTs of one policy

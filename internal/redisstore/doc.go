@@ -11,7 +11,8 @@
 //	qc:{r}:s:<session>   hash    one session (amount, granted, lease, status …)
 //	qc:{r}:leases        zset    USING sessions by lease expiry (ms)
 //	qc:{r}:leaked        set     swept sessions whose ledger row is not yet LEAKED
-//	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance)
+//	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance, reconciling)
+//	qc:{r}:failopen      set     fail-open sessions whose ledger rows are still to be written
 //
 // Scripts are run with EVALSHA and fall back to EVAL on NOSCRIPT (go-redis
 // Script.Run), so a SCRIPT FLUSH costs one extra round trip. Every mutating

@@ -39,6 +39,7 @@ var (
 	unlockScript    = load("unlock.lua")
 	adjustScript    = load("adjust.lua")
 	lockScript      = load("lock.lua")
+	failOpenScript  = load("failopen.lua")
 )
 
 // Store implements quota.BalanceStore on Redis (standalone or cluster).
@@ -373,7 +374,7 @@ func (s *Store) OpenSessionIDs(ctx context.Context, resource string, leaseBefore
 }
 
 // sessionFields are read by Sessions, in this order.
-var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked"}
+var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo"}
 
 // Sessions reads session hashes in one pipeline; missing ones are absent.
 func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {
@@ -402,6 +403,7 @@ func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (ma
 			Status: quota.Status(str(0)), ClientID: str(1), Granted: num(2), Actual: num(3),
 			Refunded: num(4), Overage: num(5), PeriodStart: ms(num(6)), StartTime: ms(num(7)),
 			EndTime: ms(num(8)), WasLeaked: str(9) == "1",
+			ApplyAmount: num(10), MinAmount: num(11), FailOpen: str(12) == "1",
 		}
 	}
 	return out, nil
@@ -427,4 +429,35 @@ func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, d
 		return false, wrap("adjust", err)
 	}
 	return n == 1, nil
+}
+
+// MarkFailOpen runs failopen.lua. See quota.BalanceStore.
+func (s *Store) MarkFailOpen(ctx context.Context, resource, sessionID string) error {
+	n, err := failOpenScript.Run(ctx, s.rdb, []string{sessionKey(resource, sessionID), prefix(resource) + "failopen"}, sessionID).Int64()
+	if err != nil {
+		return wrap("mark fail-open", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("mark fail-open %s: %w", sessionID, quota.ErrSessionNotFound)
+	}
+	return nil
+}
+
+// FailOpenSessions lists the sessions flagged by MarkFailOpen whose ledger
+// rows are not yet written (qc:{r}:failopen).
+func (s *Store) FailOpenSessions(ctx context.Context, resource string) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, prefix(resource)+"failopen").Result()
+	return ids, wrap("fail-open sessions", err)
+}
+
+// AckFailOpen forgets flagged sessions whose ledger rows are written.
+func (s *Store) AckFailOpen(ctx context.Context, resource string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	return wrap("ack fail-open", s.rdb.SRem(ctx, prefix(resource)+"failopen", members...).Err())
 }
