@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotacenter/quota-center/internal/app"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -328,4 +331,30 @@ func TestTokyoDailyPolicyResetsAt1500UTC(t *testing.T) {
 			t.Fatalf("nextResetAt = %v (%v), want the next 15:00 UTC", out["nextResetAt"], err)
 		}
 	})
+}
+
+func TestShutdownDrainAnswersNotReadyBeforeClosing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Serve(ctx, []string{"--http-addr", "127.0.0.1:0", "--log-level", "error", "--shutdown-drain", "2s",
+			"--dev-sqlite-path", t.TempDir() + "/l.db"}, io.Discard, func(a string) { addr <- a })
+	}()
+	url := "http://" + <-addr + "/readyz"
+	if resp, err := http.Get(url); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz before stop: %v %v", resp, err)
+	}
+	cancel()
+	testenv.Eventually(t, 2*time.Second, "/readyz to answer 503 while draining", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("serve stopped with %v", err)
+	}
 }

@@ -244,6 +244,10 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	case <-ctx.Done():
 		log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace))
 		api.Drain()
+		if cfg.ShutdownDrain > 0 {
+			log.Info("draining: /readyz answers 503", zap.Duration("drain", cfg.ShutdownDrain))
+			time.Sleep(cfg.ShutdownDrain)
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 		if serr := srv.Shutdown(sctx); serr != nil {
 			log.Warn("shutdown incomplete", zap.Error(serr))

@@ -36,6 +36,11 @@ type Config struct {
 	MigrateOnStart bool
 	// ShutdownGrace bounds how long in-flight requests may finish on stop.
 	ShutdownGrace time.Duration
+	// ShutdownDrain is how long /readyz answers 503 on stop, with the
+	// listener still serving, before it closes: time for load balancers to
+	// stop sending new requests (0 = close at once; Kubernetes' preStop
+	// sleep does the same job).
+	ShutdownDrain time.Duration
 }
 
 // HTTP configures the listener and its timeouts.
@@ -374,6 +379,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.Quota.FinishedRetention, "finished-retention", c.Quota.FinishedRetention, "how long settled sessions stay in Redis for cheap repeats and late true-ups")
 	fs.DurationVar(&c.Quota.PolicyCacheTTL, "policy-cache-ttl", c.Quota.PolicyCacheTTL, "how long a policy read from MySQL is reused")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish on stop")
+	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain, "how long /readyz answers 503 before the listener closes on stop (0 = at once)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "json or console")
 	fs.StringVar(&c.Dev.SQLitePath, "dev-sqlite-path", c.Dev.SQLitePath, "dev mode ledger file (:memory: keeps nothing)")
@@ -422,6 +428,9 @@ func (c Config) validate(backendsPaired bool) error {
 		if d <= 0 {
 			bad("%s must be positive, got %s", name, d)
 		}
+	}
+	if c.ShutdownDrain < 0 {
+		bad("shutdown-drain must not be negative")
 	}
 	if c.HTTP.MaxBodyBytes < 1024 {
 		bad("http-max-body-bytes must be at least 1024")
