@@ -168,7 +168,6 @@ const (
 
 var (
 	adminNameRE = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,64}$`)
-	clientIDRE  = regexp.MustCompile(`^[A-Za-z0-9_.:@/-]{1,128}$`)
 	// secretRE: visible ASCII (! to ~) without the separators ',' and ';'.
 	secretRE = regexp.MustCompile(`^[!-+\--:<-~]+$`)
 )
@@ -285,7 +284,7 @@ func (a Auth) validate() []error {
 	keys := map[Secret]int{}
 	for i, k := range a.APIKeys {
 		where := fmt.Sprintf("api-keys entry %d", i+1)
-		if !clientIDRE.MatchString(k.ClientID) {
+		if quota.ValidateClientID(k.ClientID) != nil {
 			bad("%s: clientId must be 1 to 128 characters of [A-Za-z0-9_.:@/-]", where)
 		}
 		switch {

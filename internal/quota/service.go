@@ -90,7 +90,17 @@ func validateSessionID(id string) error {
 	return nil
 }
 
-var clientRE = regexp.MustCompile(`^[A-Za-z0-9_.:@/-]{0,128}$`)
+var clientRE = regexp.MustCompile(`^[A-Za-z0-9_.:@/-]{1,128}$`)
+
+// ValidateClientID checks a client id: 1 to 128 characters of
+// [A-Za-z0-9_.:@/-]. It returns a *ValidationError for field "clientId".
+// API keys are bound to client ids by the same rule.
+func ValidateClientID(id string) error {
+	if !clientRE.MatchString(id) {
+		return invalid("clientId", "must be 1 to 128 characters of [A-Za-z0-9_.:@/-]")
+	}
+	return nil
+}
 
 // maxAttempts bounds the retries of one apply across period roll-over and
 // balance seeding; more means the stores disagree with each other.
@@ -139,8 +149,10 @@ func (r ApplyRequest) validate() error {
 	if r.MinAmount > r.Amount {
 		return invalid("minAmount", "must not exceed applyAmount")
 	}
-	if !clientRE.MatchString(r.ClientID) {
-		return invalid("clientId", "must be at most 128 characters of [A-Za-z0-9_.:@/-]")
+	if r.ClientID != "" {
+		if err := ValidateClientID(r.ClientID); err != nil {
+			return err
+		}
 	}
 	if r.SessionID != "" {
 		return validateSessionID(r.SessionID)
