@@ -44,7 +44,11 @@ type backends struct {
 // openBackends connects to Redis and MySQL, or starts the embedded dev-mode
 // backends when neither is configured.
 func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger) (*backends, error) {
-	mopts := mysqlstore.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, QueryTimeout: cfg.MySQL.Timeout}
+	mopts := mysqlstore.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, QueryTimeout: cfg.MySQL.Timeout,
+		BatchMaxRows: cfg.MySQL.GroupCommitRows, BatchMaxWait: cfg.MySQL.GroupCommitWait}
+	if cfg.MySQL.GroupCommitWait == 0 {
+		mopts.BatchMaxWait = -1 // no wait (the Options zero value means the default)
+	}
 	if cfg.DevMode() {
 		b, err := dev.Start(ctx, cfg.Dev.SQLitePath, mopts)
 		if err != nil {
@@ -137,7 +141,9 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	bm := breaker.NewMetrics(reg)
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
-	store := breaker.BalanceStore{Inner: redisstore.New(b.rdb), B: breaker.New("redis", bs, bm, log)}
+	rs := redisstore.NewPipelined(b.rdb, redisstore.Pipelining{MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight})
+	defer rs.Close() // before b.close closes the client
+	store := breaker.BalanceStore{Inner: rs, B: breaker.New("redis", bs, bm, log)}
 	ledger := breaker.LedgerStore{Inner: b.ledger, B: breaker.New("mysql", bs, bm, log)}
 	sched := &period.Scheduler{}
 	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{

@@ -64,6 +64,9 @@ type Redis struct {
 	DB       int
 	Timeout  time.Duration // per command (read and write)
 	PoolSize int
+	// PipelineMaxCalls is the most apply/heartbeat/finish script calls sent
+	// to Redis in one auto-pipeline (0 = one round trip per call).
+	PipelineMaxCalls int
 }
 
 // MySQL configures the ledger and policy store.
@@ -71,6 +74,12 @@ type MySQL struct {
 	DSN          string // go-sql-driver form: user:pass@tcp(host:3306)/db
 	Timeout      time.Duration
 	MaxOpenConns int
+	// GroupCommitRows and GroupCommitWait bound one group commit of ledger
+	// inserts or finishes: at most this many rows, and the first row waits
+	// at most this long for company while a statement slot is free (0: not
+	// at all).
+	GroupCommitRows int
+	GroupCommitWait time.Duration
 }
 
 // Breaker configures the circuit breakers in front of Redis and MySQL.
@@ -325,8 +334,8 @@ func Default() Config {
 			Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 			WriteTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxBodyBytes: 1 << 20,
 		},
-		Redis:          Redis{Timeout: 500 * time.Millisecond, PoolSize: 64},
-		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32},
+		Redis:          Redis{Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128},
+		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 2 * time.Millisecond},
 		Sweeper:        Sweeper{Interval: 5 * time.Second, Batch: 500},
 		Breaker:        Breaker{Failures: 5, OpenFor: 5 * time.Second},
 		Reconcile:      Reconcile{Interval: time.Minute, Grace: 30 * time.Second, Settle: 3 * time.Second},
@@ -360,9 +369,12 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.IntVar(&c.Redis.DB, "redis-db", c.Redis.DB, "Redis database index")
 	fs.DurationVar(&c.Redis.Timeout, "redis-timeout", c.Redis.Timeout, "Redis per-command timeout")
 	fs.IntVar(&c.Redis.PoolSize, "redis-pool-size", c.Redis.PoolSize, "Redis connection pool size")
+	fs.IntVar(&c.Redis.PipelineMaxCalls, "redis-pipeline-max-calls", c.Redis.PipelineMaxCalls, "most apply/heartbeat/finish script calls of concurrent requests sent to Redis as one pipeline (0 = one round trip each)")
 	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", c.MySQL.DSN, "MySQL DSN, go-sql-driver form user:pass@tcp(host:3306)/db")
 	fs.DurationVar(&c.MySQL.Timeout, "mysql-timeout", c.MySQL.Timeout, "MySQL per-query timeout")
 	fs.IntVar(&c.MySQL.MaxOpenConns, "mysql-max-open-conns", c.MySQL.MaxOpenConns, "MySQL connection pool size")
+	fs.IntVar(&c.MySQL.GroupCommitRows, "mysql-group-commit-rows", c.MySQL.GroupCommitRows, "most ledger rows written by one group-commit statement (1-1000)")
+	fs.DurationVar(&c.MySQL.GroupCommitWait, "mysql-group-commit-wait", c.MySQL.GroupCommitWait, "how long the first row of a group commit waits for company while the database is free (0 = not at all)")
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", c.MigrateOnStart, "apply ledger migrations before serving")
 	fs.Func("breaker-failures", "consecutive backend failures that open a circuit breaker (default 5)", func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 32)
@@ -439,6 +451,15 @@ func (c Config) validate(backendsPaired bool) error {
 	}
 	if c.Redis.PoolSize < 1 || c.MySQL.MaxOpenConns < 1 || c.Sweeper.Batch < 1 {
 		bad("redis-pool-size, mysql-max-open-conns and sweep-batch must be at least 1")
+	}
+	if c.MySQL.GroupCommitRows < 1 || c.MySQL.GroupCommitRows > 1000 {
+		bad("mysql-group-commit-rows must be between 1 and 1000")
+	}
+	if c.MySQL.GroupCommitWait < 0 || c.MySQL.GroupCommitWait > time.Second {
+		bad("mysql-group-commit-wait must be between 0 and 1s")
+	}
+	if c.Redis.PipelineMaxCalls < 0 || c.Redis.PipelineMaxCalls > 10000 {
+		bad("redis-pipeline-max-calls must be between 0 and 10000")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

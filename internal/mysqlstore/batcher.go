@@ -2,20 +2,20 @@ package mysqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
+	"github.com/quotacenter/quota-center/internal/group"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// batchOp is one group-committed ledger operation (an insert, a finish) on
-// items of type T.
 // flushConcurrency bounds the group-commit statements of one batcher in
-// flight at once.
+// flight at once, so that one commit's fsync does not hold up the next group.
 const flushConcurrency = 4
 
+// batchOp is one group-committed ledger operation (an insert, a finish) on
+// items of type T.
 type batchOp[T any] struct {
 	// name prefixes errors: name + " " + id(item), e.g. "insert session s-1".
 	name string
@@ -33,60 +33,37 @@ type batchReq[T any] struct {
 	done chan error // buffered(1): the batcher never blocks on a caller
 }
 
-// batcher group-commits one operation: one goroutine takes the first waiting
-// item, collects more for up to maxWait or until maxRows, writes them with
-// one statement and answers every caller. If that statement fails (other
-// than by the database being unreachable), the items are retried one by one
-// so that each caller gets its own answer.
+// batcher group-commits one operation with a group.Loop: a group is written
+// with one statement as soon as a statement slot is free and its first item
+// has waited maxWait for company (or the group is full), and every caller is
+// answered. If that statement fails (other than by the database being
+// unreachable), the items are retried one by one so that each caller gets
+// its own answer.
 type batcher[T any] struct {
 	op      batchOp[T]
 	timeout time.Duration // of each statement
-	maxRows int
-	maxWait time.Duration
-
-	reqs     chan *batchReq[T] // unbuffered: an item is handed over only when the batcher takes it
-	slots    chan struct{}     // one per statement in flight (flushConcurrency)
-	flushing sync.WaitGroup
-	quit     chan struct{}
-	exited   chan struct{}
-	stopOnce sync.Once
+	loop    *group.Loop[*batchReq[T]]
 }
 
 func newBatcher[T any](op batchOp[T], timeout time.Duration, maxRows int, maxWait time.Duration) *batcher[T] {
-	b := &batcher[T]{
-		op:      op,
-		timeout: timeout,
-		maxRows: maxRows,
-		maxWait: maxWait,
-		reqs:    make(chan *batchReq[T]),
-		slots:   make(chan struct{}, flushConcurrency),
-		quit:    make(chan struct{}),
-		exited:  make(chan struct{}),
-	}
-	go b.run()
+	b := &batcher[T]{op: op, timeout: timeout}
+	b.loop = group.New(maxRows, maxWait, flushConcurrency, b.flush)
 	return b
 }
 
-// stop ends the goroutine after the batch in flight, if any, is answered.
-func (b *batcher[T]) stop() {
-	b.stopOnce.Do(func() { close(b.quit) })
-	<-b.exited
-}
+// stop ends the batcher after the groups in flight are answered.
+func (b *batcher[T]) stop() { b.loop.Stop() }
 
 // do hands item to the batcher and waits for its outcome. If ctx is done
 // before the batcher takes the item, or while the item waits for company,
 // it returns ctx's error and the item is not written.
 func (b *batcher[T]) do(ctx context.Context, item T) error {
-	if err := ctx.Err(); err != nil {
-		return b.ctxError(item, err)
-	}
 	req := &batchReq[T]{ctx: ctx, item: item, done: make(chan error, 1)}
-	select {
-	case b.reqs <- req:
-	case <-ctx.Done():
-		return b.ctxError(item, ctx.Err())
-	case <-b.quit:
-		return fmt.Errorf("%s %s: %w: %w", b.op.name, b.op.id(item), quota.ErrUnavailable, errClosed)
+	if err := b.loop.Submit(ctx, req); err != nil {
+		if errors.Is(err, group.ErrStopped) {
+			return fmt.Errorf("%s %s: %w: %w", b.op.name, b.op.id(item), quota.ErrUnavailable, errClosed)
+		}
+		return b.ctxError(item, err)
 	}
 	// Handed over: the batcher answers within a bounded time (statement
 	// timeouts).
@@ -95,45 +72,6 @@ func (b *batcher[T]) do(ctx context.Context, item T) error {
 
 func (b *batcher[T]) ctxError(item T, err error) error {
 	return fmt.Errorf("%s %s: %w", b.op.name, b.op.id(item), err)
-}
-
-func (b *batcher[T]) run() {
-	defer close(b.exited)
-	batch := make([]*batchReq[T], 0, b.maxRows)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer b.flushing.Wait()
-	for {
-		select {
-		case r := <-b.reqs:
-			batch = append(batch[:0], r)
-		case <-b.quit:
-			return
-		}
-		timer.Reset(b.maxWait)
-	collect:
-		for len(batch) < b.maxRows {
-			select {
-			case r := <-b.reqs:
-				batch = append(batch, r)
-			case <-timer.C:
-				break collect
-			case <-b.quit:
-				break collect
-			}
-		}
-		timer.Stop()
-		// Up to flushConcurrency statements run at once, so one commit's
-		// fsync does not hold up the next batch; when all are busy, callers
-		// wait here, and the next batch grows meanwhile.
-		b.slots <- struct{}{}
-		b.flushing.Add(1)
-		go func(batch []*batchReq[T]) {
-			defer func() { <-b.slots; b.flushing.Done() }()
-			b.flush(batch)
-		}(slices.Clone(batch))
-		clear(batch) // the clone holds the requests now
-	}
 }
 
 // flush writes the items of the live requests of batch and answers each.

@@ -56,7 +56,9 @@ type Options struct {
 	// (default 100, at most 1000).
 	BatchMaxRows int
 	// BatchMaxWait is how long the first row of a group commit waits for
-	// company before the statement is sent (default 2ms).
+	// company while a statement slot is free (default 2ms; negative: not at
+	// all). While every slot is busy, rows keep joining the waiting group
+	// up to BatchMaxRows whatever this says (see package group).
 	BatchMaxWait time.Duration
 }
 
@@ -73,8 +75,11 @@ func (o Options) withDefaults() Options {
 	if o.BatchMaxRows > maxBatchRows {
 		o.BatchMaxRows = maxBatchRows
 	}
-	if o.BatchMaxWait <= 0 {
+	switch {
+	case o.BatchMaxWait == 0:
 		o.BatchMaxWait = DefaultBatchMaxWait
+	case o.BatchMaxWait < 0:
+		o.BatchMaxWait = 0
 	}
 	return o
 }

@@ -214,6 +214,22 @@ func TestAClosedClientIsUnavailable(t *testing.T) {
 		}
 		_ = rdb.Close()
 		unavailable(t, New(rdb))
+		ps := NewPipelined(rdb, testPipelining)
+		defer ps.Close()
+		unavailable(t, ps)
+	})
+}
+
+func TestAClosedPipelinedStoreIsUnavailable(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := NewPipelined(e.rdb, testPipelining)
+		s.Close()
+		s.Close() // twice is fine
+		per := e.current(t)
+		_, err := s.Apply(ctxT(t), e.cmd("s1", 1, 0, per))
+		if !errors.Is(err, quota.ErrUnavailable) {
+			t.Fatalf("apply on a closed store: err = %v, want ErrUnavailable", err)
+		}
 	})
 }
 
@@ -225,6 +241,9 @@ func TestAnUnreachableServerIsUnavailable(t *testing.T) {
 	})
 	defer rdb.Close()
 	unavailable(t, New(rdb))
+	ps := NewPipelined(rdb, testPipelining)
+	defer ps.Close()
+	unavailable(t, ps)
 }
 
 // On miniredis TIME follows SetTime (FastForward only moves TTLs), so a

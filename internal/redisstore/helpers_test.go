@@ -131,13 +131,21 @@ type env struct {
 	mr      *miniredis.Miniredis // nil on real Redis
 }
 
-var backendNames = []string{"redis", "miniredis"}
+// backendNames: every test runs on real Redis and on miniredis, each with
+// one round trip per call and with auto-pipelining.
+var backendNames = []string{"redis", "miniredis", "redis/pipelined", "miniredis/pipelined"}
 
-// newEnv opens backend ("redis" or "miniredis") for tb.
+// testPipelining is small so that the tests' concurrent calls fill
+// pipelines and wait for slots.
+var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2}
+
+// newEnv opens backend ("redis" or "miniredis", "/pipelined" for
+// auto-pipelining) for tb.
 func newEnv(tb testing.TB, backend string) *env {
 	tb.Helper()
 	e := &env{backend: backend}
-	switch backend {
+	server, mode, _ := strings.Cut(backend, "/")
+	switch server {
 	case "redis":
 		e.rdb = MustRedis(tb)
 	case "miniredis":
@@ -149,6 +157,10 @@ func newEnv(tb testing.TB, backend string) *env {
 	// runs first (LIFO).
 	e.res = newResource(tb, e.rdb)
 	e.s = New(e.rdb)
+	if mode == "pipelined" {
+		e.s = NewPipelined(e.rdb, testPipelining)
+		tb.Cleanup(e.s.Close) // before the client closes and the keys go (LIFO)
+	}
 	return e
 }
 

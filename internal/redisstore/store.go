@@ -48,13 +48,44 @@ type Store struct {
 	// BalanceRetention is how long a period's balance outlives the period's
 	// end, for late finishes to refund into (default 7 days).
 	BalanceRetention time.Duration
+
+	pipe *pipeliner // nil: auto-pipelining off
 }
 
 var _ quota.BalanceStore = (*Store)(nil)
 
-// New wraps a go-redis client. The caller owns the client and closes it.
+// New wraps a go-redis client, one round trip per script call. The caller
+// owns the client and closes it.
 func New(rdb redis.UniversalClient) *Store {
 	return &Store{rdb: rdb, BalanceRetention: 7 * 24 * time.Hour}
+}
+
+// NewPipelined is New with auto-pipelining of apply, heartbeat and finish
+// (see Pipelining; p.MaxCalls 0 is New). Close the Store before the client.
+func NewPipelined(rdb redis.UniversalClient, p Pipelining) *Store {
+	s := New(rdb)
+	if p.MaxCalls > 0 {
+		s.pipe = newPipeliner(rdb, p)
+	}
+	return s
+}
+
+// Close stops auto-pipelining once the pipelines in flight are answered;
+// later hot-path calls fail with redis.ErrClosed. It does not close the
+// client. A Store made by New has nothing to close.
+func (s *Store) Close() {
+	if s.pipe != nil {
+		s.pipe.stop()
+	}
+}
+
+// runHot runs one of the hot-path scripts, in the next pipeline when
+// auto-pipelining is on.
+func (s *Store) runHot(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	if s.pipe != nil {
+		return s.pipe.run(ctx, script, keys, args...)
+	}
+	return script.Run(ctx, s.rdb, keys, args...).Result()
 }
 
 // Client returns the underlying go-redis client.
@@ -132,10 +163,10 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	if c.FirstPeriod {
 		first = "1"
 	}
-	v, err := applyScript.Run(ctx, s.rdb,
+	v, err := s.runHot(ctx, applyScript,
 		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, first).Result()
+		itoa(c.Lease.Milliseconds()), c.SessionID, first)
 	if err != nil {
 		return quota.ApplyResult{}, wrap("apply", err)
 	}
@@ -183,9 +214,9 @@ func (s *Store) Cancel(ctx context.Context, resource, sessionID string) error {
 
 // Heartbeat runs heartbeat.lua. See quota.BalanceStore.
 func (s *Store) Heartbeat(ctx context.Context, resource, sessionID, clientID string, lease time.Duration) (time.Time, error) {
-	v, err := heartbeatScript.Run(ctx, s.rdb,
+	v, err := s.runHot(ctx, heartbeatScript,
 		[]string{sessionKey(resource, sessionID), leasesKey(resource)},
-		itoa(lease.Milliseconds()), sessionID, clientID).Result()
+		itoa(lease.Milliseconds()), sessionID, clientID)
 	if err != nil {
 		return time.Time{}, wrap("heartbeat", err)
 	}
@@ -207,9 +238,9 @@ func (s *Store) Heartbeat(ctx context.Context, resource, sessionID, clientID str
 // Finish runs finish.lua. See quota.BalanceStore.
 func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResult, error) {
 	r := c.ResourceName
-	v, err := finishScript.Run(ctx, s.rdb,
+	v, err := s.runHot(ctx, finishScript,
 		[]string{sessionKey(r, c.SessionID), leasesKey(r), limitKey(r)},
-		itoa(c.Actual), itoa(c.Retention.Milliseconds()), c.SessionID, prefix(r)+"b:", c.ClientID).Result()
+		itoa(c.Actual), itoa(c.Retention.Milliseconds()), c.SessionID, prefix(r)+"b:", c.ClientID)
 	if err != nil {
 		return quota.FinishResult{}, wrap("finish", err)
 	}

@@ -1,0 +1,41 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestThroughputSettingsDefaultsAndOverrides(t *testing.T) {
+	c, _, err := Load("serve", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.PipelineMaxCalls != 128 || c.MySQL.GroupCommitRows != 100 || c.MySQL.GroupCommitWait != 2*time.Millisecond {
+		t.Fatalf("defaults: pipeline %d, group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
+	}
+	t.Setenv("QC_REDIS_PIPELINE_MAX_CALLS", "0")
+	c, _, err = Load("serve", []string{"--mysql-group-commit-rows", "1000", "--mysql-group-commit-wait", "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.PipelineMaxCalls != 0 || c.MySQL.GroupCommitRows != 1000 || c.MySQL.GroupCommitWait != 0 {
+		t.Fatalf("overrides: pipeline %d, group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
+	}
+}
+
+func TestThroughputSettingsOutOfRangeAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--redis-pipeline-max-calls", "-1"},
+		{"--redis-pipeline-max-calls", "10001"},
+		{"--mysql-group-commit-rows", "0"},
+		{"--mysql-group-commit-rows", "1001"},
+		{"--mysql-group-commit-wait", "-1ms"},
+		{"--mysql-group-commit-wait", "2s"},
+	} {
+		_, _, err := Load("serve", args)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
+			t.Errorf("%v: err = %v, want one naming %s", args, err, args[0])
+		}
+	}
+}
