@@ -91,7 +91,7 @@ func parseAuditQuery(raw string) (quota.AuditFilter, error) {
 // queryInt parses a plain decimal integer: no sign, no leading zeros, no
 // spaces.
 func queryInt(s string) (int64, bool) {
-	if !integerRE.MatchString(s) || s[0] == '-' {
+	if !isInteger(s) || s[0] == '-' {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 64)

@@ -9,11 +9,10 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"reflect"
-	"regexp"
 	"strconv"
-	"strings"
-	"sync"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -27,8 +26,6 @@ var errRequestTimeout = errors.New("request timeout")
 
 // errMediaType is returned by decode for a non-JSON Content-Type (415).
 var errMediaType = errors.New("unsupported media type")
-
-var integerRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
 // decode reads one JSON object from r.Body into dst, strictly: a JSON
 // Content-Type (or none), no unknown fields (names match exactly, case
@@ -58,109 +55,45 @@ func decode(r *http.Request, dst any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}
 	}
-	if err := checkKeys(body, fieldNames(dst)); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	// One pass with json v2 semantics (github.com/go-json-experiment/json):
+	// member names match exactly (case included), a name given twice and an
+	// unknown name are errors, and so is anything after the object.
+	// encoding/json would silently keep the last of two keys and match keys
+	// case-insensitively, so "APPLYAMOUNT" next to "applyAmount" would
+	// overwrite it and a proxy and this server could read two different
+	// requests from one body.
+	if err := jsonv2.Unmarshal(body, dst, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &quota.ValidationError{Field: "body", Reason: "has data after the JSON object"}
 	}
 	return nil
 }
 
-// checkKeys rejects an object that names a key twice, or a key that is not
-// exactly one of known (nil: any key): encoding/json would silently keep the
-// last of two keys, and it matches keys case-insensitively, so "APPLYAMOUNT"
-// next to "applyAmount" would overwrite it and a proxy and this server could
-// read two different requests from one body.
-func checkKeys(body []byte, known map[string]bool) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil {
-		return jsonError(err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
-	}
-	seen := make(map[string]bool, 8)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return jsonError(err)
-		}
-		key, _ := tok.(string)
-		if known != nil && !known[key] {
-			return &quota.ValidationError{Field: key, Reason: "is not a known field (names are case-sensitive)"}
-		}
-		if seen[key] {
-			return &quota.ValidationError{Field: key, Reason: "is given twice"}
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return jsonError(err)
-		}
-	}
-	return nil
-}
-
-var fieldNameCache sync.Map // reflect.Type → map[string]bool
-
-// fieldNames returns the JSON member names of the struct dst points to, as
-// its json tags spell them; nil when dst is not a pointer to a struct.
-func fieldNames(dst any) map[string]bool {
-	t := reflect.TypeOf(dst)
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	t = t.Elem()
-	if v, ok := fieldNameCache.Load(t); ok {
-		return v.(map[string]bool)
-	}
-	names := map[string]bool{}
-	addFieldNames(t, names)
-	fieldNameCache.Store(t, names)
-	return names
-}
-
-func addFieldNames(t reflect.Type, names map[string]bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		switch {
-		case name == "-":
-		case f.Anonymous && name == "" && ft.Kind() == reflect.Struct:
-			addFieldNames(ft, names) // promoted fields, as encoding/json does
-		case !f.IsExported():
-		case name == "":
-			names[f.Name] = true
-		default:
-			names[name] = true
-		}
-	}
-}
-
+// jsonError turns a decoding error into the ValidationError a client sees.
 func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
 	var ve *quota.ValidationError
+	var sem *jsonv2.SemanticError
+	var syn *jsontext.SyntacticError
 	switch {
 	case errors.As(err, &ve):
 		return ve
-	case errors.As(err, &te):
-		return &quota.ValidationError{Field: te.Field, Reason: "must be a JSON " + jsonKind(te.Type.Kind().String())}
-	case errors.As(err, &se):
-		return &quota.ValidationError{Field: "body", Reason: "is not valid JSON: " + se.Error()}
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return &quota.ValidationError{Field: "body", Reason: "is truncated JSON"}
+	case errors.As(err, &syn):
+		switch {
+		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
+			return &quota.ValidationError{Field: syn.JSONPointer.LastToken(), Reason: "is given twice"}
+		case errors.Is(syn.Err, io.ErrUnexpectedEOF):
+			return &quota.ValidationError{Field: "body", Reason: "is truncated JSON"}
+		}
+		return &quota.ValidationError{Field: "body", Reason: "is not valid JSON: " + syn.Error()}
+	case errors.As(err, &sem):
+		switch {
+		case errors.Is(sem.Err, jsonv2.ErrUnknownName):
+			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "is not a known field (names are case-sensitive)"}
+		case sem.JSONPointer == "":
+			return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
+		case sem.GoType != nil:
+			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "must be a JSON " + jsonKind(sem.GoType.Kind().String())}
+		}
+		return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "is not valid: " + sem.Error()}
 	}
 	return &quota.ValidationError{Field: "body", Reason: err.Error()}
 }
@@ -194,7 +127,7 @@ func parseAmount(field string, raw json.RawMessage, required bool) (int64, error
 		return bad("must be a JSON number, not a string")
 	case s == "-0":
 		return bad("must not be -0")
-	case !integerRE.MatchString(s):
+	case !isInteger(s):
 		return bad("must be a whole number (no fraction or exponent)")
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
@@ -202,4 +135,21 @@ func parseAmount(field string, raw json.RawMessage, required bool) (int64, error
 		return bad("must be at most 2^53-1")
 	}
 	return v, nil
+}
+
+// isInteger reports whether s is a JSON integer literal: an optional minus,
+// then 0 or a digit 1-9 followed by digits (no fraction, no exponent).
+func isInteger(s string) bool {
+	if s != "" && s[0] == '-' {
+		s = s[1:]
+	}
+	if s == "" || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
