@@ -36,6 +36,14 @@
 #   QC_BENCH_QUIET_WAIT   seconds each run may wait for the machine to go
 #                         quiet (other work below 0.3 core) before it starts (default 10)
 #   QC_BENCH_KEEP         1 = keep the qc_bench database and the benchmark's Redis keys
+#   QC_BENCH_SERVE_ARGS   extra flags for quota-center serve, e.g.
+#                         "--redis-pipeline-max-calls 0" to measure without
+#                         auto-pipelining                           (default none)
+#   QC_BENCH_BEFORE       a git revision: the handler benchmarks
+#                         (internal/httpapi/bench_test.go) also run on it, in a
+#                         temporary worktree, and benchstat compares the two
+#                         (default none: this tree only)
+#   QC_BENCH_NOTES        Markdown appended to the report        (default docs/performance-notes.md)
 #
 # quota-center refuses /admin/* without an admin token outside dev mode: the
 # script gives it a random one (QC_ADMIN_TOKENS, in its environment only) to
@@ -57,6 +65,14 @@ base_port=${QC_BENCH_BASE_PORT:-18081}
 out=${QC_BENCH_OUT:-docs/performance.md}
 keep=${QC_BENCH_KEEP:-0}
 quiet_wait=${QC_BENCH_QUIET_WAIT:-10}
+read -r -a serve_args <<<"${QC_BENCH_SERVE_ARGS:-}"
+before=${QC_BENCH_BEFORE:-}
+notes=${QC_BENCH_NOTES:-docs/performance-notes.md}
+# Sessions of the apply-only scenario are never finished. With the default
+# leak threshold (300 s) the sweeper would start charging them in the middle
+# of the later scenarios, so the benchmark's policy keeps them for an hour;
+# the sweeper's own cost is measured by the scale test (docs/performance.md).
+leak_threshold=3600
 db=qc_bench
 limit=9007199254740991 # 2^53-1: the largest limit; never reached
 
@@ -173,20 +189,20 @@ sql -e "DROP DATABASE IF EXISTS $db; CREATE DATABASE $db"
 
 say "starting quota-center on $qc_url (Redis $redis, MariaDB $mysql_hostport/$db)"
 qc_flags=(serve --http-addr "127.0.0.1:$qc_port" --redis-addr "$redis"
-	--mysql-dsn "root@tcp($mysql_host:$mysql_port)/$db" --migrate-on-start --log-level warn)
+	--mysql-dsn "root@tcp($mysql_host:$mysql_port)/$db" --migrate-on-start --log-level warn "${serve_args[@]}")
 admin_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 QC_ADMIN_TOKENS="bench:$admin_token" bin/quota-center "${qc_flags[@]}" >"$work/quota-center.log" 2>&1 &
 qc_pid=$!
 wait_ready "$qc_url/readyz" || { tail -20 "$work/quota-center.log" >&2; die "quota-center did not get ready"; }
 
 say "starting qc-baseline on $base_url"
-bin/qc-baseline --addr "127.0.0.1:$base_port" --redis-addr "$redis" --resource "$base_res" >"$work/qc-baseline.log" 2>&1 &
+bin/qc-baseline --addr "127.0.0.1:$base_port" --redis-addr "$redis" --resource "$base_res" --lease "${leak_threshold}s" >"$work/qc-baseline.log" 2>&1 &
 base_pid=$!
 wait_ready "$base_url/healthz" || { tail -20 "$work/qc-baseline.log" >&2; die "qc-baseline did not start"; }
 
-say "policy $qc_res: COUNT, totalLimit 2^53-1, never resets"
+say "policy $qc_res: COUNT, totalLimit 2^53-1, never resets, leak threshold ${leak_threshold}s"
 curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
-	-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit}" "$qc_url/admin/policies/$qc_res" ||
+	-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit,\"leakThresholdSeconds\":$leak_threshold}" "$qc_url/admin/policies/$qc_res" ||
 	die "PUT /admin/policies/$qc_res failed"
 
 redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
@@ -216,16 +232,16 @@ meta go "$(go version | cut -d' ' -f3-)"
 meta redis "$(redis-server --version | grep -o 'v=[^ ]*' | cut -d= -f2) (at $redis; appendonly $(rcli config get appendonly | tail -1), save '$(rcli config get save | tail -1)')"
 meta mariadb "$(sql -e 'SELECT CONCAT(VERSION(), " (innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, ", sync_binlog=", @@sync_binlog, ", log_bin=", @@log_bin, ", innodb_buffer_pool_size=", ROUND(@@innodb_buffer_pool_size/1048576), " MiB)")')"
 meta commit "$version"
-meta how "Both servers run on 127.0.0.1 on the machine's Redis ($redis); quota-center also on MariaDB ($mysql_hostport, database $db, created fresh), with \`--log-level warn\` and every other setting at its default."
+meta how "Both servers run on 127.0.0.1 on the machine's Redis ($redis); quota-center also on MariaDB ($mysql_hostport, database $db, created fresh), with \`--log-level warn${serve_args[*]:+ ${serve_args[*]}}\` and every other setting at its default (auto-pipelining of the Redis scripts and group commit of the ledger included)."
 meta how "qc-baseline (cmd/qc-baseline) is the Redis-speed reference: net/http, the same apply/heartbeat/finish Lua scripts through redisstore.Store once per request, one never-resetting period seeded at start; no router, policy lookup, ledger, metrics or logging."
-meta how "quota-center's resource has a COUNT policy with totalLimit 2^53-1 and no reset, so no apply is refused (a 429 would show in the non-2xx column); each apply asks for 1 and each finish reports 1."
+meta how "quota-center's resource has a COUNT policy with totalLimit 2^53-1 and no reset, so no apply is refused (a 429 would show in the non-2xx column); each apply asks for 1 and each finish reports 1. Its leak threshold is ${leak_threshold} s (qc-baseline's lease too), so that the never-finished sessions of the apply-only scenario are not swept in the middle of later scenarios."
 meta how "Each cell: $reps repetitions per server, interleaved baseline, quota-center, baseline, …; each run is a $warmup warm-up then $duration measured, connections ∈ {$conns_list}."
 meta goroutines "$goroutines_note"
 meta note "redis-server and mariadbd are the machine's shared servers: their CPU includes anything else using them during a run (other test suites, quota-center's background work such as group commits still in flight or the sweeper), which is why mariadbd can show CPU during baseline runs."
 meta gobench "internal/app/bench_test.go, \`go test -run '^\$' -bench . -benchtime $gobench ./internal/app/\`, run after the servers above were stopped: the full HTTP stack of app.Serve over loopback, one request at a time, on dev mode (miniredis + SQLite) and on the real Redis and MariaDB; B/op and allocs/op are the whole process's (client and server) per operation."
 meta command "make bench    # = bash scripts/bench.sh; QC_BENCH_REPS=$reps QC_BENCH_DURATION=$duration QC_BENCH_WARMUP=$warmup"
 meta command "QC_ADMIN_TOKENS=bench:<random> bin/quota-center ${qc_flags[*]}"
-meta command "bin/qc-baseline --addr 127.0.0.1:$base_port --redis-addr $redis --resource $base_res"
+meta command "bin/qc-baseline --addr 127.0.0.1:$base_port --redis-addr $redis --resource $base_res --lease ${leak_threshold}s"
 meta command "bin/qc-bench --url $qc_url --resource $qc_res --label quota-center --scenario SCENARIO --connections N --duration $duration --warmup $warmup --rep R --metrics-url $qc_url/metrics ${watch[*]}"
 meta command "bin/qc-bench --url $base_url --resource $base_res --label baseline ... (same)"
 load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -292,6 +308,35 @@ if [[ $gobench != 0 ]]; then
 	gobench_args=(--gobench "$gobench_out")
 fi
 
+# Handler benchmarks (internal/httpapi/bench_test.go): this tree, and, with
+# QC_BENCH_BEFORE, the same file on that revision; benchstat compares them.
+handlers_args=()
+if [[ $gobench != 0 ]]; then
+	say "go test -bench Handler -benchmem (this tree${before:+ and $before})"
+	hb=(go test -run '^$' -bench '^BenchmarkHandler' -benchmem -count 6 -benchtime 20000x ./internal/httpapi/)
+	"${hb[@]}" >"$work/handlers.after" 2>&1 || die "handler benchmarks failed: $(tail -5 "$work/handlers.after")"
+	inputs=("after=$work/handlers.after")
+	if [[ -n $before ]]; then
+		wt=$work/before-tree
+		git worktree add --detach -f "$wt" "$before" >/dev/null 2>&1 || die "git worktree add $before failed"
+		cp internal/httpapi/bench_test.go "$wt/internal/httpapi/"
+		if (cd "$wt" && "${hb[@]}") >"$work/handlers.before" 2>&1; then
+			inputs=("before=$work/handlers.before" "${inputs[@]}")
+		else
+			meta note "The handler benchmarks did not build or run on $before: $(tail -3 "$work/handlers.before" | tr '\n' ' ')"
+		fi
+		git worktree remove --force "$wt" >/dev/null 2>&1 || true
+		meta handlers "internal/httpapi/bench_test.go (router, middleware, decoding, quota.Service and metrics through Handler().ServeHTTP, with in-memory backends that answer at once), the same file run on $before (before) and on this tree (after): \`${hb[*]}\`, compared by benchstat (\`go tool benchstat\`, pinned in go.mod). B/op and allocs/op are exact; sec/op is the median of 6 runs on a machine that also ran the load tests above, so read its change with the ± column."
+	else
+		meta handlers "internal/httpapi/bench_test.go (router, middleware, decoding, quota.Service and metrics through Handler().ServeHTTP, with in-memory backends that answer at once): \`${hb[*]}\`, summarised by benchstat. Set QC_BENCH_BEFORE=<revision> for a before/after comparison."
+	fi
+	go tool benchstat "${inputs[@]}" >"$work/handlers.txt" 2>&1 || true
+	handlers_args=(--handlers "$work/handlers.txt")
+fi
+
+notes_args=()
+[[ -f $notes ]] && notes_args=(--notes "$notes")
+
 mkdir -p "$(dirname "$out")"
-bin/qc-bench report --results "$results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" --out "$out"
+bin/qc-bench report --results "$results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" "${handlers_args[@]}" "${notes_args[@]}" --out "$out"
 say "wrote $out (raw results in $work)"

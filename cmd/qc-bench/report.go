@@ -29,6 +29,11 @@ type reportInput struct {
 	soak    []Result
 	meta    []kv
 	gobench string
+	// handlers is benchstat's comparison of the handler benchmarks
+	// (internal/httpapi/bench_test.go) before and after.
+	handlers string
+	// notes is hand-written Markdown appended at the end.
+	notes string
 }
 
 func (in reportInput) metaGet(k string) string {
@@ -56,6 +61,8 @@ func reportMain(args []string, stdout io.Writer) error {
 	soak := fs.String("soak", "", "JSON lines of the long run (optional)")
 	meta := fs.String("meta", "", "KEY=VALUE lines about the machine and the commands (optional)")
 	gobench := fs.String("gobench", "", "output of go test -bench (optional)")
+	handlers := fs.String("handlers", "", "benchstat output of the handler benchmarks, before and after (optional)")
+	notes := fs.String("notes", "", "Markdown appended as the report's last section (optional)")
 	out := fs.String("out", "", "write the Markdown here instead of stdout")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,12 +91,18 @@ func reportMain(args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	if *gobench != "" {
-		raw, err := os.ReadFile(*gobench)
+	for _, f := range []struct {
+		path string
+		dst  *string
+	}{{*gobench, &in.gobench}, {*handlers, &in.handlers}, {*notes, &in.notes}} {
+		if f.path == "" {
+			continue
+		}
+		raw, err := os.ReadFile(f.path)
 		if err != nil {
 			return err
 		}
-		in.gobench = string(raw)
+		*f.dst = string(raw)
 	}
 	w := stdout
 	if *out != "" {
@@ -578,6 +591,12 @@ func writeReport(w io.Writer, in reportInput) error {
 		p("```\n%s\n```\n\n", strings.TrimRight(in.gobench, "\n"))
 	}
 
+	if strings.TrimSpace(in.handlers) != "" {
+		p("## Handler benchmarks, before and after (`go test -bench -benchmem`, benchstat)\n\n")
+		p("%s\n\n", or(in.metaGet("handlers"), "internal/httpapi/bench_test.go on two revisions, compared by benchstat."))
+		p("```\n%s\n```\n\n", strings.TrimRight(in.handlers, "\n"))
+	}
+
 	errs := map[string]uint64{}
 	for _, r := range in.results {
 		for e, n := range r.Errors {
@@ -595,6 +614,9 @@ func writeReport(w io.Writer, in reportInput) error {
 			p("- %s (×%d)\n", mdCell(k), errs[k])
 		}
 		p("\n")
+	}
+	if strings.TrimSpace(in.notes) != "" {
+		p("%s\n", strings.TrimRight(in.notes, "\n"))
 	}
 	return nil
 }
