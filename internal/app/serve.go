@@ -43,9 +43,10 @@ type backends struct {
 
 // openBackends connects to Redis and MySQL, or starts the embedded dev-mode
 // backends when neither is configured.
-func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger) (*backends, error) {
+func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *groupMetrics) (*backends, error) {
 	mopts := mysqlstore.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, QueryTimeout: cfg.MySQL.Timeout,
-		BatchMaxRows: cfg.MySQL.GroupCommitRows, BatchMaxWait: cfg.MySQL.GroupCommitWait}
+		BatchMaxRows: cfg.MySQL.GroupCommitRows, BatchMaxWait: cfg.MySQL.GroupCommitWait,
+		OnGroupCommit: gm.groupCommit}
 	if cfg.MySQL.GroupCommitWait == 0 {
 		mopts.BatchMaxWait = -1 // no wait (the Options zero value means the default)
 	}
@@ -131,17 +132,21 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	log.Info("starting", zap.String("version", Version), zap.Any("config", cfg.Redacted()))
 	logAuth(log, cfg)
 
-	b, err := openBackends(ctx, cfg, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gm := newGroupMetrics(reg)
+	b, err := openBackends(ctx, cfg, log, gm)
 	if err != nil {
 		return err
 	}
 	defer b.close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	bm := breaker.NewMetrics(reg)
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
-	rs := redisstore.NewPipelined(b.rdb, redisstore.Pipelining{MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight})
+	rs := redisstore.NewPipelined(b.rdb, redisstore.Pipelining{
+		MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
+		OnPipeline: gm.pipeline,
+	})
 	defer rs.Close() // before b.close closes the client
 	store := breaker.BalanceStore{Inner: rs, B: breaker.New("redis", bs, bm, log)}
 	ledger := breaker.LedgerStore{Inner: b.ledger, B: breaker.New("mysql", bs, bm, log)}
@@ -331,3 +336,37 @@ func auditReconcile(ctx context.Context, log quota.AuditLog, resource string, re
 		Action: "reconcile", Resource: resource, After: after,
 	})
 }
+
+// groupMetrics are the sizes of the ledger's group commits and of the Redis
+// auto-pipelines: what --mysql-group-commit-* and --redis-pipeline-max-calls
+// are tuned by.
+type groupMetrics struct {
+	commitRows    *prometheus.HistogramVec
+	pipelineCalls prometheus.Histogram
+}
+
+// groupSizeBuckets are counts of rows or calls, 1 to 1000.
+var groupSizeBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
+
+func newGroupMetrics(reg prometheus.Registerer) *groupMetrics {
+	m := &groupMetrics{
+		commitRows: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "quota_ledger_group_commit_rows",
+			Help:    "Rows per group-commit statement of the ledger, by op (insert: new sessions, finish: settlements).",
+			Buckets: groupSizeBuckets,
+		}, []string{"op"}),
+		pipelineCalls: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "quota_redis_pipeline_calls",
+			Help:    "Script calls (apply, heartbeat, finish) per Redis auto-pipeline.",
+			Buckets: groupSizeBuckets,
+		}),
+	}
+	reg.MustRegister(m.commitRows, m.pipelineCalls)
+	return m
+}
+
+func (m *groupMetrics) groupCommit(op string, rows int) {
+	m.commitRows.WithLabelValues(op).Observe(float64(rows))
+}
+
+func (m *groupMetrics) pipeline(calls int) { m.pipelineCalls.Observe(float64(calls)) }

@@ -24,6 +24,8 @@ type batchOp[T any] struct {
 	write func(ctx context.Context, items []T) error
 	// fail turns a write error into the error one caller gets (err != nil).
 	fail func(item T, err error) error
+	// observe, when set, gets the rows of each group-commit statement.
+	observe func(rows int)
 }
 
 // batchReq is one call waiting for its item to be committed.
@@ -92,6 +94,9 @@ func (b *batcher[T]) flush(batch []*batchReq[T]) {
 	for i, r := range live {
 		items[i] = r.item
 	}
+	if b.op.observe != nil {
+		b.op.observe(len(items))
+	}
 	err := b.exec(items)
 	if err == nil || len(live) == 1 || isUnavailable(err) {
 		// Done, or the database is not answering: one-by-one retries would
@@ -132,16 +137,25 @@ func (b *batcher[T]) exec(items []T) error {
 // sessionID is the batch id of a ledger record.
 func sessionID(r quota.UsageRecord) string { return r.SessionID }
 
-// insertOp group-commits InsertSession.
-func (s *Store) insertOp() batchOp[quota.UsageRecord] {
+// insertOp group-commits InsertSession; on, if set, sees each group's rows.
+func (s *Store) insertOp(on func(op string, rows int)) batchOp[quota.UsageRecord] {
 	return batchOp[quota.UsageRecord]{name: "insert session", id: sessionID, write: s.insertRows,
-		fail: func(r quota.UsageRecord, err error) error { return insertError(r.SessionID, err) }}
+		fail:    func(r quota.UsageRecord, err error) error { return insertError(r.SessionID, err) },
+		observe: observer(on, "insert")}
 }
 
-// finishOp group-commits FinishSession.
-func (s *Store) finishOp() batchOp[quota.UsageRecord] {
+// finishOp group-commits FinishSession; on, if set, sees each group's rows.
+func (s *Store) finishOp(on func(op string, rows int)) batchOp[quota.UsageRecord] {
 	return batchOp[quota.UsageRecord]{name: "finish session", id: sessionID, write: s.finishRows,
-		fail: func(r quota.UsageRecord, err error) error { return translate("finish session "+r.SessionID, err) }}
+		fail:    func(r quota.UsageRecord, err error) error { return translate("finish session "+r.SessionID, err) },
+		observe: observer(on, "finish")}
+}
+
+func observer(on func(op string, rows int), op string) func(int) {
+	if on == nil {
+		return nil
+	}
+	return func(rows int) { on(op, rows) }
 }
 
 // insertError translates the outcome of one session's insert: nil stays

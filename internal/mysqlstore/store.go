@@ -60,6 +60,10 @@ type Options struct {
 	// all). While every slot is busy, rows keep joining the waiting group
 	// up to BatchMaxRows whatever this says (see package group).
 	BatchMaxWait time.Duration
+	// OnGroupCommit, when set, is told the rows of each group-commit
+	// statement as it is sent: op is "insert" or "finish". It runs on the
+	// statement's goroutine and must not block (a metric, say).
+	OnGroupCommit func(op string, rows int)
 }
 
 func (o Options) withDefaults() Options {
@@ -213,8 +217,8 @@ func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store
 		_ = db.Close()
 		return nil, err
 	}
-	s.inserts = newBatcher(s.insertOp(), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
-	s.finishes = newBatcher(s.finishOp(), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
+	s.inserts = newBatcher(s.insertOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
+	s.finishes = newBatcher(s.finishOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
 	return s, nil
 }
 

@@ -26,6 +26,9 @@ type Pipelining struct {
 	// InFlight is the most pipelines sent at once (default 4). While all
 	// are in flight, new calls gather into the next pipeline.
 	InFlight int
+	// OnPipeline, when set, is told the calls of each pipeline as it is
+	// sent. It runs on the pipeline's goroutine and must not block.
+	OnPipeline func(calls int)
 }
 
 // DefaultPipelining is what quota-center serve uses unless configured.
@@ -46,15 +49,16 @@ type scriptCall struct {
 // goes out as soon as one of InFlight slots is free, so a lone call waits
 // for nothing, and calls arriving meanwhile share the next round trip.
 type pipeliner struct {
-	rdb  redis.UniversalClient
-	loop *group.Loop[*scriptCall]
+	rdb     redis.UniversalClient
+	loop    *group.Loop[*scriptCall]
+	observe func(calls int)
 }
 
 func newPipeliner(rdb redis.UniversalClient, p Pipelining) *pipeliner {
 	if p.InFlight <= 0 {
 		p.InFlight = DefaultPipelining.InFlight
 	}
-	pl := &pipeliner{rdb: rdb}
+	pl := &pipeliner{rdb: rdb, observe: p.OnPipeline}
 	pl.loop = group.New(p.MaxCalls, 0, p.InFlight, pl.send)
 	return pl
 }
@@ -91,6 +95,9 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	}
 	if len(live) == 0 {
 		return
+	}
+	if p.observe != nil {
+		p.observe(len(live))
 	}
 	// The pipeline's own context: a caller's deadline must not cut a
 	// connection that carries other callers' scripts. go-redis's read and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,7 +70,13 @@ func TestPipelinedCallsAreEachSentOnceAndGetTheirOwnAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		const n, limit = 120, 1000
 		hook := &pipelineHook{}
-		s := hookedEnv(t, e, hook, Pipelining{MaxCalls: 16, InFlight: 2})
+		var observed atomic.Int64
+		s := hookedEnv(t, e, hook, Pipelining{MaxCalls: 16, InFlight: 2, OnPipeline: func(calls int) {
+			if calls < 1 || calls > 16 {
+				t.Errorf("OnPipeline(%d): want 1..16", calls)
+			}
+			observed.Add(int64(calls))
+		}})
 		per := e.current(t)
 		e.seed(t, per, limit, quota.PeriodTotals{})
 		// Session i asks for i+1: each answer must be its own call's.
@@ -106,6 +113,9 @@ func TestPipelinedCallsAreEachSentOnceAndGetTheirOwnAnswer(t *testing.T) {
 		defer hook.mu.Unlock()
 		if hook.cmds != n {
 			t.Fatalf("%d commands sent in pipelines, want %d (each call once)", hook.cmds, n)
+		}
+		if observed.Load() != n {
+			t.Fatalf("OnPipeline saw %d calls, want %d", observed.Load(), n)
 		}
 		if hook.pipelines < (n+15)/16 {
 			t.Fatalf("%d pipelines for %d calls of at most 16", hook.pipelines, n)
