@@ -113,6 +113,18 @@ func TestConcurrentAppliesGrantExactlyWhatFits(t *testing.T) {
 		if st.used != sum || charged != sum || st.reserved != 0 || reserved != 0 || st.remaining != limit-sum {
 			t.Fatalf("after finishes: status %+v, ledger charged %d reserved %d, want used %d", st, charged, reserved, sum)
 		}
+
+		// Every ledger row went through a group commit, and every apply and
+		// finish script through a Redis pipeline (this server is the test's
+		// own, so its metrics count only these requests).
+		inserts := metricValue(t, s, `quota_ledger_group_commit_rows_sum{op="insert"}`)
+		finishes := metricValue(t, s, `quota_ledger_group_commit_rows_sum{op="finish"}`)
+		if inserts != float64(len(granted)) || finishes != float64(len(granted)) {
+			t.Fatalf("group-commit rows: %v inserts, %v finishes; want %d each", inserts, finishes, len(granted))
+		}
+		if calls := metricValue(t, s, "quota_redis_pipeline_calls_sum"); calls < float64(n+len(granted)) {
+			t.Fatalf("%v script calls through pipelines, want at least %d (every apply and finish)", calls, n+len(granted))
+		}
 	})
 }
 
