@@ -62,6 +62,8 @@ redis=${QC_BENCH_REDIS:-127.0.0.1:6379}
 mysql_hostport=${QC_BENCH_MYSQL_HOST:-127.0.0.1:3306}
 qc_port=${QC_BENCH_QC_PORT:-18080}
 base_port=${QC_BENCH_BASE_PORT:-18081}
+qc2_port=${QC_BENCH_QC2_PORT:-18082}
+two_scenarios=${QC_BENCH_TWO-apply session}
 out=${QC_BENCH_OUT:-docs/performance.md}
 keep=${QC_BENCH_KEEP:-0}
 quiet_wait=${QC_BENCH_QUIET_WAIT:-10}
@@ -97,15 +99,15 @@ done
 	die "Redis does not answer at $redis (start it as .ci/run does: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no)"
 sql -e 'SELECT 1' >/dev/null 2>&1 ||
 	die "MariaDB does not answer at $mysql_hostport as root without a password (start it as .ci/run does)"
-for p in "$qc_port" "$base_port"; do
+for p in "$qc_port" "$base_port" "$qc2_port"; do
 	port_busy "$p" && die "127.0.0.1:$p is in use; set QC_BENCH_QC_PORT / QC_BENCH_BASE_PORT"
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/qc-bench.XXXXXX")
-results=$work/results.jsonl soak_results=$work/soak.jsonl meta=$work/meta.txt gobench_out=$work/gobench.txt
+results=$work/results.jsonl soak_results=$work/soak.jsonl two_results=$work/two.jsonl meta=$work/meta.txt gobench_out=$work/gobench.txt
 : >"$results"
 : >"$meta"
-qc_pid="" base_pid=""
+qc_pid="" base_pid="" qc2_pid=""
 
 # stop PID NAME: TERM, wait up to 20 s, then KILL. Only our own children.
 stop() {
@@ -125,8 +127,9 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	stop "$qc_pid" quota-center
+	stop "$qc2_pid" "the second quota-center"
 	stop "$base_pid" qc-baseline
-	qc_pid="" base_pid=""
+	qc_pid="" base_pid="" qc2_pid=""
 	if [[ $keep != 1 ]]; then
 		say "removing the benchmark's Redis keys and the $db database (QC_BENCH_KEEP=1 keeps them)"
 		for r in "$qc_res" "$base_res"; do
@@ -279,6 +282,41 @@ if ((noisy_starts > 0)); then
 	meta note "$noisy_starts of $total runs started while other work still kept more than 0.3 core busy after waiting ${quiet_wait}s for it to stop (see the \"other\" column)."
 fi
 
+# Two instances: a second quota-center on the same Redis and database; both
+# driven at once, half the connections each.
+two_args=()
+if [[ -n $two_scenarios ]]; then
+	say "starting a second quota-center on 127.0.0.1:$qc2_port (same Redis and database)"
+	qc2_flags=("${qc_flags[@]}")
+	qc2_flags[2]="127.0.0.1:$qc2_port" # --http-addr's value
+	QC_ADMIN_TOKENS="bench:$admin_token" bin/quota-center "${qc2_flags[@]}" >"$work/quota-center-2.log" 2>&1 &
+	qc2_pid=$!
+	wait_ready "http://127.0.0.1:$qc2_port/readyz" || { tail -20 "$work/quota-center-2.log" >&2; die "the second quota-center did not get ready"; }
+	: >"$two_results"
+	read -r -a two_arr <<<"$two_scenarios"
+	for scen in "${two_arr[@]}"; do
+		for c in "${conn_arr[@]}"; do
+			for ((rep = 1; rep <= reps; rep++)); do
+				wait_quiet
+				say "two instances: $scen, $c connections in all, rep $rep"
+				half=$((c / 2))
+				bin/qc-bench --url "$qc_url" --resource "$qc_res" --label instance-a --scenario "$scen" --connections "$half" \
+					--duration "$duration" --warmup "$warmup" --rep "$rep" --watch "instance-a=$qc_pid" --watch "instance-b=$qc2_pid" >>"$two_results" &
+				a=$!
+				bin/qc-bench --url "http://127.0.0.1:$qc2_port" --resource "$qc_res" --label instance-b --scenario "$scen" --connections "$half" \
+					--duration "$duration" --warmup "$warmup" --rep "$rep" --watch "instance-a=$qc_pid" --watch "instance-b=$qc2_pid" >>"$two_results" &
+				b=$!
+				wait "$a" || die "qc-bench (instance A) failed"
+				wait "$b" || die "qc-bench (instance B) failed"
+			done
+		done
+	done
+	stop "$qc2_pid" "the second quota-center"
+	qc2_pid=""
+	two_args=(--two "$two_results")
+	meta command "two instances: QC_ADMIN_TOKENS=bench:<random> bin/quota-center ${qc2_flags[*]}; then for each scenario, connection count and rep, at the same time: bin/qc-bench --url $qc_url --label instance-a --connections N/2 ... and bin/qc-bench --url http://127.0.0.1:$qc2_port --label instance-b --connections N/2 ..."
+fi
+
 soak_args=()
 if [[ $soak != 0 ]]; then
 	wait_quiet
@@ -338,5 +376,5 @@ notes_args=()
 [[ -f $notes ]] && notes_args=(--notes "$notes")
 
 mkdir -p "$(dirname "$out")"
-bin/qc-bench report --results "$results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" "${handlers_args[@]}" "${notes_args[@]}" --out "$out"
+bin/qc-bench report --results "$results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" "${handlers_args[@]}" "${two_args[@]}" "${notes_args[@]}" --out "$out"
 say "wrote $out (raw results in $work)"

@@ -17,6 +17,9 @@ import (
 const (
 	LabelBaseline = "baseline"
 	LabelQC       = "quota-center"
+	// The two instances of the two-instance runs.
+	LabelInstanceA = "instance-a"
+	LabelInstanceB = "instance-b"
 )
 
 // Process names the CPU split lists, in this order.
@@ -34,6 +37,9 @@ type reportInput struct {
 	handlers string
 	// notes is hand-written Markdown appended at the end.
 	notes string
+	// two is the two-instance runs (LabelInstanceA and LabelInstanceB at
+	// the same time, on the same Redis and database).
+	two []Result
 }
 
 func (in reportInput) metaGet(k string) string {
@@ -62,6 +68,7 @@ func reportMain(args []string, stdout io.Writer) error {
 	meta := fs.String("meta", "", "KEY=VALUE lines about the machine and the commands (optional)")
 	gobench := fs.String("gobench", "", "output of go test -bench (optional)")
 	handlers := fs.String("handlers", "", "benchstat output of the handler benchmarks, before and after (optional)")
+	two := fs.String("two", "", "JSON lines of the two-instance runs: labels instance-a and instance-b, run at the same time (optional)")
 	notes := fs.String("notes", "", "Markdown appended as the report's last section (optional)")
 	out := fs.String("out", "", "write the Markdown here instead of stdout")
 	if err := fs.Parse(args); err != nil {
@@ -77,6 +84,11 @@ func reportMain(args []string, stdout io.Writer) error {
 	}
 	if *soak != "" {
 		if in.soak, err = readResults(*soak); err != nil {
+			return err
+		}
+	}
+	if *two != "" {
+		if in.two, err = readResults(*two); err != nil {
 			return err
 		}
 	}
@@ -591,6 +603,10 @@ func writeReport(w io.Writer, in reportInput) error {
 		p("```\n%s\n```\n\n", strings.TrimRight(in.gobench, "\n"))
 	}
 
+	if len(in.two) > 0 {
+		writeTwo(p, in.two, gs)
+	}
+
 	if strings.TrimSpace(in.handlers) != "" {
 		p("## Handler benchmarks, before and after (`go test -bench -benchmem`, benchstat)\n\n")
 		p("%s\n\n", or(in.metaGet("handlers"), "internal/httpapi/bench_test.go on two revisions, compared by benchstat."))
@@ -653,3 +669,29 @@ func or(s, def string) string {
 }
 
 func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// writeTwo writes the two-instance section: per scenario and total
+// connections, each instance's req/s and the sum, next to one instance at
+// the same total connections (from the main runs).
+func writeTwo(p func(string, ...any), two []Result, single map[groupKey]*group) {
+	gs, scen, conns := groupResults(two)
+	p("## Two instances on the same Redis and MariaDB\n\n")
+	p("Two quota-center processes, each with its own group-commit batchers and Redis pipelines, on the same Redis and database, driven at the same time by two qc-bench processes with half the connections each; combined = the sum of the two. \"One instance\" is the main table's quota-center at the same total connections. All of it shares the machine's two cores, so a second instance adds no CPU here: the point is that the sum holds up and that nothing over the limit is granted (the two-instance test, internal/app/instances_test.go, checks that).\n\n")
+	p("| scenario | connections (total) | instance A req/s | instance B req/s | combined req/s | combined sessions/s | worst p99 ms | one instance req/s | non-2xx |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, sc := range scen {
+		for _, c := range conns {
+			a, b := gs[groupKey{sc, c, LabelInstanceA}], gs[groupKey{sc, c, LabelInstanceB}]
+			if a == nil || b == nil {
+				continue
+			}
+			ra, rb := a.med(func(r Result) float64 { return r.ReqPerS }), b.med(func(r Result) float64 { return r.ReqPerS })
+			sa, sb := a.med(func(r Result) float64 { return r.SessionsPS }), b.med(func(r Result) float64 { return r.SessionsPS })
+			p99 := math.Max(a.max(func(r Result) float64 { return r.Latency.P99 }), b.max(func(r Result) float64 { return r.Latency.P99 }))
+			one := single[groupKey{sc, 2 * c, LabelQC}].med(func(r Result) float64 { return r.ReqPerS })
+			bad := a.sum(func(r Result) uint64 { return r.Non2xx }) + b.sum(func(r Result) uint64 { return r.Non2xx })
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %d |\n", sc, 2*c, f0(ra), f0(rb), f0(ra+rb), f0(sa+sb), f2(p99), f0(one), bad)
+		}
+	}
+	p("\n")
+}

@@ -171,3 +171,45 @@ func TestReportFromRuns(t *testing.T) {
 		}
 	}
 }
+
+func TestReportAddsTwoInstancesHandlersAndNotes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, rs ...Result) string {
+		var lines []string
+		for _, r := range rs {
+			b, _ := json.Marshal(r)
+			lines = append(lines, string(b))
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	one := Result{Label: LabelQC, Scenario: ScenarioApply, Connections: 50, Rep: 1, ReqPerS: 900, SessionsPS: 900, NCPU: 2}
+	a := Result{Label: LabelInstanceA, Scenario: ScenarioApply, Connections: 25, Rep: 1, ReqPerS: 400, SessionsPS: 400, Latency: Lat{P99: 7}}
+	b := a
+	b.Label, b.ReqPerS, b.SessionsPS, b.Latency.P99, b.Non2xx = LabelInstanceB, 450, 450, 9, 2
+	res, two := write("r.jsonl", one), write("two.jsonl", a, b)
+	handlers := filepath.Join(dir, "h.txt")
+	notes := filepath.Join(dir, "n.md")
+	_ = os.WriteFile(handlers, []byte("HandlerApply 91 → 40 allocs\n"), 0o644)
+	_ = os.WriteFile(notes, []byte("## Hand-written\n\nnote text\n"), 0o644)
+	var out bytes.Buffer
+	if err := reportMain([]string{"--results", res, "--two", two, "--handlers", handlers, "--notes", notes}, &out); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"| apply | 50 | 400 | 450 | 850 | 850 | 9.00 | 900 | 2 |",
+		"## Handler benchmarks, before and after", "HandlerApply 91 → 40 allocs",
+		"## Hand-written\n\nnote text",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(md), "note text") {
+		t.Errorf("the notes are not the report's last section:\n%s", md)
+	}
+}
