@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,13 +27,21 @@ type Pipelining struct {
 	// InFlight is the most pipelines sent at once (default 4). While all
 	// are in flight, new calls gather into the next pipeline.
 	InFlight int
+	// Timeout bounds one call from its hand-over to its answer, waiting
+	// for a slot included (default 500ms; quota-center passes
+	// --redis-timeout). A call not sent by then never runs; one sent but
+	// not answered by then returns context.DeadlineExceeded, like a direct
+	// call whose reply timed out (the script may have run: every hot-path
+	// script is idempotent by session id, and reconciliation releases a
+	// reservation whose apply never reached the ledger).
+	Timeout time.Duration
 	// OnPipeline, when set, is told the calls of each pipeline as it is
 	// sent. It runs on the pipeline's goroutine and must not block.
 	OnPipeline func(calls int)
 }
 
 // DefaultPipelining is what quota-center serve uses unless configured.
-var DefaultPipelining = Pipelining{MaxCalls: 128, InFlight: 4}
+var DefaultPipelining = Pipelining{MaxCalls: 128, InFlight: 4, Timeout: 500 * time.Millisecond}
 
 // scriptCall is one script call waiting for its pipeline's reply.
 type scriptCall struct {
@@ -51,6 +60,7 @@ type scriptCall struct {
 type pipeliner struct {
 	rdb     redis.UniversalClient
 	loop    *group.Loop[*scriptCall]
+	timeout time.Duration
 	observe func(calls int)
 }
 
@@ -58,18 +68,21 @@ func newPipeliner(rdb redis.UniversalClient, p Pipelining) *pipeliner {
 	if p.InFlight <= 0 {
 		p.InFlight = DefaultPipelining.InFlight
 	}
-	pl := &pipeliner{rdb: rdb, observe: p.OnPipeline}
+	if p.Timeout <= 0 {
+		p.Timeout = DefaultPipelining.Timeout
+	}
+	pl := &pipeliner{rdb: rdb, timeout: p.Timeout, observe: p.OnPipeline}
 	pl.loop = group.New(p.MaxCalls, 0, p.InFlight, pl.send)
 	return pl
 }
 
 // run runs script like script.Run (EVALSHA, then EVAL if Redis does not
-// have the script) inside the next pipeline. If ctx ends before the call is
-// sent, it returns ctx's error and the script did not run. Once sent, run
-// waits for the reply, which go-redis's read and write timeouts bound (the
-// same as a call made directly): the caller learns the script's outcome
-// rather than an ambiguous "maybe".
+// have the script) inside the next pipeline. It returns within Timeout (or
+// ctx's end, if sooner): if the call was not sent by then, the script did
+// not run; if it was sent and not answered, it may have (see Timeout).
 func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
 	c := &scriptCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	if err := p.loop.Submit(ctx, c); err != nil {
 		if errors.Is(err, group.ErrStopped) {
@@ -77,8 +90,13 @@ func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string
 		}
 		return nil, err
 	}
-	<-c.done
-	return c.val, c.err
+	select {
+	case <-c.done:
+		return c.val, c.err
+	case <-ctx.Done():
+		// send still fills c.val and c.err later; nobody reads them.
+		return nil, ctx.Err()
+	}
 }
 
 // send runs one pipeline and answers each of its calls.
@@ -99,10 +117,20 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	if p.observe != nil {
 		p.observe(len(live))
 	}
-	// The pipeline's own context: a caller's deadline must not cut a
-	// connection that carries other callers' scripts. go-redis's read and
-	// write timeouts bound it (ContextTimeoutEnabled is off).
-	ctx := context.Background()
+	// The pipeline's own context ends with the last of its callers'
+	// deadlines: go-redis then stops retrying and waiting for a pool
+	// connection. It does not cut a read in progress (ContextTimeoutEnabled
+	// is off: the socket deadlines are the client's read and write
+	// timeouts), so one caller's deadline never breaks a connection that
+	// carries other callers' scripts.
+	var last time.Time
+	for _, c := range live {
+		if d, ok := c.ctx.Deadline(); ok && d.After(last) {
+			last = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), last)
+	defer cancel()
 	cmds := make([]*redis.Cmd, len(live))
 	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, c := range live {

@@ -150,6 +150,35 @@ func TestPipelinedCallCancelledBeforeItIsSentDoesNotRun(t *testing.T) {
 	})
 }
 
+// A caller does not wait for a pipeline stuck on the wire past its own
+// context or the pipelining Timeout: the hook holds the pipeline until the
+// calls have returned, so waiting for it would never end.
+func TestPipelinedCallReturnsWhenItsContextEndsOrItTimesOut(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		hook := &pipelineHook{hold: make(chan struct{}), held: make(chan struct{})}
+		s := hookedEnv(t, e, hook, Pipelining{MaxCalls: 16, InFlight: 1, Timeout: 50 * time.Millisecond})
+		per := e.current(t)
+		e.seed(t, per, 100, quota.PeriodTotals{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancelled := make(chan error, 1)
+		go func() { _, err := s.Apply(ctx, e.cmd("stuck", 10, 0, per)); cancelled <- err }()
+		<-hook.held
+		cancel()
+		if err := <-cancelled; !errors.Is(err, context.Canceled) || !errors.Is(err, quota.ErrUnavailable) {
+			t.Fatalf("cancelled while sent: err = %v, want context.Canceled as ErrUnavailable", err)
+		}
+		// The slot is still held: this call waits for it, then times out
+		// without being sent.
+		if _, err := s.Apply(ctxT(t), e.cmd("queued", 10, 0, per)); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, quota.ErrUnavailable) {
+			t.Fatalf("timed out in the queue: err = %v, want context.DeadlineExceeded as ErrUnavailable", err)
+		}
+		close(hook.hold)
+		if _, err := e.s.Heartbeat(ctxT(t), e.res, "queued", "", time.Minute); !errors.Is(err, quota.ErrSessionNotFound) {
+			t.Fatalf("heartbeat of the queued session: %v, want ErrSessionNotFound (never sent)", err)
+		}
+	})
+}
+
 func TestAPipelineOnABrokenConnectionFailsEveryCallAsUnavailable(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
