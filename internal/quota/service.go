@@ -197,7 +197,37 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 	if err != nil && pol.FailMode == FailOpen && isBackendFailure(err) {
 		return s.failOpen(ctx, pol, cmd, err), nil
 	}
+	if err == nil && resp.Exhausted && req.SessionID != "" {
+		// Redis no longer holds the session (past QC_FINISHED_RETENTION, or
+		// lost), so it took a repeat for a new apply and refused it. If the
+		// ledger has the session, this is a repeat: answer it as one.
+		if row, lerr := s.ledger.Session(ctx, cmd.SessionID); lerr == nil {
+			if !sameApply(row, cmd) {
+				return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
+			}
+			return ledgerReplay(pol, row, resp.Remaining), nil
+		}
+	}
 	return resp, err
+}
+
+// sameApply reports whether a ledger row was written by an apply with cmd's
+// arguments (the rule that makes a repeated apply a replay, not a conflict).
+func sameApply(row UsageRecord, cmd ApplyCmd) bool {
+	return row.ResourceName == cmd.ResourceName && row.ApplyAmount == cmd.Amount &&
+		row.MinAmount == cmd.MinAmount && row.ClientID == cmd.ClientID
+}
+
+// ledgerReplay answers a repeated apply from the session's ledger row, when
+// Redis no longer has the session: its grant and lease as first answered,
+// and remaining as it is now (the ledger does not keep the first answer's).
+func ledgerReplay(pol Policy, row UsageRecord, remaining int64) ApplyResponse {
+	return ApplyResponse{
+		SessionID: row.SessionID, Granted: row.GrantedAmount, Remaining: remaining,
+		LeaseExpiresAt:           row.StartTime.Add(pol.LeaseDuration()),
+		HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),
+		Replayed:                 true, QuotaType: pol.QuotaType,
+	}
 }
 
 // isBackendFailure reports whether err means the center could not decide.
@@ -315,8 +345,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: read session: %w", cmd.ResourceName, gerr)
 	}
-	same := row.ResourceName == cmd.ResourceName && row.ApplyAmount == cmd.Amount &&
-		row.MinAmount == cmd.MinAmount && row.ClientID == cmd.ClientID
+	same := sameApply(row, cmd)
 	if res.Outcome == ApplyReplayed && same {
 		return resp, nil
 	}
@@ -333,10 +362,11 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	if !same {
 		return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 	}
-	resp.Granted = row.GrantedAmount
-	resp.LeaseExpiresAt = row.StartTime.Add(pol.LeaseDuration())
-	resp.Replayed = true
-	return resp, nil
+	remaining := res.Remaining
+	if res.Outcome == ApplyGranted {
+		remaining += res.Granted // the reservation just given back
+	}
+	return ledgerReplay(pol, row, remaining), nil
 }
 
 // markFailOpen flags a kept fail-open reservation, on its own deadline.

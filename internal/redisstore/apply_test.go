@@ -267,6 +267,32 @@ func TestApplyReplayReturnsTheFirstAnswerAndReservesOnce(t *testing.T) {
 	})
 }
 
+// A session Redis lost and seed restored from the ledger has no first
+// answer's remaining: its replay answers the grant and the current
+// remaining, never 0.
+func TestApplyReplayOfARestoredSessionAnswersTheCurrentRemaining(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		per := e.current(t)
+		now := e.now(t)
+		open := []quota.UsageRecord{{
+			ResourceName: e.res, SessionID: "restored", ClientID: "client-1", PeriodStart: per.Start,
+			ApplyAmount: 30, GrantedAmount: 30, ChargedAmount: 30, StartTime: now, Status: quota.StatusUsing,
+		}}
+		if _, err := e.s.Seed(ctxT(t), e.res, per, 1000, quota.PeriodTotals{Charged: 200, Reserved: 30}, open, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		r := e.apply(t, e.cmd("restored", 30, 0, per))
+		if r.Outcome != quota.ApplyReplayed || r.Granted != 30 || r.Remaining != 1000-200-30 {
+			t.Fatalf("replay of a restored session: %+v, want replayed, granted 30, remaining 770", r)
+		}
+		e.grant(t, e.cmd("next", 70, 0, per), 70)
+		if r := e.apply(t, e.cmd("restored", 30, 0, per)); r.Remaining != 700 {
+			t.Fatalf("second replay: remaining %d, want the current 700", r.Remaining)
+		}
+		wantBalance(t, e.balance(t, per), 1000, 200, 100)
+	})
+}
+
 func TestApplyReplayWithOtherArgumentsConflicts(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

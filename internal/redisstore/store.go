@@ -183,6 +183,10 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		res.Outcome = quota.ApplyGranted
 	case 2:
 		res.Outcome = quota.ApplyReplayed
+		if len(n) >= 10 {
+			// Restored from the ledger: the current remaining.
+			res.Remaining = n[7] - n[8] - n[9]
+		}
 	case 3:
 		res.Outcome = quota.ApplyExhausted
 		if len(n) >= 10 {

@@ -7,7 +7,8 @@
 -- ARGV[4] period start ms   ARGV[5] period end ms (0 = never)
 -- ARGV[6] lease ms   ARGV[7] sessionId   ARGV[8] "1" = first period (no lower bound)
 -- Returns {code, granted, remaining, leaseExpiresMs, startMs, periodStartMs, nowMs}
---   and, for code 3, limit, charged, reserved as decimal strings appended
+--   and, for code 3 and for code 2 of a session restored from the ledger
+--   (no remaining of its own), limit, charged, reserved as decimal strings appended
 --   (the caller computes what remains exactly: overage can push charged past
 --   2^53, where Lua's doubles round).
 --   code 1 granted, 2 replayed (first answer), 3 exhausted (nothing changed),
@@ -16,6 +17,17 @@
 -- Time is Redis TIME: one clock for every instance.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The resource's limit and the period's {charged, reserved}; nil when one is
+-- missing (then code 5: the caller seeds the period and retries).
+local function balance()
+  local limit = redis.call('GET', KEYS[1])
+  local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
+  if not limit or not b[1] or not b[2] then
+    return nil
+  end
+  return limit, b
+end
 
 local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status')
 if s[9] == 'CANCELLED' then
@@ -27,7 +39,17 @@ if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] then
     return {6, 0, 0, 0, 0, 0, now}
   end
-  return {2, tonumber(s[4]), tonumber(s[5]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now}
+  if s[5] then
+    return {2, tonumber(s[4]), tonumber(s[5]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now}
+  end
+  -- A session restored from the ledger after Redis lost it (seed.lua): the
+  -- first answer's remaining is not known, so the replay answers the
+  -- current one, returned as limit, charged, reserved like code 3.
+  local limit, b = balance()
+  if not limit then
+    return {5, 0, 0, 0, 0, 0, now}
+  end
+  return {2, tonumber(s[4]), 0, tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now, limit, b[1], b[2]}
 end
 
 local pstart = tonumber(ARGV[4])
@@ -36,9 +58,8 @@ if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
   return {4, 0, 0, 0, 0, 0, now}
 end
 
-local limit = redis.call('GET', KEYS[1])
-local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
-if not limit or not b[1] or not b[2] then
+local limit, b = balance()
+if not limit then
   return {5, 0, 0, 0, 0, 0, now}
 end
 

@@ -11,6 +11,8 @@
 -- and its restored sessions stand, and nothing is written.
 -- A restored session keeps its grant; its reservation is already in the
 -- rebuilt totals (the ledger row is USING), so no balance is touched for it.
+-- It has no 'remaining' (the ledger does not keep the first answer's): a
+-- replayed apply of it answers the current remaining (apply.lua).
 -- A session key still present is left alone.
 if ARGV[5] == '1' then
   redis.call('SET', KEYS[1], ARGV[1], 'NX')
@@ -30,7 +32,7 @@ for i = 8, #ARGV, 7 do
   local sk = ARGV[7] .. 's:' .. id
   if redis.call('EXISTS', sk) == 0 then
     redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
-      'granted', ARGV[i + 4], 'remaining', '0', 'lease', string.format('%d', lease),
+      'granted', ARGV[i + 4], 'lease', string.format('%d', lease),
       'start', ARGV[i + 5], 'period', ARGV[i + 6], 'status', 'USING')
     redis.call('ZADD', KEYS[3], lease, id)
   end
