@@ -403,6 +403,12 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("QC")); err != nil {
 		return c, fs, err
 	}
+	if fs.NArg() > 0 {
+		// The flag package stops at the first non-flag: every flag after it
+		// would be silently dropped (e.g. "--migrate-on-start true" leaves
+		// "true" and ignores the backends that follow, starting dev mode).
+		return c, fs, fmt.Errorf("unexpected argument %q: flags only (a bool flag takes --name or --name=false, not a separate value)", fs.Arg(0))
+	}
 	if name == "migrate" {
 		return c, fs, c.validate(false)
 	}
@@ -448,6 +454,9 @@ func (c Config) validate(backendsPaired bool) error {
 	}
 	if c.Breaker.Failures < 1 {
 		bad("breaker-failures must be at least 1")
+	}
+	if c.Redis.DB < 0 {
+		bad("redis-db must be 0 or more")
 	}
 	if c.Redis.PoolSize < 1 || c.MySQL.MaxOpenConns < 1 || c.Sweeper.Batch < 1 {
 		bad("redis-pool-size, mysql-max-open-conns and sweep-batch must be at least 1")

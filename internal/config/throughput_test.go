@@ -39,3 +39,19 @@ func TestThroughputSettingsOutOfRangeAreRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestStrayArgumentsAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		// "true" ends flag parsing: the backends after it would be dropped
+		// and serve would start in dev mode.
+		{"--migrate-on-start", "true", "--redis-addr", "127.0.0.1:6379", "--mysql-dsn", "u@tcp(h:3306)/db"},
+		{"foo", "--log-level", "bogus"},
+	} {
+		if _, _, err := Load("serve", args); err == nil || !strings.Contains(err.Error(), "unexpected argument") {
+			t.Errorf("%v: err = %v, want an unexpected-argument error", args, err)
+		}
+	}
+	if _, _, err := Load("serve", []string{"--redis-db", "-1"}); err == nil || !strings.Contains(err.Error(), "redis-db") {
+		t.Errorf("--redis-db -1: err = %v, want one naming redis-db", err)
+	}
+}
