@@ -145,6 +145,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
 	rs := redisstore.NewPipelined(b.rdb, redisstore.Pipelining{
 		MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
+		Timeout:    cfg.Redis.Timeout,
 		OnPipeline: gm.pipeline,
 	})
 	defer rs.Close() // before b.close closes the client
@@ -185,12 +186,16 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 			}
 			return reps, auditReconcile(ctx, b.ledger, resource, reps)
 		},
+		// /readyz is unauthenticated: its reason names the backend, the
+		// log has the details (addresses included).
 		Ready: func(ctx context.Context) error {
 			if err := b.rdb.Ping(ctx).Err(); err != nil {
-				return fmt.Errorf("redis: %w", err)
+				log.Warn("not ready: redis", zap.Error(err))
+				return errors.New("redis unavailable")
 			}
 			if err := b.ledger.Ping(ctx); err != nil {
-				return fmt.Errorf("mysql: %w", err)
+				log.Warn("not ready: mysql", zap.Error(err))
+				return errors.New("mysql unavailable")
 			}
 			return nil
 		},

@@ -138,7 +138,7 @@ func (s *Server) adminAuth(next http.Handler) http.Handler {
 		token, ok := bearerToken(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", bearerChallenge)
-			s.writeError(w, r, unauthenticated("missing admin token: send Authorization: Bearer <token>"))
+			s.writeError(w, r, unauthenticated("missing admin token: send one Authorization: Bearer <token> header"))
 			return
 		}
 		name, ok := s.auth.adminName(token)

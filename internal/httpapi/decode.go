@@ -27,11 +27,20 @@ var errRequestTimeout = errors.New("request timeout")
 // errMediaType is returned by decode for a non-JSON Content-Type (415).
 var errMediaType = errors.New("unsupported media type")
 
-// decode reads one JSON object from r.Body into dst, strictly: a JSON
-// Content-Type (or none), no unknown fields (names match exactly, case
+// decode reads one JSON object from r.Body into dst, strictly: no query
+// parameters, one JSON Content-Type (or none), no unknown fields (names match exactly, case
 // included), no duplicate keys, nothing after the object. The body was
 // already capped by http.MaxBytesReader.
 func decode(r *http.Request, dst any) error {
+	if r.URL.RawQuery != "" {
+		// These endpoints read only their body: a parameter in the query
+		// would be silently ignored (e.g. ?resourceName=… next to another
+		// in the body), so it is refused like an unknown field.
+		return &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters; send the fields in the JSON body"}
+	}
+	if cts := r.Header.Values("Content-Type"); len(cts) > 1 {
+		return fmt.Errorf("%w: send one Content-Type header, got %d", errMediaType, len(cts))
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && mt != "application/problem+json") {

@@ -79,7 +79,11 @@ func classify(err error) (int, string) {
 }
 
 // writeError answers with the status and JSON body for err. 5xx errors are
-// logged here, once; 4xx are the caller's and are not logged above debug.
+// logged here, once: a 500 at error level, a 503 (a backend down, which the
+// breaker and the alerts already report) at warn, and the fast 503s of an
+// open circuit breaker at debug, since an outage would log one per request;
+// 4xx are the caller's and are not logged above debug. A 5xx message on the
+// wire never carries the underlying error (addresses, SQL): the log does.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := classify(err)
 	body := errorBody{Code: code, Message: err.Error()}
@@ -90,13 +94,23 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case status >= 500:
 		if r.Context().Err() == nil {
-			s.log.Error("request failed", zap.String("route", routeOf(r)), zap.String("code", code), zap.Error(err))
+			level := zap.WarnLevel
+			switch {
+			case status == http.StatusInternalServerError:
+				level = zap.ErrorLevel
+			case code == CodeCircuitOpen:
+				level = zap.DebugLevel
+			}
+			s.log.Log(level, "request failed", zap.String("route", routeOf(r)), zap.String("code", code), zap.Error(err))
 		}
 		if status == http.StatusServiceUnavailable {
 			retry := "1"
 			var coe *quota.CircuitOpenError
 			if errors.As(err, &coe) {
 				retry = strconv.Itoa(max(1, int(math.Ceil(coe.RetryAfter.Seconds()))))
+				body.Message = coe.Error()
+			} else {
+				body.Message = "a backend (Redis or MySQL) did not answer in time; retry the request (an apply with the same sessionId)"
 			}
 			w.Header().Set("Retry-After", retry)
 		}

@@ -25,6 +25,11 @@ func assertUnavailable(t *testing.T, r reply) {
 	if secs, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || secs < 1 {
 		t.Errorf("Retry-After = %q, want whole seconds ≥ 1", r.header.Get("Retry-After"))
 	}
+	// The answer goes to unauthenticated callers: no backend address or
+	// driver error on the wire (the log has them).
+	if msg := string(r.raw); strings.Contains(msg, "127.0.0.1") || strings.Contains(msg, "dial") || strings.Contains(msg, "tcp") {
+		t.Errorf("503 body reveals the backend: %s", msg)
+	}
 }
 
 func TestUnreachableRedisAnswers503(t *testing.T) {

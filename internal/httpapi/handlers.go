@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -321,7 +322,7 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 		}
 		return quota.Policy{
 			ResourceName: name, QuotaType: quota.QuotaType(body.QuotaType), TotalLimit: limit,
-			ResetCron: body.ResetCron, Timezone: body.Timezone, LeakThresholdSeconds: leak,
+			ResetCron: strings.TrimSpace(body.ResetCron), Timezone: body.Timezone, LeakThresholdSeconds: leak, // a blank resetCron is "" (never resets)
 			FailMode: quota.FailMode(body.FailMode),
 		}, nil
 	}()

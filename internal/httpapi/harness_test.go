@@ -92,7 +92,7 @@ type reply struct {
 }
 
 // request describes one call. ctype "" means application/json; "none" sends
-// no Content-Type. A chunked body is sent without Content-Length.
+// no Content-Type; lines separated by "\n" send one Content-Type header each. A chunked body is sent without Content-Length.
 type request struct {
 	method, path, body, ctype string
 	chunked                   bool
@@ -116,7 +116,9 @@ func (a *testAPI) do(t *testing.T, rq request) reply {
 		req.Header.Set("Content-Type", "application/json")
 	case "none":
 	default:
-		req.Header.Set("Content-Type", rq.ctype)
+		for _, ct := range strings.Split(rq.ctype, "\n") { // several lines: one header each
+			req.Header.Add("Content-Type", ct)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
