@@ -27,13 +27,16 @@ type Pipelining struct {
 	// InFlight is the most pipelines sent at once (default 4). While all
 	// are in flight, new calls gather into the next pipeline.
 	InFlight int
-	// Timeout bounds one call from its hand-over to its answer, waiting
-	// for a slot included (default 500ms; quota-center passes
-	// --redis-timeout). A call not sent by then never runs; one sent but
-	// not answered by then returns context.DeadlineExceeded, like a direct
-	// call whose reply timed out (the script may have run: every hot-path
-	// script is idempotent by session id, and reconciliation releases a
-	// reservation whose apply never reached the ledger).
+	// Timeout is the client's per-command timeout (default 500ms;
+	// quota-center passes --redis-timeout). A call waits at most Timeout + 1s
+	// for its pipeline to be sent (what a direct call may wait for a pooled
+	// connection) and a pipeline gets Timeout to be answered, without
+	// retries after that, so a call returns within 2 × Timeout + 1s. A call
+	// not sent by then never runs; one sent and not answered returns
+	// context.DeadlineExceeded (unavailable) like a direct call whose reply
+	// timed out: its script may have run (every hot-path script is
+	// idempotent by session id, and reconciliation releases a reservation
+	// whose apply never reached the ledger).
 	Timeout time.Duration
 	// OnPipeline, when set, is told the calls of each pipeline as it is
 	// sent. It runs on the pipeline's goroutine and must not block.
@@ -77,11 +80,12 @@ func newPipeliner(rdb redis.UniversalClient, p Pipelining) *pipeliner {
 }
 
 // run runs script like script.Run (EVALSHA, then EVAL if Redis does not
-// have the script) inside the next pipeline. It returns within Timeout (or
-// ctx's end, if sooner): if the call was not sent by then, the script did
-// not run; if it was sent and not answered, it may have (see Timeout).
+// have the script) inside the next pipeline. It returns within
+// 2 × Timeout + 1s (or ctx's end, if sooner): if the call was not sent by
+// then, the script did not run; if it was sent and not answered, it may
+// have (see Timeout).
 func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout+time.Second)
 	defer cancel()
 	c := &scriptCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	if err := p.loop.Submit(ctx, c); err != nil {
@@ -117,17 +121,21 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	if p.observe != nil {
 		p.observe(len(live))
 	}
-	// The pipeline's own context ends with the last of its callers'
-	// deadlines: go-redis then stops retrying and waiting for a pool
-	// connection. It does not cut a read in progress (ContextTimeoutEnabled
-	// is off: the socket deadlines are the client's read and write
-	// timeouts), so one caller's deadline never breaks a connection that
-	// carries other callers' scripts.
-	var last time.Time
+	// The pipeline's own context ends Timeout from now, or with the last of
+	// its callers' deadlines if that is sooner: go-redis then stops
+	// retrying and waiting for a pool connection. It does not cut a read in
+	// progress (ContextTimeoutEnabled is off: the socket deadlines are the
+	// client's read and write timeouts), so one caller's deadline never
+	// breaks a connection that carries other callers' scripts.
+	last := time.Now().Add(p.timeout)
+	latest := time.Time{}
 	for _, c := range live {
-		if d, ok := c.ctx.Deadline(); ok && d.After(last) {
-			last = d
+		if d, ok := c.ctx.Deadline(); ok && d.After(latest) {
+			latest = d
 		}
+	}
+	if !latest.IsZero() && latest.Before(last) {
+		last = latest
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
