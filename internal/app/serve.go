@@ -143,10 +143,15 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	bm := breaker.NewMetrics(reg)
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
+	// The pipelines' time budget is the client's own read timeout:
+	// --redis-timeout, or go-redis's default (3 s) for the dev-mode client.
+	ptimeout := cfg.Redis.Timeout
+	if c, ok := b.rdb.(*redis.Client); ok && c.Options().ReadTimeout > 0 {
+		ptimeout = c.Options().ReadTimeout
+	}
 	rs := redisstore.NewPipelined(b.rdb, redisstore.Pipelining{
 		MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
-		Timeout:    cfg.Redis.Timeout,
-		OnPipeline: gm.pipeline,
+		Timeout: ptimeout, OnPipeline: gm.pipeline,
 	})
 	defer rs.Close() // before b.close closes the client
 	store := breaker.BalanceStore{Inner: rs, B: breaker.New("redis", bs, bm, log)}
