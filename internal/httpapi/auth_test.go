@@ -461,6 +461,19 @@ func TestPolicyChangesAreAudited(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the policy's timestamps in before and after have milliseconds too", func(t *testing.T) {
+		for _, raw := range []json.RawMessage{upd.Before, upd.After, cre.After} {
+			var p struct{ CreatedAt, UpdatedAt string }
+			if err := json.Unmarshal(raw, &p); err != nil {
+				t.Fatalf("%s: %v", raw, err)
+			}
+			for _, ts := range []string{p.CreatedAt, p.UpdatedAt} {
+				if len(ts) != len("2006-01-02T15:04:05.000Z") || !strings.HasSuffix(ts, "Z") {
+					t.Fatalf("timestamp %q in %s", ts, raw)
+				}
+			}
+		}
+	})
 	t.Run("a refused PUT is not audited", func(t *testing.T) {
 		e.call(t, http.MethodPut, "/admin/policies/res-a", `{"quotaType":"NOPE","totalLimit":5}`, bearer(aliceToken)...).
 			want(t, http.StatusBadRequest, CodeInvalidArgument)

@@ -213,10 +213,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// timeFormat is RFC 3339 in UTC with milliseconds.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
+func ts(t time.Time) string { return t.UTC().Format(quota.TimeFormat) }
 
 func tsOrNil(t time.Time) *string {
 	if t.IsZero() {

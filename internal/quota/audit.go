@@ -126,7 +126,7 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 	old, err := s.policies.GetPolicy(ctx, resource)
 	switch {
 	case err == nil:
-		if before, err = json.Marshal(old); err != nil {
+		if before, err = policyJSON(old); err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
 		}
 	case !errors.Is(err, ErrResourceNotFound):
@@ -136,7 +136,7 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 		if created {
 			before = nil // this call's insert created it: nothing was there
 		}
-		a, err := json.Marshal(after)
+		a, err := policyJSON(after)
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -156,4 +156,20 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 		}
 		return fmt.Errorf("audit: %w: %w", ErrUnavailable, err)
 	}, nil
+}
+
+// TimeFormat is how the API writes every timestamp: RFC 3339 in UTC with
+// milliseconds, e.g. 2025-06-01T01:55:00.000Z.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// policyJSON is p as the API shows it (the audit log's before and after):
+// its timestamps in TimeFormat, not time.Time's default, which drops
+// trailing zeros of the fraction.
+func policyJSON(p Policy) ([]byte, error) {
+	type fields Policy // Policy's fields without its methods
+	return json.Marshal(struct {
+		fields
+		CreatedAt string `json:"createdAt"`
+		UpdatedAt string `json:"updatedAt"`
+	}{fields(p), p.CreatedAt.UTC().Format(TimeFormat), p.UpdatedAt.UTC().Format(TimeFormat)})
 }

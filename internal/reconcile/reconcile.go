@@ -32,6 +32,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -89,6 +90,16 @@ type Report struct {
 	LimitSynced       bool      `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
 	FailOpenRecorded  int       `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
 	Skipped           string    `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
+}
+
+// MarshalJSON writes periodStart like every timestamp of the API
+// (quota.TimeFormat: UTC, milliseconds).
+func (r Report) MarshalJSON() ([]byte, error) {
+	type fields Report // without this method
+	return json.Marshal(struct {
+		fields
+		PeriodStart string `json:"periodStart"`
+	}{fields(r), r.PeriodStart.UTC().Format(quota.TimeFormat)})
 }
 
 // New builds a Reconciler and registers its metrics on reg:
