@@ -370,6 +370,24 @@ func (r *Reconciler) quiet(pol quota.Policy, rep Report, dc, dr int64) (Report, 
 	return rep, nil
 }
 
+// checkChunk is how many sessions one reconciliation step looks up at once
+// in Redis and in the ledger, so that its memory stays flat however many
+// sessions are open (a full pass over 150,000 open sessions at once once
+// took 390 MiB).
+const checkChunk = 500
+
+// inChunks calls fn with consecutive parts of items, at most n each.
+func inChunks[T any](items []T, n int, fn func(part []T) error) error {
+	for len(items) > 0 {
+		k := min(n, len(items))
+		if err := fn(items[:k]); err != nil {
+			return err
+		}
+		items = items[k:]
+	}
+	return nil
+}
+
 // releaseOrphans gives back Redis reservations that have no ledger row.
 func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *Report) error {
 	resource := pol.ResourceName
@@ -379,40 +397,42 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *
 	if err != nil || len(ids) == 0 {
 		return err
 	}
-	rows, err := r.ledger.SessionsByID(ctx, ids)
-	if err != nil {
-		return err
-	}
-	var missing []string
-	for _, id := range ids {
-		if _, ok := rows[id]; !ok {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	states, err := r.store.Sessions(ctx, resource, missing)
-	if err != nil {
-		return err
-	}
-	cutoff := r.now().Add(-r.cfg.Grace)
-	for _, id := range missing {
-		st, ok := states[id]
-		if !ok || st.Status != quota.StatusUsing || st.StartTime.After(cutoff) {
-			continue
-		}
-		// Read the ledger once more right before: the row may have landed.
-		if again, err := r.ledger.SessionsByID(ctx, []string{id}); err != nil || len(again) > 0 {
-			continue
-		}
-		if err := r.store.Cancel(ctx, resource, id); err != nil {
+	return inChunks(ids, checkChunk, func(ids []string) error {
+		rows, err := r.ledger.SessionsByID(ctx, ids)
+		if err != nil {
 			return err
 		}
-		rep.OrphansReleased++
-		r.repairs.WithLabelValues(resource, "orphan_released").Inc()
-	}
-	return nil
+		var missing []string
+		for _, id := range ids {
+			if _, ok := rows[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		states, err := r.store.Sessions(ctx, resource, missing)
+		if err != nil {
+			return err
+		}
+		cutoff := r.now().Add(-r.cfg.Grace)
+		for _, id := range missing {
+			st, ok := states[id]
+			if !ok || st.Status != quota.StatusUsing || st.StartTime.After(cutoff) {
+				continue
+			}
+			// Read the ledger once more right before: the row may have landed.
+			if again, err := r.ledger.SessionsByID(ctx, []string{id}); err != nil || len(again) > 0 {
+				continue
+			}
+			if err := r.store.Cancel(ctx, resource, id); err != nil {
+				return err
+			}
+			rep.OrphansReleased++
+			r.repairs.WithLabelValues(resource, "orphan_released").Inc()
+		}
+		return nil
+	})
 }
 
 // settleLedger settles USING ledger rows from their Redis sessions, and
@@ -423,6 +443,14 @@ func (r *Reconciler) settleLedger(ctx context.Context, pol quota.Policy, rep *Re
 	if err != nil || len(open) == 0 {
 		return err
 	}
+	return inChunks(open, checkChunk, func(open []quota.UsageRecord) error {
+		return r.settleChunk(ctx, pol, open, rep)
+	})
+}
+
+// settleChunk is settleLedger for some of the open ledger rows.
+func (r *Reconciler) settleChunk(ctx context.Context, pol quota.Policy, open []quota.UsageRecord, rep *Report) error {
+	resource := pol.ResourceName
 	ids := make([]string, len(open))
 	for i, row := range open {
 		ids[i] = row.SessionID
@@ -476,7 +504,7 @@ func (r *Reconciler) settleLedger(ctx context.Context, pol quota.Policy, rep *Re
 		if err := r.store.RestoreSessions(ctx, resource, lost, pol.LeaseDuration()); err != nil {
 			return err
 		}
-		rep.SessionsRestored = len(lost)
+		rep.SessionsRestored += len(lost)
 		r.repairs.WithLabelValues(resource, "session_restored").Add(float64(len(lost)))
 	}
 	return nil
