@@ -245,6 +245,19 @@ func (s LedgerStore) PeriodTotals(ctx context.Context, resource string, start ti
 	return do(s.B, func() (quota.PeriodTotals, error) { return s.Inner.PeriodTotals(ctx, resource, start) })
 }
 
+// OpenSessionsPage implements quota.Ledger.
+func (s LedgerStore) OpenSessionsPage(ctx context.Context, resource string, after int64, limit int) ([]quota.UsageRecord, int64, error) {
+	type page struct {
+		rows []quota.UsageRecord
+		next int64
+	}
+	p, err := do(s.B, func() (page, error) {
+		rows, next, err := s.Inner.OpenSessionsPage(ctx, resource, after, limit)
+		return page{rows, next}, err
+	})
+	return p.rows, p.next, err
+}
+
 // OpenSessions implements quota.Ledger.
 func (s LedgerStore) OpenSessions(ctx context.Context, resource string) ([]quota.UsageRecord, error) {
 	return do(s.B, func() ([]quota.UsageRecord, error) { return s.Inner.OpenSessions(ctx, resource) })

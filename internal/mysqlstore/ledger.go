@@ -257,6 +257,32 @@ func (s *Store) OpenSessions(ctx context.Context, resource string) ([]quota.Usag
 	return out, nil
 }
 
+// OpenSessionsPage returns at most limit USING rows of resource with an id
+// above after, in id order, and the id of the last one (after itself when
+// there is none): keyset pages over idx_quota_usage_open, whose entries are
+// ordered by id within (status, resource_name), so each page costs the same
+// however far the walk has gone. Errors: one wrapping quota.ErrUnavailable
+// when the database cannot be reached.
+func (s *Store) OpenSessionsPage(ctx context.Context, resource string, after int64, limit int) ([]quota.UsageRecord, int64, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []struct {
+		ID int64 `db:"id"`
+		usageRow
+	}
+	q := `SELECT id, ` + strings.TrimPrefix(selectUsage, "SELECT ") +
+		`WHERE status = 'USING' AND resource_name = ? AND id > ? ORDER BY id LIMIT ?`
+	if err := s.db.SelectContext(ctx, &rows, q, resource, after, limit); err != nil {
+		return nil, after, translate("open sessions "+resource, err)
+	}
+	out := make([]quota.UsageRecord, len(rows))
+	for i, r := range rows {
+		out[i] = r.record()
+		after = r.ID
+	}
+	return out, after, nil
+}
+
 // PeriodTotals sums the ledger rows of resource in the period starting at
 // periodStart (matched to the millisecond): Reserved is the charged_amount
 // (= grant) of USING rows, Charged the charged_amount of FINISHED and LEAKED

@@ -197,6 +197,12 @@ type Ledger interface {
 	PeriodTotals(ctx context.Context, resource string, periodStart time.Time) (PeriodTotals, error)
 	// OpenSessions lists the USING rows of a resource, any period.
 	OpenSessions(ctx context.Context, resource string) ([]UsageRecord, error)
+	// OpenSessionsPage lists at most limit USING rows of a resource, in
+	// ledger order after the position after (0: from the start), and the
+	// position to pass for the next page (the same position when the page
+	// is empty). Reconciliation walks open sessions with it so that its
+	// memory does not grow with their number.
+	OpenSessionsPage(ctx context.Context, resource string, after int64, limit int) ([]UsageRecord, int64, error)
 	// SessionsByID reads rows by session id; ids without a row are absent.
 	SessionsByID(ctx context.Context, ids []string) (map[string]UsageRecord, error)
 }

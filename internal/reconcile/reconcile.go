@@ -438,14 +438,20 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *
 // settleLedger settles USING ledger rows from their Redis sessions, and
 // brings back sessions Redis lost.
 func (r *Reconciler) settleLedger(ctx context.Context, pol quota.Policy, rep *Report) error {
-	resource := pol.ResourceName
-	open, err := r.ledger.OpenSessions(ctx, resource)
-	if err != nil || len(open) == 0 {
-		return err
+	var after int64
+	for {
+		open, next, err := r.ledger.OpenSessionsPage(ctx, pol.ResourceName, after, checkChunk)
+		if err != nil || len(open) == 0 {
+			return err
+		}
+		if err := r.settleChunk(ctx, pol, open, rep); err != nil {
+			return err
+		}
+		if len(open) < checkChunk {
+			return nil
+		}
+		after = next
 	}
-	return inChunks(open, checkChunk, func(open []quota.UsageRecord) error {
-		return r.settleChunk(ctx, pol, open, rep)
-	})
 }
 
 // settleChunk is settleLedger for some of the open ledger rows.
