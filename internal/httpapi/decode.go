@@ -28,9 +28,11 @@ var errRequestTimeout = errors.New("request timeout")
 var errMediaType = errors.New("unsupported media type")
 
 // decode reads one JSON object from r.Body into dst, strictly: no query
-// parameters, one JSON Content-Type (or none), no unknown fields (names match exactly, case
-// included), no duplicate keys, nothing after the object. The body was
-// already capped by http.MaxBytesReader.
+// parameters, one JSON Content-Type (or none), no unknown fields (names
+// match exactly, case included), no duplicate keys, nothing after the
+// object. The body was already capped by http.MaxBytesReader. Errors: a
+// *quota.ValidationError (400), or one wrapping errMediaType (415),
+// errBodyTooLarge (413) or errRequestTimeout (408).
 func decode(r *http.Request, dst any) error {
 	if r.URL.RawQuery != "" {
 		// These endpoints read only their body: a parameter in the query

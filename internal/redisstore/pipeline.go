@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -148,7 +147,7 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	})
 	for i, c := range live {
 		cmd := cmds[i]
-		if isNoScript(cmd.Err()) {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			// Redis lost its script cache (restart, SCRIPT FLUSH): EVAL
 			// loads the script again for the calls after this one.
 			cmd = c.script.Eval(ctx, p.rdb, c.keys, c.args...)
@@ -159,7 +158,3 @@ func (p *pipeliner) send(calls []*scriptCall) {
 }
 
 func (p *pipeliner) stop() { p.loop.Stop() }
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
