@@ -24,14 +24,7 @@ import (
 // finish reached only Redis, and 600 sessions Redis lost.
 func TestFullPassRepairsEverySessionAcrossChunks(t *testing.T) {
 	ctx := context.Background()
-	ledger, err := mysqlstore.OpenSQLite(ctx, t.TempDir()+"/ledger.db", mysqlstore.Options{BatchMaxWait: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ledger.Close() })
-	if err := ledger.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ledger := newLedger(t, mysqlstore.Options{BatchMaxWait: -1})
 	const res, settled, lost = "chunked", 1100, 600
 	if _, _, err := ledger.PutPolicy(ctx, quota.Policy{ResourceName: res, QuotaType: quota.TypeCount, TotalLimit: 1 << 40, LeakThresholdSeconds: 3600, Timezone: "UTC"}); err != nil {
 		t.Fatal(err)

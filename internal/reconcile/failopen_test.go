@@ -24,14 +24,7 @@ import (
 // adapters: a SQLite ledger, and Redis first unreachable, then back.
 func TestFailOpenGrantsAreRecordedAndCountedAfterReconciliation(t *testing.T) {
 	ctx := context.Background()
-	ledger, err := mysqlstore.OpenSQLite(ctx, t.TempDir()+"/ledger.db", mysqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ledger.Close() })
-	if err := ledger.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ledger := newLedger(t, mysqlstore.Options{})
 	sched := &period.Scheduler{}
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
@@ -108,14 +101,7 @@ func (f *flakyLedger) Session(ctx context.Context, id string) (quota.UsageRecord
 // the ledger row once MySQL answers; the session then finishes normally.
 func TestFailOpenGrantWhileOnlyMySQLIsDownIsCountedInRedisAndRecordedLater(t *testing.T) {
 	ctx := context.Background()
-	st, err := mysqlstore.OpenSQLite(ctx, t.TempDir()+"/ledger.db", mysqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := newLedger(t, mysqlstore.Options{})
 	ledger := &flakyLedger{Store: st}
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -156,4 +142,19 @@ func TestFailOpenGrantWhileOnlyMySQLIsDownIsCountedInRedisAndRecordedLater(t *te
 	if tot, _ := st.PeriodTotals(ctx, "open", row.PeriodStart); tot.Charged != 50 || tot.Reserved != 0 {
 		t.Fatalf("ledger totals after finish: %+v", tot)
 	}
+}
+
+// newLedger opens and migrates a SQLite ledger of the test's own, closed
+// when the test ends.
+func newLedger(t *testing.T, opts mysqlstore.Options) *mysqlstore.Store {
+	t.Helper()
+	st, err := mysqlstore.OpenSQLite(context.Background(), t.TempDir()+"/ledger.db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
