@@ -2,6 +2,7 @@ package quota
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,31 +24,28 @@ func TestFlightSharesOneCallAmongConcurrentCallers(t *testing.T) {
 	<-started
 	for i := 1; i < 10; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = f.do("k", func() error { calls.Add(1); return nil }) }()
+		late := fmt.Errorf("late call of caller %d", i) // a value of its own
+		go func() { defer wg.Done(); errs[i] = f.do("k", func() error { calls.Add(1); return late }) }()
 	}
 	// Waiters that arrived while the first call ran share its answer; any
-	// that came after it run their own (answer nil). Either way the first
-	// call ran exactly once and nothing is lost.
+	// that came after it start (or share) a later call, whose answer is that
+	// call's own error value. Either way the first call ran exactly once,
+	// every caller got an answer of a call that ran, and fn ran once per
+	// distinct answer.
 	close(release)
 	wg.Wait()
 	if !errors.Is(errs[0], want) {
 		t.Fatalf("first caller got %v", errs[0])
 	}
+	answers := map[error]bool{want: true}
 	for i, err := range errs[1:] {
-		if err != nil && !errors.Is(err, want) {
-			t.Fatalf("caller %d got %v", i+1, err)
+		if err == nil {
+			t.Fatalf("caller %d got no answer", i+1)
 		}
+		answers[err] = true
 	}
-	// Everyone who shared got the first call's error, so at most the
-	// others ran fn themselves.
-	shared := 0
-	for _, err := range errs[1:] {
-		if err != nil {
-			shared++
-		}
-	}
-	if n := int(calls.Load()); n != 1+(9-shared) {
-		t.Fatalf("fn ran %d times; %d callers shared the first call", n, shared)
+	if n := int(calls.Load()); n != len(answers) {
+		t.Fatalf("fn ran %d times for %d distinct answers %v", n, len(answers), errs)
 	}
 }
 
