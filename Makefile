@@ -51,8 +51,9 @@ lint: ## go vet and a gofmt check; staticcheck and golangci-lint when installed
 	$(say) "gofmt -l (must list nothing)"
 	@unformatted="$$(gofmt -l .)"; \
 	if [[ -n "$$unformatted" ]]; then echo "not gofmt-ed (run make fmt):" >&2; echo "$$unformatted" >&2; exit 1; fi
-	$(say) "go vet ./..."
+	$(say) "go vet ./... (main module, then the api module under api/)"
 	$(GO) vet ./...
+	cd api && $(GO) vet ./...
 	@if command -v staticcheck >/dev/null 2>&1; then \
 		printf '==> %s\n' "staticcheck ./..."; staticcheck ./...; \
 	else echo '==> staticcheck not installed: skipped'; fi

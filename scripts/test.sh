@@ -3,8 +3,10 @@
 #
 # Checks whether the real backends the integration suites use are reachable,
 # says plainly which suites will run and which will be skipped, then runs
-# every Go test with the race detector. Arguments, if any, replace ./... as
-# the package list (e.g. scripts/test.sh ./internal/quota/...).
+# every Go test with the race detector, then go vet and the tests of the
+# api module (api/go.mod, the SDK). Arguments, if any, replace ./... as the
+# package list of the main module and skip the api module (e.g.
+# scripts/test.sh ./internal/quota/...).
 #
 # Environment:
 #   QC_TEST_REDIS_ADDR        Redis host:port          (default 127.0.0.1:6379)
@@ -118,6 +120,13 @@ echo "$line"
 
 rc=0
 go test -race -count=1 -timeout "$timeout" "${@:-./...}" || rc=$?
+# api/ is its own Go module (the SDK's small dependency set), so ./... above
+# does not reach it: vet and test it too when the whole tree is tested.
+if (($# == 0)); then
+	echo "$line"
+	echo "api module (api/go.mod): go vet ./... and go test -race -count=1 ./..."
+	(cd api && go vet ./... && go test -race -count=1 -timeout "$timeout" ./...) || rc=$?
+fi
 
 echo "$line"
 if ((rc == 0)); then

@@ -58,6 +58,10 @@ type ApplyResponse struct {
 	// FailOpen is true when a failMode OPEN policy granted this apply while
 	// the center could not decide; RemainingQuota is then -1 (unknown).
 	FailOpen bool `json:"failOpen,omitempty"`
+	// PolicyVersion is an opaque token that changes when the resource's
+	// limit changes, its period resets, or a grant or line of its pool
+	// changes; compare it for equality only. "" from older servers.
+	PolicyVersion string `json:"policyVersion,omitempty"`
 }
 
 // HeartbeatRequest extends the lease of a session (POST /quota/heartbeat).
@@ -76,6 +80,9 @@ type HeartbeatResponse struct {
 	Status string `json:"status"`
 	// LeaseExpiresAt is the new lease expiry (UTC).
 	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`
+	// PolicyVersion is as in ApplyResponse: a LocalPool whose batch was
+	// granted under another version returns it and fetches a fresh one.
+	PolicyVersion string `json:"policyVersion,omitempty"`
 }
 
 // FinishRequest closes a session with its real usage (POST /quota/finish).

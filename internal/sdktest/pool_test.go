@@ -1,0 +1,319 @@
+package sdktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quotacenter/quota-center/api/client"
+	"github.com/quotacenter/quota-center/internal/testenv"
+)
+
+// TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact: three
+// independent Managers (each its own HTTP client and connections), each
+// with a LocalPool of max batch 100 and 6 goroutines taking and reserving
+// with overage, on one center. At every moment the center holds
+// (used + reserved) at most what was handed out plus 3 × 100; once every
+// pool is closed, usedAmount is exactly what was handed out.
+func TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact(t *testing.T) {
+	forModes(t, func(t *testing.T, s *testenv.Server) {
+		const instances, maxBatch, workers, ops = 3, 100, 6, 400
+		r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 10_000_000})
+		var handed, attempted atomic.Int64 // attempted: counted before a take, so it is never below handed
+		var pools []*client.LocalPool
+		for range instances {
+			m := manager(t, s.URL)
+			p, err := m.LocalPool(r, client.WithBatch(50, 10, maxBatch), client.WithTargetPeriod(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pools = append(pools, p)
+		}
+		stop := make(chan struct{})
+		var worst atomic.Int64
+		var mon sync.WaitGroup
+		mon.Add(1)
+		go func() { // the bound, checked while the pools work
+			defer mon.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st := status(t, s, r)
+				over := st.UsedAmount + st.ReservedAmount - attempted.Load()
+				if over > worst.Load() {
+					worst.Store(over)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		var wg sync.WaitGroup
+		errs := make(chan error, instances*workers)
+		for _, p := range pools {
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(w), 7))
+					for range ops {
+						n := 1 + rng.Int64N(5)
+						if w%2 == 0 {
+							attempted.Add(n)
+							if err := p.Take(context.Background(), n); err != nil {
+								errs <- err
+								return
+							}
+							handed.Add(n)
+							continue
+						}
+						rsv, err := p.Reserve(context.Background(), n)
+						if err != nil {
+							errs <- err
+							return
+						}
+						actual := rng.Int64N(2*n + 1) // 0 … 2n: refunds and overage
+						attempted.Add(actual)
+						if err := rsv.Commit(actual); err != nil {
+							errs <- err
+							return
+						}
+						handed.Add(actual)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(stop)
+		mon.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("take: %v", err)
+		}
+		if w := worst.Load(); w > instances*maxBatch {
+			t.Fatalf("the center held %d units beyond what was handed out, bound %d", w, instances*maxBatch)
+		}
+		for _, p := range pools {
+			if err := p.Close(context.Background()); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+		}
+		st := status(t, s, r)
+		if st.UsedAmount != handed.Load() || st.ReservedAmount != 0 || st.ActiveSessions != 0 {
+			t.Fatalf("after closing every pool: %+v, want usedAmount %d exactly", st, handed.Load())
+		}
+		t.Logf("handed %d units; the center held at most %d beyond that (bound %d)", handed.Load(), worst.Load(), instances*maxBatch)
+	})
+}
+
+// helperEnv carries the center's URL and resource to the child process of
+// TestKilledProcessIsChargedTheBatchByTheLeakSweeper.
+const helperEnv = "QC_SDKTEST_KILLED_POOL"
+
+// TestKilledPoolProcess is the child: it takes from a pool, says how big
+// its batch is, and waits to be killed.
+func TestKilledPoolProcess(t *testing.T) {
+	arg := os.Getenv(helperEnv)
+	if arg == "" {
+		t.Skip("helper process of TestKilledProcessIsChargedTheBatchByTheLeakSweeper")
+	}
+	var url, r string
+	if _, err := fmt.Sscanf(arg, "%s %s", &url, &r); err != nil {
+		t.Fatal(err)
+	}
+	m, err := client.NewManager(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.LocalPool(r, client.WithBatch(80, 80, 80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Take(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("TOOK 3 HOLDING %d\n", p.Available())
+	time.Sleep(time.Minute)
+}
+
+func TestKilledProcessIsChargedTheBatchByTheLeakSweeper(t *testing.T) {
+	forModes(t, func(t *testing.T, s *testenv.Server) {
+		r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 1})
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledPoolProcess$", "-test.v")
+		cmd.Env = append(os.Environ(), helperEnv+"="+s.URL+" "+r)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 0, 4096)
+		deadline := time.Now().Add(30 * time.Second)
+		for !containsLine(string(buf), "TOOK 3 HOLDING 77") {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("child did not take: %q", buf)
+			}
+			b := make([]byte, 512)
+			n, _ := out.Read(b)
+			buf = append(buf, b[:n]...)
+		}
+		if st := status(t, s, r); st.ReservedAmount != 80 || st.ActiveSessions != 1 {
+			t.Fatalf("the child's batch at the center: %+v", st)
+		}
+		_ = cmd.Process.Kill() // SIGKILL: no Close, no finish
+		_ = cmd.Wait()
+		testenv.Eventually(t, 20*time.Second, "the leak sweeper to charge the batch", func() bool {
+			st := status(t, s, r)
+			return st.ActiveSessions == 0 && st.UsedAmount == 80 && st.ReservedAmount == 0
+		})
+		if n := ledgerRows(t, s, r, "LEAKED"); n != 1 {
+			t.Fatalf("%d LEAKED ledger rows, want 1", n)
+		}
+	})
+}
+
+func containsLine(s, line string) bool {
+	for len(s) > 0 {
+		i := 0
+		for i < len(s) && s[i] != '\n' {
+			i++
+		}
+		if s[:i] == line {
+			return true
+		}
+		if i == len(s) {
+			return false
+		}
+		s = s[i+1:]
+	}
+	return false
+}
+
+func TestPoolBacksOffOn429AndRecoversWhenTheLimitRises(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev)
+	r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 30})
+	m := manager(t, s.URL)
+	p, err := m.LocalPool(r, client.WithBatch(20, 20, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := int64(0)
+	var err429 error
+	for taken <= 30 {
+		if err429 = p.Take(context.Background(), 1); err429 != nil {
+			break
+		}
+		taken++
+	}
+	if !errors.Is(err429, client.ErrQuotaExhausted) || taken != 30 {
+		t.Fatalf("took %d of 30 then %v, want ErrQuotaExhausted after exactly 30", taken, err429)
+	}
+	if p.Mode() != "exhausted" {
+		t.Fatalf("mode %q, want exhausted", p.Mode())
+	}
+	if _, err := admin(t, s).PutPolicy(context.Background(), client.PolicySpec{ResourceName: r, QuotaType: client.QuotaTypeTokens, TotalLimit: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 40*time.Second, "takes to succeed after the limit rose", func() bool {
+		return p.Take(context.Background(), 1) == nil
+	})
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, s, r); st.UsedAmount != 31 || st.ReservedAmount != 0 {
+		t.Fatalf("after close: %+v, want used 31", st)
+	}
+}
+
+func TestPoolOutageSafeRateIsChargedOnceTheCenterIsBack(t *testing.T) {
+	forModes(t, func(t *testing.T, s *testenv.Server) {
+		r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 100_000})
+		p := newProxy(t, s.URL)
+		m := manager(t, p.URL, client.WithRetry(1, time.Millisecond, time.Millisecond), client.WithReportInterval(50*time.Millisecond),
+			client.WithBreaker(1000, time.Second))
+		pool, err := m.LocalPool(r, client.WithBatch(10, 10, 10), client.WithOutage(client.OutageSafeRate, 1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deny, err := m.LocalPool(r, client.WithBatch(10, 10, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.down.Store(true)
+		if err := deny.Take(context.Background(), 1); !errors.Is(err, client.ErrUnavailable) || deny.Mode() != "deny" {
+			t.Fatalf("deny pool while down: %v, mode %q", err, deny.Mode())
+		}
+		var handed int64
+		for handed < 200 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := pool.Take(ctx, 5)
+			cancel()
+			if err != nil {
+				t.Fatalf("safe-rate take while down: %v (mode %q)", err, pool.Mode())
+			}
+			handed += 5
+		}
+		if pool.Mode() != "safe_rate" {
+			t.Fatalf("mode %q, want safe_rate", pool.Mode())
+		}
+		p.down.Store(false)
+		testenv.Eventually(t, 20*time.Second, "the pool to leave outage mode", func() bool {
+			if err := pool.Take(context.Background(), 1); err != nil {
+				return false
+			}
+			handed++
+			return pool.Mode() == "normal"
+		})
+		if err := pool.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := deny.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 20*time.Second, "the safe-rate usage to be reported", func() bool { return m.PendingReports() == 0 })
+		if st := status(t, s, r); st.UsedAmount != handed || st.ReservedAmount != 0 {
+			t.Fatalf("after the outage: %+v, want used %d exactly", st, handed)
+		}
+	})
+}
+
+func TestIdlePoolReturnsItsUnusedUnits(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev)
+	r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000})
+	m := manager(t, s.URL)
+	p, err := m.LocalPool(r, client.WithBatch(100, 100, 100), client.WithIdleReturn(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Take(context.Background(), 7); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the idle pool to return its batch", func() bool {
+		st := status(t, s, r)
+		return st.ActiveSessions == 0 && st.UsedAmount == 7 && st.ReservedAmount == 0
+	})
+	if p.Available() != 0 {
+		t.Fatalf("idle pool still offers %d units", p.Available())
+	}
+	if err := p.Take(context.Background(), 2); err != nil { // a new batch
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, s, r); st.UsedAmount != 9 {
+		t.Fatalf("used %d, want 9", st.UsedAmount)
+	}
+	_ = strconv.Itoa
+}
