@@ -182,7 +182,7 @@ func TestFailOpenUsageIsChargedExactlyOnceWhenTheCenterIsBack(t *testing.T) {
 	forModes(t, func(t *testing.T, s *testenv.Server) {
 		r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000})
 		p := newProxy(t, s.URL)
-		m := manager(t, p.URL, client.WithFallback(r, client.FailOpen()), client.WithRetry(1, time.Millisecond, time.Millisecond),
+		m := manager(t, p.URL, client.WithFallback(r, client.FailOpen()), client.WithRetry(1, time.Millisecond, time.Millisecond), client.WithBreaker(100, time.Second),
 			client.WithReportInterval(50*time.Millisecond))
 		p.down.Store(true)
 		var failOpen bool
@@ -201,9 +201,11 @@ func TestFailOpenUsageIsChargedExactlyOnceWhenTheCenterIsBack(t *testing.T) {
 		if !failOpen || m.PendingReports() == 0 {
 			t.Fatalf("FailOpen %v, pending %d: the fallback must be visible and the usage remembered", failOpen, m.PendingReports())
 		}
-		// The first report's finish reaches the center but its answer is
-		// lost: the report is sent again and must not charge twice.
-		p.add(rule{path: "/quota/finish", dropAnswer: true})
+		// The first finishes reach the center but their answers are lost:
+		// each report is sent again and must not charge twice.
+		for range 4 {
+			p.add(rule{path: "/quota/finish", dropAnswer: true})
+		}
 		p.down.Store(false)
 		testenv.Eventually(t, 20*time.Second, "the reports to be delivered", func() bool { return m.PendingReports() == 0 })
 		st := status(t, s, r)
