@@ -44,6 +44,8 @@
 #                         temporary worktree, and benchstat compares the two
 #                         (default none: this tree only)
 #   QC_BENCH_NOTES        Markdown appended to the report        (default docs/performance-notes.md)
+#   QC_BENCH_SDK          0 = skip scripts/bench-sdk.sh (the Go SDK's LocalPool and
+#                         qc-replay --local-batch section, appended last)  (default 1)
 #
 # quota-center refuses /admin/* without an admin token outside dev mode: the
 # script gives it a random one (QC_ADMIN_TOKENS, in its environment only) to
@@ -377,4 +379,8 @@ notes_args=()
 
 mkdir -p "$(dirname "$out")"
 bin/qc-bench report --results "$results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" "${handlers_args[@]}" "${two_args[@]}" "${notes_args[@]}" --out "$out"
+if [[ ${QC_BENCH_SDK:-1} != 0 ]]; then
+	say "Go SDK benchmarks (scripts/bench-sdk.sh), appended to $out"
+	bash scripts/bench-sdk.sh >>"$out" || say "scripts/bench-sdk.sh failed; its section is missing from $out"
+fi
 say "wrote $out (raw results in $work)"

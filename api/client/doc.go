@@ -1,11 +1,21 @@
-// Package client is the Go client of the quota-center HTTP API.
+// Package client is the Go client and SDK of the quota-center HTTP API.
+//
+// Most services want the SDK: NewManager returns a Manager whose Acquire and
+// Do open sessions that heartbeat and finish themselves (with a local leak
+// guard and client-made UUIDv7 session ids), behind a circuit breaker,
+// retries with backoff and a fallback chosen per resource (fail closed,
+// fail open with the usage reported later, or a function); LocalPool serves
+// high-rate use from local batches. docs/sdk.md describes the whole
+// contract. What follows is the plain Client underneath (New), one method
+// per endpoint, used by the Manager and available as Manager.Client.
 //
 // A business service reserves an amount of a limited resource with Apply,
 // which opens a session (a lease), keeps the session alive with Heartbeat
 // every HeartbeatIntervalSeconds, and reports its real usage with Finish;
 // whatever was granted but not used is refunded. Status reads a resource's
 // balance in its current period. PutPolicy, GetPolicy and ListPolicies manage
-// policies (admin endpoints).
+// policies, Audit reads the audit log and Reconcile runs reconciliation
+// (admin endpoints).
 //
 // Amounts (applyAmount, grantedAmount, totalLimit, …) are integers in the
 // unit of the resource's policy: seconds for DURATION, calls for COUNT,
@@ -34,7 +44,7 @@
 //
 // # Retries
 //
-// The client never retries. Apply and Finish are idempotent by session id:
+// The plain Client never retries (the Manager does). Apply and Finish are idempotent by session id:
 // when the caller chooses the SessionID of an ApplyRequest itself, an Apply
 // repeated with the same session id, resource and amounts returns the first
 // answer without reserving twice, and a Finish repeated with the same session

@@ -46,10 +46,12 @@ type LocalPool struct {
 	safeUsed    int64 // units handed at the safe rate, to report
 	closed      bool
 
-	taken    atomic.Int64 // units handed, for the rate and the idle check
-	rate     float64      // units per second, moving average (janitor only)
-	rateLast int64
-	idleFor  time.Duration
+	taken      atomic.Int64 // units handed, for the rate and the idle check
+	rate       float64      // units per second, moving average (janitor only)
+	rateLast   int64
+	grantAt    time.Time // when the last batch was granted
+	grantTaken int64     // taken then
+	idleFor    time.Duration
 
 	wg   sync.WaitGroup
 	stop chan struct{}

@@ -13,7 +13,14 @@ func (p *LocalPool) batchSizeLocked() int64 {
 	if p.lastBatch == 0 {
 		return p.cfg.batch
 	}
-	want := p.rate * p.cfg.targetPeriod.Seconds()
+	// The per-second average adapts within seconds; the rate at which the
+	// last batch went adapts within one batch (a burst from 200 to a
+	// million takes a second would otherwise wait on many small refills).
+	rate := p.rate
+	if secs := time.Since(p.grantAt).Seconds(); secs > 0 {
+		rate = max(rate, float64(p.taken.Load()-p.grantTaken)/secs)
+	}
+	want := rate * p.cfg.targetPeriod.Seconds()
 	if math.IsNaN(want) || want < float64(p.cfg.minBatch) {
 		return p.cfg.minBatch
 	}
@@ -28,11 +35,14 @@ func (p *LocalPool) batchSizeLocked() int64 {
 // asks for the batch size minus what the pool still holds, so that what it
 // holds unhanded stays within the batch size (at least need).
 func (p *LocalPool) maybeRefillLocked(need int64) {
-	if p.refilling || p.closed || time.Now().Before(p.retryAt) {
+	if p.refilling || p.closed {
 		return
 	}
 	low := float64(p.avail) <= refillFraction*float64(p.lastBatch)
 	if !low && p.avail >= need {
+		return
+	}
+	if !p.retryAt.IsZero() && time.Now().Before(p.retryAt) {
 		return
 	}
 	size := p.batchSizeLocked() - p.avail - p.held
@@ -99,6 +109,7 @@ func (p *LocalPool) refill(size int64) {
 	p.batches = append(p.batches, b)
 	p.avail += b.granted
 	p.lastBatch = b.granted
+	p.grantAt, p.grantTaken = now, p.taken.Load()
 	p.lastErr, p.failures, p.retryAt = nil, 0, time.Time{}
 	if !p.outageSince.IsZero() {
 		p.m.met.fallbackSecs.WithLabelValues(p.resource, p.cfg.outage.String()).Add(now.Sub(p.outageSince).Seconds())

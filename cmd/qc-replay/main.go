@@ -25,6 +25,12 @@
 //	qc-replay [--url http://127.0.0.1:8080] [--trace file.csv] [--resource llm_tokens]
 //	          [--limit N] [--max-tokens 512] [--concurrency 16] [--speedup 0] [--rows 0]
 //	          [--admin-token T] [--api-key K] [--client-id qc-replay] [--timeout 10s]
+//	          [--local-batch N [--local-batch-max M]]
+//
+// With --local-batch the rows are served from a LocalPool of the Go SDK
+// (api/client): each row reserves and commits locally, and the pool applies
+// for batches of tokens and settles them (localbatch.go); the report then
+// counts central calls, and the same usedAmount check must pass.
 package main
 
 import (
@@ -62,6 +68,7 @@ type config struct {
 	APIKey      string
 	ClientID    string
 	Timeout     time.Duration
+	Local       localConfig // --local-batch (localbatch.go)
 }
 
 // usageError is a bad command line (exit status 2).
@@ -89,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.APIKey, "api-key", "", "client API key (X-API-Key)")
 	fs.StringVar(&c.ClientID, "client-id", "qc-replay", "clientId sent with each apply")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Second, "timeout of each HTTP call")
+	c.Local.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -115,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	case c.Timeout <= 0:
 		return c, &usageError{"--timeout must be positive"}
 	}
-	return c, nil
+	return c, c.Local.check()
 }
 
 // run is the whole command: parse args, optionally set the policy, replay
@@ -177,14 +185,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	printStatus(stdout, "status before", before)
 
 	start := time.Now()
-	st := replay(ctx, c, rows, replayOptions{
-		Resource:    cfg.Resource,
-		ClientID:    cfg.ClientID,
-		MaxTokens:   cfg.MaxTokens,
-		Concurrency: cfg.Concurrency,
-		Speedup:     cfg.Speedup,
-		Backoff:     50 * time.Millisecond,
-	})
+	var st *Stats
+	var localErr error
+	if cfg.Local.Batch > 0 {
+		st, localErr = replayLocal(ctx, cfg, rows, stdout)
+		if st == nil {
+			return localErr
+		}
+	} else {
+		st = replay(ctx, c, rows, replayOptions{
+			Resource:    cfg.Resource,
+			ClientID:    cfg.ClientID,
+			MaxTokens:   cfg.MaxTokens,
+			Concurrency: cfg.Concurrency,
+			Speedup:     cfg.Speedup,
+			Backoff:     50 * time.Millisecond,
+		})
+	}
 	wall := time.Since(start)
 	PrintSummary(stdout, st, wall)
 
@@ -196,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	printStatus(stdout, "status after", after)
 
-	var errs []error
+	errs := []error{localErr}
 	if fails := Check(before, after, st.TokensCharged); len(fails) > 0 {
 		fmt.Fprintf(stdout, "check: FAILED: %s\n", joinFails(fails))
 		errs = append(errs, errCheckFailed)
