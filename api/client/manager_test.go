@@ -14,7 +14,9 @@ import (
 	"github.com/quotacenter/quota-center/api/client"
 )
 
-func quiet() client.ManagerOption { return client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))) }
+func quiet() client.ManagerOption {
+	return client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
 
 func TestNewManagerNamesTheBadOption(t *testing.T) {
 	cases := map[string]client.ManagerOption{
