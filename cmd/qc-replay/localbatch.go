@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,31 +59,10 @@ func replayLocal(ctx context.Context, cfg config, rows []Row, stdout io.Writer) 
 	}
 	fmt.Fprintf(stdout, "local batch:      first batch %d, max %d tokens (LocalPool of the Go SDK)\n", cfg.Local.Batch, cfg.Local.MaxBatch)
 
-	jobs := make(chan Row)
-	workers := make([]*Stats, max(cfg.Concurrency, 1))
-	callCtx := context.WithoutCancel(ctx)
-	var wg sync.WaitGroup
-	for i := range workers {
-		st := newStats()
-		workers[i] = st
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for row := range jobs {
-				localRow(callCtx, pool, row, cfg.MaxTokens, st)
-			}
-		}()
-	}
-	lag := dispatch(ctx, rows, cfg.Speedup, jobs)
-	close(jobs)
-	wg.Wait()
-	closeErr := pool.Close(callCtx)
-
-	total := newStats()
-	for _, st := range workers {
-		total.Merge(st)
-	}
-	total.MaxLag = lag
+	total := fanOut(ctx, rows, cfg.Concurrency, cfg.Speedup, func(ctx context.Context, row Row, st *Stats) {
+		localRow(ctx, pool, row, cfg.MaxTokens, st)
+	})
+	closeErr := pool.Close(context.WithoutCancel(ctx))
 	calls := centralCalls(reg)
 	total.Applies, total.Finishes = int(calls["apply"]), int(calls["finish"])
 	total.Requests = int(calls["apply"] + calls["finish"] + calls["heartbeat"] + calls["status"])

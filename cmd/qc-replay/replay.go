@@ -32,8 +32,17 @@ type replayOptions struct {
 // calls use a context that is not cancelled, bounded by the client's
 // timeout) so that no reservation is left behind.
 func replay(ctx context.Context, c *client.Client, rows []Row, o replayOptions) *Stats {
+	return fanOut(ctx, rows, o.Concurrency, o.Speedup, func(ctx context.Context, row Row, st *Stats) {
+		replayRow(ctx, c, row, o, st)
+	})
+}
+
+// fanOut runs each row through do on concurrency workers, each counting
+// into its own Stats, dispatched at the pace dispatch keeps, and merges the
+// Stats. do gets a context that is not cancelled with ctx.
+func fanOut(ctx context.Context, rows []Row, concurrency int, speedup float64, do func(context.Context, Row, *Stats)) *Stats {
 	jobs := make(chan Row) // unbuffered: a send happens when a worker is free
-	workers := make([]*Stats, max(o.Concurrency, 1))
+	workers := make([]*Stats, max(concurrency, 1))
 	callCtx := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for i := range workers {
@@ -43,12 +52,12 @@ func replay(ctx context.Context, c *client.Client, rows []Row, o replayOptions) 
 		go func() {
 			defer wg.Done()
 			for row := range jobs {
-				replayRow(callCtx, c, row, o, st)
+				do(callCtx, row, st)
 			}
 		}()
 	}
 
-	lag := dispatch(ctx, rows, o.Speedup, jobs)
+	lag := dispatch(ctx, rows, speedup, jobs)
 	close(jobs)
 	wg.Wait()
 

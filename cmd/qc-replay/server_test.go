@@ -33,20 +33,31 @@ func sharedTrace(t *testing.T) string {
 // Redis + MariaDB) with a limit below their total, and checks the service's
 // usage against what the replay was charged and against the ledger.
 func TestReplayFirst500TraceRowsAgainstTheRealService(t *testing.T) {
+	replay500AndCheck(t)
+}
+
+// replay500AndCheck runs qc-replay with extra flags on the first 500 rows
+// of the real trace, on dev mode and the real backends, with a limit below
+// their total: the check must pass, both granted and refused rows must
+// occur, and the ledger must agree with what the replay was charged. It
+// returns the outputs by mode.
+func replay500AndCheck(t *testing.T, extra ...string) map[testenv.Mode]string {
 	trace := sharedTrace(t)
+	outs := map[testenv.Mode]string{}
 	for _, mode := range testenv.Modes() {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := testenv.Start(t, mode)
 			res := testenv.Resource(t)
 			var out, errOut bytes.Buffer
-			err := run(context.Background(), []string{
+			err := run(context.Background(), append([]string{
 				"--url", srv.URL, "--trace", trace, "--rows", "500", "--resource", res,
 				"--limit", "600000", "--concurrency", "16", "--admin-token", srv.AdminToken,
-			}, &out, &errOut)
+			}, extra...), &out, &errOut)
 			if err != nil {
 				t.Fatalf("replay failed: %v\n%s\n%s", err, out.String(), errOut.String())
 			}
 			text := out.String()
+			outs[mode] = text
 			if !strings.Contains(text, "check: OK") {
 				t.Fatalf("no check: OK in\n%s", text)
 			}
@@ -66,4 +77,5 @@ func TestReplayFirst500TraceRowsAgainstTheRealService(t *testing.T) {
 			}
 		})
 	}
+	return outs
 }
