@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 )
@@ -60,6 +61,7 @@ type Lease struct {
 	guard  *time.Timer
 
 	onVersion func(string) // LocalPool: policy version of each answer
+	onLost    func()       // LocalPool: the center ended the session (swept as leaked)
 
 	mu       sync.Mutex
 	used     int64 // Lease.Use so far; -1 = never set
@@ -154,7 +156,7 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 			return nil, err
 		}
 		var ue *UnavailableError
-		if errors.As(err, &ue) && ue.Tries > 0 {
+		if errors.As(err, &ue) && ue.Tries > 0 && !neverSent(ue.Err) {
 			// The apply may have reached the center before the answer was
 			// lost: settle that session with 0 once the center answers, so
 			// that it is not charged whole by the leak sweeper.
@@ -183,7 +185,7 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 		failOpen: localOpen, started: m.cfg.now(), used: -1, version: resp.PolicyVersion, hbDone: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if !l.failOpen {
+	if !l.failOpen && !ac.detached { // LocalPool batches need no unit
 		l.qtype = m.quotaType(ctx, resource)
 	}
 	if !m.track(l) {
@@ -273,7 +275,14 @@ func (l *Lease) heartbeat(interval time.Duration) {
 			l.setVersion(resp.PolicyVersion)
 		case errors.Is(err, ErrSessionNotActive), errors.Is(err, ErrSessionNotFound):
 			l.m.log.Error("quota-center client: session ended at the center", "resource", l.resource, "session", l.sessionID, "err", err)
-			go l.end(endLeaked)
+			l.mu.Lock()
+			lost := l.onLost
+			l.mu.Unlock()
+			if lost != nil {
+				lost() // the pool stops serving the batch and finishes it with what it handed out (a late finish trues it up)
+			} else {
+				go l.end(endLeaked)
+			}
 			return
 		}
 	}
@@ -390,6 +399,13 @@ func (l *Lease) report(ctx context.Context, used int64) (*FinishResponse, error)
 	l.finish = fr
 	l.mu.Unlock()
 	return fr, err
+}
+
+// neverSent says whether err shows the request never reached the center
+// (the connection could not be made), so no session can have been opened.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // finishBudget bounds one finish with its retries.

@@ -124,12 +124,15 @@ func (p *LocalPool) refill(size int64) {
 	}
 	lease.mu.Lock()
 	lease.onVersion = func(string) { p.onVersion(b) }
+	lease.onLost = func() { p.onVersion(b) }
 	lease.mu.Unlock()
 }
 
 // onVersion: a heartbeat of b's session answered another policy version
-// (the limit changed, the period reset, a grant or line changed): b is
-// stale, so its unused units go back and a fresh batch is fetched.
+// (the limit changed, the period reset, a grant or line changed), or said
+// the center swept the session: b is stale, so its unused units go back
+// (its session is finished with the units handed out from it) and a fresh
+// batch is fetched.
 func (p *LocalPool) onVersion(b *poolBatch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

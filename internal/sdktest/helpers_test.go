@@ -78,6 +78,7 @@ func manager(t *testing.T, url string, opts ...client.ManagerOption) *client.Man
 type proxy struct {
 	URL   string
 	down  atomic.Bool
+	hbOff atomic.Bool // heartbeats only: answered 502 without forwarding
 	mu    sync.Mutex
 	rules []rule
 	log   []hit
@@ -115,7 +116,7 @@ func newProxy(t *testing.T, target string) *proxy {
 				break
 			}
 		}
-		down := p.down.Load()
+		down := p.down.Load() || (p.hbOff.Load() && strings.HasPrefix(r.URL.Path, "/quota/heartbeat"))
 		p.log = append(p.log, hit{path: r.URL.Path, at: time.Now(), forwarded: !down && (ru == nil || ru.dropAnswer)})
 		p.mu.Unlock()
 		switch {

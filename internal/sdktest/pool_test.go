@@ -288,6 +288,44 @@ func TestPoolOutageSafeRateIsChargedOnceTheCenterIsBack(t *testing.T) {
 	})
 }
 
+// TestPoolBatchSweptDuringAnOutageIsTruedUpToWhatWasHandedOut: the
+// center sweeps a batch whose heartbeats do not arrive (charging it whole);
+// once heartbeats arrive again the pool learns the session ended, stops
+// serving the batch and finishes it with the units it handed out, which a
+// late finish trues up.
+func TestPoolBatchSweptDuringAnOutageIsTruedUpToWhatWasHandedOut(t *testing.T) {
+	forModes(t, func(t *testing.T, s *testenv.Server) {
+		r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 2})
+		p := newProxy(t, s.URL)
+		m := manager(t, p.URL, client.WithRetry(1, time.Millisecond, time.Millisecond), client.WithBreaker(1000, time.Second))
+		pool, err := m.LocalPool(r, client.WithBatch(100, 100, 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Take(context.Background(), 10); err != nil {
+			t.Fatal(err)
+		}
+		p.hbOff.Store(true)
+		testenv.Eventually(t, 20*time.Second, "the center to sweep the batch", func() bool {
+			st := status(t, s, r)
+			return st.ActiveSessions == 0 && st.UsedAmount == 100
+		})
+		p.hbOff.Store(false)
+		testenv.Eventually(t, 20*time.Second, "the late finish to true the batch up", func() bool {
+			return status(t, s, r).UsedAmount == 10
+		})
+		if err := pool.Take(context.Background(), 5); err != nil { // from a fresh batch
+			t.Fatal(err)
+		}
+		if err := pool.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := status(t, s, r); st.UsedAmount != 15 || st.ReservedAmount != 0 {
+			t.Fatalf("after close: %+v, want used 15", st)
+		}
+	})
+}
+
 func TestIdlePoolReturnsItsUnusedUnits(t *testing.T) {
 	s := testenv.Start(t, testenv.Dev)
 	r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000})
