@@ -329,9 +329,9 @@ func (p *LocalPool) Reserve(ctx context.Context, n int64) (*Reservation, error) 
 func (r *Reservation) Amount() int64 { return r.n }
 
 // Commit keeps actual units (≥ 0) and gives the rest back to the local
-// batch. More than reserved is kept too: the excess comes from the batch
-// when it has it, and is otherwise charged as overage when the batch
-// session finishes (as /quota/finish charges it). A second Commit returns
+// batch. More than reserved is kept too: the excess is taken from the free
+// units of the reservation's batch and beyond them charged as overage when
+// the batch session finishes (as /quota/finish charges it). A second Commit returns
 // an error; after Close the reservation was charged in full and Commit
 // returns ErrPoolClosed.
 func (r *Reservation) Commit(actual int64) error {
@@ -368,18 +368,13 @@ func (r *Reservation) Commit(actual int64) error {
 			p.avail += pt.n - k
 		}
 	}
-	if left > 0 && !closed { // overage: from the batches if they have it, else on the batch's bill
-		k := min(left, p.avail)
-		if k > 0 {
-			p.consumeLocked(k, false)
-			left -= k
-		}
-		if left > 0 {
-			if last != nil && !last.retired {
-				last.used += left
-			} else {
-				p.safeUsed += left
-			}
+	if left > 0 && !closed { // overage: on the last batch's bill (its free units first), or the safe rate's
+		if last != nil {
+			f := last.free()
+			last.used += left
+			p.avail -= f - last.free()
+		} else {
+			p.safeUsed += left
 		}
 	}
 	for _, pt := range r.parts {

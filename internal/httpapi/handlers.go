@@ -33,7 +33,8 @@ type applyResponse struct {
 	HeartbeatIntervalSeconds int64  `json:"heartbeatIntervalSeconds"`
 	// FailOpen: granted by a failMode OPEN policy while the center could not
 	// decide; remainingQuota is then −1 (unknown).
-	FailOpen bool `json:"failOpen,omitempty"`
+	FailOpen      bool   `json:"failOpen,omitempty"`
+	PolicyVersion string `json:"policyVersion,omitempty"`
 }
 
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
@@ -72,6 +73,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
 				RemainingQuota: res.Remaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
 				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds, FailOpen: res.FailOpen,
+				PolicyVersion: res.PolicyVersion,
 			})
 			if res.FailOpen {
 				s.log.Warn("granted fail-open", zap.String("resource", req.ResourceName),
@@ -116,6 +118,7 @@ type heartbeatResponse struct {
 	SessionID      string `json:"sessionId"`
 	Status         string `json:"status"`
 	LeaseExpiresAt string `json:"leaseExpiresAt"`
+	PolicyVersion  string `json:"policyVersion,omitempty"`
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +138,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 			s.metrics.heartbeat.WithLabelValues(body.ResourceName, "ok").Inc()
 			writeJSON(w, http.StatusOK, heartbeatResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID,
-				Status: string(res.Status), LeaseExpiresAt: ts(res.LeaseExpiresAt),
+				Status: string(res.Status), LeaseExpiresAt: ts(res.LeaseExpiresAt), PolicyVersion: res.PolicyVersion,
 			})
 			return
 		}

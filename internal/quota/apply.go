@@ -86,6 +86,8 @@ type ApplyResponse struct {
 	FailOpen         bool
 	FailOpenRecorded bool
 	FailOpenCause    error
+	// PolicyVersion: see policyVersion; set on grants.
+	PolicyVersion string
 }
 
 func (r ApplyRequest) validate() error {
@@ -120,7 +122,7 @@ func (r ApplyRequest) validate() error {
 // Errors: *ValidationError, ErrResourceNotFound, ErrSessionConflict (the
 // session id exists with another resource, amount or client), ErrUnavailable
 // (a backend failed; any reservation made was given back).
-func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, error) {
+func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyResponse, err error) {
 	if err := req.validate(); err != nil {
 		return ApplyResponse{}, err
 	}
@@ -128,6 +130,11 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 	if err != nil {
 		return ApplyResponse{}, err
 	}
+	defer func() {
+		if err == nil && !resp.Refused() {
+			resp.PolicyVersion = s.policyVersion(pol)
+		}
+	}()
 	per, err := s.policies.periodAt(pol, s.opt.Now())
 	if err != nil {
 		return ApplyResponse{}, fmt.Errorf("apply %s: %w", req.ResourceName, err)
@@ -145,7 +152,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 	if cmd.SessionID == "" {
 		cmd.SessionID = s.opt.NewSessionID()
 	}
-	resp, err := s.apply(ctx, pol, cmd)
+	resp, err = s.apply(ctx, pol, cmd)
 	if err != nil && pol.FailMode == FailOpen && isBackendFailure(err) {
 		return s.failOpen(ctx, pol, cmd, err), nil
 	}

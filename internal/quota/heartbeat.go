@@ -12,6 +12,7 @@ type HeartbeatResponse struct {
 	SessionID      string
 	Status         Status
 	LeaseExpiresAt time.Time
+	PolicyVersion  string // see policyVersion
 }
 
 // Heartbeat renews a USING session's lease to now + leakThresholdSeconds
@@ -21,7 +22,7 @@ type HeartbeatResponse struct {
 // Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound (also when
 // the session belongs to another resource), *NotActiveError (FINISHED or
 // LEAKED), ErrUnavailable.
-func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID string) (HeartbeatResponse, error) {
+func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID string) (resp HeartbeatResponse, err error) {
 	if err := ValidateResourceName(resource); err != nil {
 		return HeartbeatResponse{}, err
 	}
@@ -32,6 +33,11 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 	if err != nil {
 		return HeartbeatResponse{}, err
 	}
+	defer func() {
+		if err == nil {
+			resp.PolicyVersion = s.policyVersion(pol)
+		}
+	}()
 	renew := func() (time.Time, error) {
 		return Guard(s.redis, func() (time.Time, error) {
 			return s.balances.Heartbeat(ctx, resource, sessionID, clientID, pol.LeaseDuration())

@@ -326,6 +326,45 @@ func TestPoolBatchSweptDuringAnOutageIsTruedUpToWhatWasHandedOut(t *testing.T) {
 	})
 }
 
+// TestStaleBatchIsReturnedWhenThePolicyVersionChanges: a limit change
+// changes the policy version in the heartbeat answers; the pool returns the
+// batch it holds (finished with what it handed out) and fetches a fresh one
+// under the new version.
+func TestStaleBatchIsReturnedWhenThePolicyVersionChanges(t *testing.T) {
+	forModes(t, func(t *testing.T, s *testenv.Server) {
+		spec := client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 3}
+		r := policy(t, s, spec)
+		m := manager(t, s.URL)
+		pool, err := m.LocalPool(r, client.WithBatch(100, 100, 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Take(context.Background(), 10); err != nil {
+			t.Fatal(err)
+		}
+		spec.ResourceName, spec.TotalLimit = r, 500
+		if _, err := admin(t, s).PutPolicy(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 30*time.Second, "the stale batch to be returned and a fresh one fetched", func() bool {
+			st := status(t, s, r)
+			return st.UsedAmount == 10 && st.ActiveSessions == 1 && st.ReservedAmount == 100 && pool.Available() == 100
+		})
+		if n := ledgerRows(t, s, r, "FINISHED"); n != 1 {
+			t.Fatalf("%d FINISHED ledger rows, want the stale batch's", n)
+		}
+		if err := pool.Take(context.Background(), 4); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := status(t, s, r); st.UsedAmount != 14 || st.ReservedAmount != 0 {
+			t.Fatalf("after close: %+v, want used 14", st)
+		}
+	})
+}
+
 func TestIdlePoolReturnsItsUnusedUnits(t *testing.T) {
 	s := testenv.Start(t, testenv.Dev)
 	r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000})

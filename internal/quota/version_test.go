@@ -1,0 +1,51 @@
+package quota
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestPolicyVersionChangesWithThePolicyAndThePeriod pins the rule of the
+// policyVersion in apply and heartbeat answers: the same while neither the
+// policy nor the period changes, different after a reset and after a
+// change of the policy, absent from a refusal.
+func TestPolicyVersionChangesWithThePolicyAndThePeriod(t *testing.T) {
+	now := testEpoch.Add(time.Hour)
+	pol := testPolicy
+	st := &stubs{
+		getPolicy: func(string) (Policy, error) { return pol, nil },
+		heartbeat: func(string, string, string, time.Duration) (time.Time, error) { return now.Add(time.Minute), nil },
+	}
+	svc := newStubService(st, Options{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	beat := func() string {
+		t.Helper()
+		hb, err := svc.Heartbeat(ctx, "r", "s-1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hb.PolicyVersion
+	}
+	ap, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5})
+	if err != nil || ap.PolicyVersion == "" {
+		t.Fatalf("apply: %+v, %v: want a policy version", ap, err)
+	}
+	if v := beat(); v != ap.PolicyVersion {
+		t.Fatalf("heartbeat version %q, apply's %q: nothing changed in between", v, ap.PolicyVersion)
+	}
+	now = now.Add(24 * time.Hour) // the next daily period
+	afterReset := beat()
+	if afterReset == ap.PolicyVersion {
+		t.Fatalf("version %q unchanged across a reset", afterReset)
+	}
+	pol.TotalLimit, pol.UpdatedAt = 50, now // a limit change
+	svc.policies.drop("r")
+	if v := beat(); v == afterReset || v == "" {
+		t.Fatalf("version %q after a limit change, %q before", v, afterReset)
+	}
+	st.apply = func(ApplyCmd) (ApplyResult, error) { return ApplyResult{Outcome: ApplyExhausted}, nil }
+	if ref, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || !ref.Refused() || ref.PolicyVersion != "" {
+		t.Fatalf("a refusal: %+v, %v: want no version", ref, err)
+	}
+}
