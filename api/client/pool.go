@@ -361,12 +361,11 @@ func (r *Reservation) Commit(actual int64) error {
 			closed = true
 			continue
 		}
+		f := b.free()
 		b.held -= pt.n
 		p.held -= pt.n
 		b.used += k
-		if !b.stale {
-			p.avail += pt.n - k
-		}
+		p.avail += b.free() - f // what comes back, unless the batch is stale or over its grant
 	}
 	if left > 0 && !closed { // overage: on the last batch's bill (its free units first), or the safe rate's
 		if last != nil {

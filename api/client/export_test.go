@@ -1,0 +1,19 @@
+package client
+
+import "fmt"
+
+// PoolInvariant checks the pool's books: avail is the sum of its batches'
+// free units and held the sum of their reserved ones.
+func PoolInvariant(p *LocalPool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var free, held int64
+	for _, b := range p.batches {
+		free += b.free()
+		held += b.held
+	}
+	if free != p.avail || held != p.held || p.avail < 0 {
+		return fmt.Errorf("avail %d, batches free %d; held %d, batches held %d", p.avail, free, p.held, held)
+	}
+	return nil
+}
