@@ -313,7 +313,9 @@ func Bucket(sid string) int64 {
 func (m *Model) sharedRoom(l *LineState) int64 {
 	c := m.SharedCap()
 	if m.Watermarks && l.Tier != TierCore {
-		c = c * l.Tier.BaseWatermark() / 10000
+		// ⌊c·wm/10000⌋ without a product past 2^53 (Lua's doubles).
+		w := l.Tier.BaseWatermark()
+		c = (c-c%10000)/10000*w + c%10000*w/10000
 	}
 	return c - m.SharedUsed
 }

@@ -1,0 +1,204 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+var (
+	poolApplyScript  = load("pool_apply.lua")
+	poolLayoutScript = load("pool_layout.lua")
+	poolSeedScript   = load("pool_seed.lua")
+)
+
+func poolKey(r string) string   { return prefix(r) + "pl" }
+func grantsKey(r string) string { return prefix(r) + "gr" }
+
+// PoolApply is the apply of a resource with business lines or temporary
+// grants (pool_apply.lua): which pools the grant drew from, or why it was
+// refused. Outcome and fields are those of Apply; a replay answers the first
+// apply's Drawn.
+type PoolApply struct {
+	quota.ApplyResult
+	Reason pools.Reason
+	Drawn  pools.Drawn
+}
+
+// ApplyPools runs pool_apply.lua for c on line (""on a resource without
+// lines). Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, and
+// failures wrapped as in Apply.
+func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, critical, continuation bool) (PoolApply, error) {
+	r := c.ResourceName
+	per := c.Period.ID()
+	v, err := s.runHot(ctx, poolApplyScript,
+		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r)},
+		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
+		itoa(c.Lease.Milliseconds()), c.SessionID, flag(c.FirstPeriod), line, flag(critical), flag(continuation))
+	if err != nil {
+		return PoolApply{}, wrap("apply", err)
+	}
+	arr, _ := v.([]any)
+	n, err := ints(v, 1)
+	if err != nil {
+		return PoolApply{}, wrap("apply", err)
+	}
+	var res PoolApply
+	switch n[0] {
+	case 1, 2, 3:
+		if len(arr) < 13 {
+			return PoolApply{}, fmt.Errorf("apply: unexpected reply %v", v)
+		}
+		res.Outcome = map[int64]quota.ApplyOutcome{1: quota.ApplyGranted, 2: quota.ApplyReplayed, 3: quota.ApplyExhausted}[n[0]]
+		res.Granted, res.Remaining, res.LeaseExpiresAt, res.StartTime, res.PeriodStart, res.Now =
+			n[1], n[2], ms(n[3]), ms(n[4]), ms(n[5]), ms(n[6])
+		reason, _ := arr[7].(string)
+		res.Reason = pools.Reason(reason)
+		gl, _ := arr[12].(string)
+		res.Drawn = pools.Drawn{Dedicated: n[8], Shared: n[9], Buffer: n[10], Grant: n[11], Grants: parseGrantList(gl)}
+		if line == "" {
+			res.Drawn.Base, res.Drawn.Buffer = res.Drawn.Buffer, 0
+		}
+	case 4:
+		res.Outcome, res.Now = quota.ApplyWrongPeriod, ms(n[6])
+	case 5:
+		res.Outcome, res.Now = quota.ApplyNeedBalance, ms(n[6])
+	case 6:
+		return PoolApply{}, fmt.Errorf("session %s exists with other arguments: %w", c.SessionID, quota.ErrSessionConflict)
+	case 8:
+		return PoolApply{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
+	default:
+		return PoolApply{}, fmt.Errorf("apply: unknown script code %d", n[0])
+	}
+	return res, nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// parseGrantList reads "id=n;id=n".
+func parseGrantList(s string) []pools.GrantDraw {
+	if s == "" {
+		return nil
+	}
+	var out []pools.GrantDraw
+	for _, part := range strings.Split(s, ";") {
+		id, n, _ := strings.Cut(part, "=")
+		v, _ := strconv.ParseInt(n, 10, 64)
+		out = append(out, pools.GrantDraw{ID: id, Amount: v})
+	}
+	return out
+}
+
+// formatGrantList writes "id=n;id=n".
+func formatGrantList(gs []pools.GrantDraw) string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = g.ID + "=" + itoa(g.Amount)
+	}
+	return strings.Join(parts, ";")
+}
+
+// SetPoolLayout writes a resource's layout (pool_layout.lua): the shared
+// pool and each line's tier, dedicated part and borrowing limit; lines not
+// in lay are removed. What the controller and operators moved (watermarks,
+// lent, reclaimed, buffer) stays, a new line starting at its tier's
+// watermark. An empty layout (no lines) removes the pools.
+func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout) error {
+	args := []any{itoa(lay.Shared), itoa(lay.Buffer)}
+	if len(lay.Lines) == 0 {
+		args = []any{"-"}
+	}
+	for _, l := range lay.Lines {
+		args = append(args, l.Name, string(l.Tier), itoa(l.Dedicated), itoa(l.BorrowCap), itoa(l.Tier.BaseWatermark()))
+	}
+	return wrap("pool layout", poolLayoutScript.Run(ctx, s.rdb, []string{poolKey(resource)}, args...).Err())
+}
+
+// PoolCounters is what one period's sessions hold of each pool, per line
+// (rebuilt from the ledger's drawn columns).
+type PoolCounters map[string]pools.Drawn
+
+// SeedPools writes a period's pool counters if they are not there yet
+// (pool_seed.lua) and reports whether it did. The period's balance must
+// exist (Seed first).
+func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c PoolCounters) (bool, error) {
+	var args []any
+	for line, d := range c {
+		args = append(args, line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
+	}
+	n, err := poolSeedScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, args...).Int64()
+	if err != nil {
+		return false, wrap("pool seed", err)
+	}
+	return n == 1, nil
+}
+
+// PutGrant writes a temporary grant (its used counter is kept). The caller
+// validates it (pools.Model.AddGrant's rules) and keeps it in the policy store.
+func (s *Store) PutGrant(ctx context.Context, resource string, g pools.Grant) error {
+	v := itoa(g.Amount) + "|" + itoa(g.EffectiveMs) + "|" + itoa(g.ExpiresMs) + "|" + g.Line
+	return wrap("grant", s.rdb.HSet(ctx, grantsKey(resource), g.ID, v).Err())
+}
+
+// VoidGrant stops a grant from being drawn; what sessions hold of it stays
+// counted until they finish.
+func (s *Store) VoidGrant(ctx context.Context, resource, id string) error {
+	return wrap("grant", s.rdb.HDel(ctx, grantsKey(resource), id).Err())
+}
+
+// PoolModel reads a resource's pools into a pools.Model: the layout and live
+// moves (qc:{r}:pl), the period's counters and the grants. lay gives the
+// lines' tiers and parts as the policy store has them; Redis's values win
+// where both exist. Sessions are not read.
+func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error) {
+	pipe := s.rdb.Pipeline()
+	pl := pipe.HGetAll(ctx, poolKey(resource))
+	bal := pipe.HGetAll(ctx, balanceKey(resource, per.ID()))
+	gr := pipe.HGetAll(ctx, grantsKey(resource))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, wrap("pool state", err)
+	}
+	p, b, g := pl.Val(), bal.Val(), gr.Val()
+	get := func(h map[string]string, k string) int64 {
+		v, _ := strconv.ParseInt(h[k], 10, 64)
+		return v
+	}
+	m := pools.NewModel(lay, true)
+	m.Period = per.ID()
+	m.SharedBuffer = get(p, "sbuf")
+	m.SharedUsed = get(b, "su")
+	if len(lay.Lines) == 0 {
+		m.BaseUsed = get(b, "charged") + get(b, "reserved") - get(b, "gsum")
+	}
+	for name, l := range m.Lines {
+		if w, ok := p["w:"+name]; ok {
+			l.Watermark, _ = strconv.ParseInt(w, 10, 64)
+		}
+		l.Lent, l.Reclaimed, l.Buffer, l.Consumed = get(p, "l:"+name), get(p, "r:"+name), get(p, "b:"+name), get(p, "n:"+name)
+		l.UsedDedicated, l.UsedShared, l.UsedBuffer, l.UsedGrant = get(b, "ud:"+name), get(b, "us:"+name), get(b, "ub:"+name), get(b, "ug:"+name)
+	}
+	for id, v := range g {
+		if strings.HasPrefix(id, "u:") {
+			continue
+		}
+		parts := strings.SplitN(v, "|", 4)
+		if len(parts) != 4 {
+			continue
+		}
+		gt := &pools.Grant{ID: id, Line: parts[3], Used: get(g, "u:"+id)}
+		gt.Amount, _ = strconv.ParseInt(parts[0], 10, 64)
+		gt.EffectiveMs, _ = strconv.ParseInt(parts[1], 10, 64)
+		gt.ExpiresMs, _ = strconv.ParseInt(parts[2], 10, 64)
+		m.Grants = append(m.Grants, gt)
+	}
+	return m, nil
+}
