@@ -239,7 +239,7 @@ func (m *Model) Reclaim(from, to string, amount int64) int64 {
 // never what to holds of it now; it returns what it moved.
 func (m *Model) GiveBack(from, to string, amount int64) int64 {
 	f, t := m.Lines[from], m.Lines[to]
-	if f == nil || t == nil {
+	if f == nil || t == nil || from == to {
 		return 0
 	}
 	x := max(0, min(amount, f.Lent, t.Reclaimed, t.OwnDedicated()-t.UsedDedicated))

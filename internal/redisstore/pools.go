@@ -202,3 +202,38 @@ func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period
 	}
 	return m, nil
 }
+
+var poolMoveScript = load("pool_move.lua")
+
+// PoolMove is one move of the controller or an operator (pool_move.lua);
+// see pools.Model for what each bounds.
+type PoolMove struct {
+	Op     string // release, return, reclaim, giveback, watermark
+	Line   string // release / return: the line ("" = shared pool); reclaim / giveback: from; watermark: the line
+	To     string // reclaim / giveback
+	Amount int64  // amount, or the watermark in basis points
+}
+
+// MovePools applies m in the resource's current period per and returns
+// what it moved and the free buffer after. Errors: pools.ErrUnknownLine.
+func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period, m PoolMove) (moved, free int64, err error) {
+	args := []any{m.Op, m.Line}
+	switch m.Op {
+	case "reclaim", "giveback":
+		args = append(args, m.To, itoa(m.Amount))
+	default:
+		args = append(args, itoa(m.Amount))
+	}
+	v, err := poolMoveScript.Run(ctx, s.rdb, []string{poolKey(resource), balanceKey(resource, per.ID())}, args...).Result()
+	if err != nil {
+		return 0, 0, wrap("pool move", err)
+	}
+	n, err := ints(v, 2)
+	if err != nil {
+		return 0, 0, wrap("pool move", err)
+	}
+	if n[0] < 0 {
+		return 0, n[1], fmt.Errorf("pool move %s %q: %w", m.Op, m.Line, pools.ErrUnknownLine)
+	}
+	return n[0], n[1], nil
+}

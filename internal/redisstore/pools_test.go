@@ -130,7 +130,9 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 			hour := int64(time.Hour / time.Millisecond)
 			for step := range 150 {
-				switch op := rng.IntN(10); {
+				switch op := rng.IntN(12); {
+				case op >= 10 && len(w.names) > 1:
+					w.move(t, rng)
 				case op < 8:
 					line := ""
 					if len(w.names) > 0 {
@@ -156,6 +158,44 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// move makes one random release, return, reclaim or give-back in the
+// model and the store and demands the same amount moved.
+func (w *poolWorld) move(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	a, b := w.names[rng.IntN(len(w.names))], w.names[rng.IntN(len(w.names))]
+	amount := 1 + rng.Int64N(w.lay.Limit/10+1)
+	var want int64
+	var m PoolMove
+	switch rng.IntN(4) {
+	case 0:
+		line := []string{"", a}[rng.IntN(2)]
+		m = PoolMove{Op: "release", Line: line, Amount: amount}
+		if w.model.Release(line, amount) == nil {
+			want = amount
+		}
+	case 1:
+		line := []string{"", a}[rng.IntN(2)]
+		m = PoolMove{Op: "return", Line: line, Amount: amount}
+		want = w.model.Return(line, amount)
+	case 2:
+		m = PoolMove{Op: "reclaim", Line: a, To: b, Amount: amount}
+		want = w.model.Reclaim(a, b, amount)
+	default:
+		m = PoolMove{Op: "giveback", Line: a, To: b, Amount: amount}
+		want = w.model.GiveBack(a, b, amount)
+	}
+	got, free, err := w.e.s.MovePools(ctxT(t), w.e.res, w.per, m)
+	if a == b && (m.Op == "reclaim" || m.Op == "giveback") {
+		if !errors.Is(err, pools.ErrUnknownLine) {
+			t.Fatalf("%+v: err %v", m, err)
+		}
+		return
+	}
+	if err != nil || got != want || free != w.model.BufferFree() {
+		t.Fatalf("%+v: store moved %d (free %d, err %v), model %d (free %d)", m, got, free, err, want, w.model.BufferFree())
+	}
 }
 
 // forEachServer is forEachBackend on real Redis and miniredis without
