@@ -88,4 +88,3 @@ func TestPoolSettingsLinesGrantsAndReclaims(t *testing.T) {
 		}
 	})
 }
-
