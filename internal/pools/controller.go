@@ -68,6 +68,7 @@ type Event struct {
 	AtMs   int64  `json:"atMs"`
 	Kind   string `json:"kind"` // WATERMARK_RAISED, WATERMARK_LOWERED, WATERMARK_DECAYED, LEND_PREDICTIVE, LEND_REACTIVE, RETURN, MODE, RECLAIM_*, GIVE_BACK
 	Line   string `json:"businessLine,omitempty"`
+	To     string `json:"toLine,omitempty"` // RECLAIM_EXECUTED, GIVE_BACK: the borrowing line
 	Amount int64  `json:"amount,omitempty"` // buffer lent or returned, quota reclaimed, or the new watermark (basis points)
 	Reason string `json:"reason"`
 }
@@ -136,9 +137,7 @@ func (c *Controller) ModeOf(line string) Mode {
 // or cancelling ones already open).
 func (c *Controller) Tick(m *Model, now int64) []Event {
 	var evs []Event
-	emit := func(kind, line string, amount int64, format string, a ...any) {
-		evs = append(evs, Event{AtMs: now, Kind: kind, Line: line, Amount: amount, Reason: fmt.Sprintf(format, a...)})
-	}
+	emit := emitter(&evs, now)
 	names := make([]string, 0, len(m.Lines))
 	for n := range m.Lines {
 		names = append(names, n)
@@ -166,7 +165,15 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 	return evs
 }
 
-type emitFunc func(kind, line string, amount int64, format string, a ...any)
+// emitFunc records a decision and returns it, for the caller to add To.
+type emitFunc func(kind, line string, amount int64, format string, a ...any) *Event
+
+func emitter(evs *[]Event, now int64) emitFunc {
+	return func(kind, line string, amount int64, format string, a ...any) *Event {
+		*evs = append(*evs, Event{AtMs: now, Kind: kind, Line: line, Amount: amount, Reason: fmt.Sprintf(format, a...)})
+		return &(*evs)[len(*evs)-1]
+	}
+}
 
 func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, have bool, emit emitFunc) {
 	l, lc := m.Lines[name], c.line(name)

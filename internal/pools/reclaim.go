@@ -35,7 +35,7 @@ func (c *Controller) reclaim(m *Model, now int64, names []string, emit emitFunc)
 			r.State = ReclaimReturned
 		}
 		r.UpdateMs = now
-		emit("GIVE_BACK", r.From, got, "reclaim %s: the lender's use rose again; it gets its quota back first", r.ID)
+		emit("GIVE_BACK", r.From, got, "reclaim %s: the lender's use rose again; it gets its quota back first", r.ID).To = r.To
 	}
 	capS := m.SharedCap()
 	if capS <= 0 || m.SharedUsed*100 < c.Settings.ReclaimThresholdPercent*capS {
@@ -99,7 +99,7 @@ func (c *Controller) execute(m *Model, r *Reclaim, now int64, emit emitFunc) {
 	r.UpdateMs = now
 	if r.DryRun {
 		r.State = ReclaimExecuted
-		emit("RECLAIM_EXECUTED", r.From, r.Amount, "reclaim %s: dry run, nothing moved", r.ID)
+		emit("RECLAIM_EXECUTED", r.From, r.Amount, "reclaim %s: dry run, nothing moved (would move to %s)", r.ID, r.To)
 		return
 	}
 	got := m.Reclaim(r.From, r.To, r.Amount)
@@ -109,7 +109,7 @@ func (c *Controller) execute(m *Model, r *Reclaim, now int64, emit emitFunc) {
 		return
 	}
 	r.Amount, r.State = got, ReclaimExecuted
-	emit("RECLAIM_EXECUTED", r.From, got, "reclaim %s: %d moved from %s to %s", r.ID, got, r.From, r.To)
+	emit("RECLAIM_EXECUTED", r.From, got, "reclaim %s: %d moved from %s to %s", r.ID, got, r.From, r.To).To = r.To
 }
 
 // Confirm confirms a WARNED reclaim by hand and executes it at once.
@@ -123,9 +123,7 @@ func (c *Controller) Confirm(m *Model, id string, now int64) ([]Event, error) {
 		return nil, ErrReclaimState
 	}
 	var evs []Event
-	emit := func(kind, line string, amount int64, format string, a ...any) {
-		evs = append(evs, Event{AtMs: now, Kind: kind, Line: line, Amount: amount, Reason: fmt.Sprintf(format, a...)})
-	}
+	emit := emitter(&evs, now)
 	r.State = ReclaimConfirmed
 	emit("RECLAIM_CONFIRMED", r.From, r.Amount, "reclaim %s: confirmed by hand", r.ID)
 	c.execute(m, r, now, emit)
@@ -153,4 +151,19 @@ func (c *Controller) find(id string) *Reclaim {
 		}
 	}
 	return nil
+}
+
+// SyncReclaims replaces the controller's reclaims with those the policy
+// store holds (an operator may have confirmed or cancelled some; another
+// instance may have made them). Ids keep increasing past the largest seen.
+func (c *Controller) SyncReclaims(rs []Reclaim) {
+	c.Reclaims = c.Reclaims[:0]
+	for i := len(rs) - 1; i >= 0; i-- { // the store lists newest first
+		r := rs[i]
+		c.Reclaims = append(c.Reclaims, &r)
+		var n int
+		if _, err := fmt.Sscanf(r.ID, "r%d", &n); err == nil && n > c.nextID {
+			c.nextID = n
+		}
+	}
 }

@@ -205,18 +205,9 @@ func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period
 
 var poolMoveScript = load("pool_move.lua")
 
-// PoolMove is one move of the controller or an operator (pool_move.lua);
-// see pools.Model for what each bounds.
-type PoolMove struct {
-	Op     string // release, return, reclaim, giveback, watermark
-	Line   string // release / return: the line ("" = shared pool); reclaim / giveback: from; watermark: the line
-	To     string // reclaim / giveback
-	Amount int64  // amount, or the watermark in basis points
-}
-
 // MovePools applies m in the resource's current period per and returns
 // what it moved and the free buffer after. Errors: pools.ErrUnknownLine.
-func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period, m PoolMove) (moved, free int64, err error) {
+func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error) {
 	args := []any{m.Op, m.Line}
 	switch m.Op {
 	case "reclaim", "giveback":

@@ -167,23 +167,23 @@ func (w *poolWorld) move(t *testing.T, rng *rand.Rand) {
 	a, b := w.names[rng.IntN(len(w.names))], w.names[rng.IntN(len(w.names))]
 	amount := 1 + rng.Int64N(w.lay.Limit/10+1)
 	var want int64
-	var m PoolMove
+	var m pools.Move
 	switch rng.IntN(4) {
 	case 0:
 		line := []string{"", a}[rng.IntN(2)]
-		m = PoolMove{Op: "release", Line: line, Amount: amount}
+		m = pools.Move{Op: "release", Line: line, Amount: amount}
 		if w.model.Release(line, amount) == nil {
 			want = amount
 		}
 	case 1:
 		line := []string{"", a}[rng.IntN(2)]
-		m = PoolMove{Op: "return", Line: line, Amount: amount}
+		m = pools.Move{Op: "return", Line: line, Amount: amount}
 		want = w.model.Return(line, amount)
 	case 2:
-		m = PoolMove{Op: "reclaim", Line: a, To: b, Amount: amount}
+		m = pools.Move{Op: "reclaim", Line: a, To: b, Amount: amount}
 		want = w.model.Reclaim(a, b, amount)
 	default:
-		m = PoolMove{Op: "giveback", Line: a, To: b, Amount: amount}
+		m = pools.Move{Op: "giveback", Line: a, To: b, Amount: amount}
 		want = w.model.GiveBack(a, b, amount)
 	}
 	got, free, err := w.e.s.MovePools(ctxT(t), w.e.res, w.per, m)

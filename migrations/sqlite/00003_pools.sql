@@ -1,5 +1,5 @@
 -- Business lines, pools and temporary grants: the tables and columns of
--- mysql/00004_pools.sql (see there), for SQLite.
+-- mysql/00003_pools.sql (see there), for SQLite.
 
 -- +goose Up
 CREATE TABLE quota_pool_settings (
