@@ -31,6 +31,8 @@ type Store interface {
 // Journal keeps the controller's decisions and reclaims (the policy store).
 type Journal interface {
 	RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error
+	Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error)
+	VoidGrant(ctx context.Context, resource, id string, at int64) error
 	Reclaims(ctx context.Context, resource string, limit int) ([]pools.Reclaim, error)
 	PutReclaim(ctx context.Context, resource string, r pools.Reclaim) error
 }
@@ -167,7 +169,11 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 		return nil, err
 	}
 	ctl.SyncReclaims(open)
-	evs := ctl.Tick(m, now.UnixMilli())
+	evs, err := r.expireReleases(ctx, res, now.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	evs = append(evs, ctl.Tick(m, now.UnixMilli())...)
 	applied := make([]pools.Event, 0, len(evs))
 	for _, e := range evs {
 		if mv, ok := pools.MoveOf(e); ok {
@@ -195,4 +201,26 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 		}
 	}
 	return applied, nil
+}
+
+// expireReleases returns, as RETURN events, the buffer releases whose
+// expiry passed (as far as they are not held now: pool_move.lua bounds
+// it), and marks them done (voided) in the journal.
+func (r *Runner) expireReleases(ctx context.Context, res string, now int64) ([]pools.Event, error) {
+	gs, err := r.jour.Grants(ctx, res, 0)
+	if err != nil {
+		return nil, err
+	}
+	var evs []pools.Event
+	for _, g := range gs {
+		if g.Kind != pools.KindRelease || g.Voided || g.ExpiresMs > now {
+			continue
+		}
+		if err := r.jour.VoidGrant(ctx, res, g.ID, now); err != nil {
+			return evs, err
+		}
+		evs = append(evs, pools.Event{AtMs: now, Kind: "RETURN", Line: g.Line, Amount: g.Amount,
+			Reason: "buffer release " + g.ID + " expired"})
+	}
+	return evs, nil
 }
