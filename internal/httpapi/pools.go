@@ -40,10 +40,10 @@ func (s *Server) poolRoutes(r chi.Router) {
 	r.Delete("/admin/policies/{resourceName}/lines/{line}", s.handleDeleteLine)
 	r.Get("/admin/policies/{resourceName}/pools", s.handleLines)
 	r.Put("/admin/policies/{resourceName}/pools", s.handlePutPools)
-	r.Post("/admin/policies/{resourceName}/grants", s.handleAddGrant)
+	r.Post("/admin/policies/{resourceName}/grants", s.handleGrantOf(false))
 	r.Get("/admin/policies/{resourceName}/grants", s.handleGrants)
 	r.Delete("/admin/policies/{resourceName}/grants/{id}", s.handleVoidGrant)
-	r.Post("/admin/policies/{resourceName}/buffer/release", s.handleRelease)
+	r.Post("/admin/policies/{resourceName}/buffer/release", s.handleGrantOf(true))
 	r.Get("/admin/policies/{resourceName}/reclaims", s.handleReclaims)
 	r.Post("/admin/policies/{resourceName}/reclaims/{id}/confirm", s.handleReclaimStep(true))
 	r.Post("/admin/policies/{resourceName}/reclaims/{id}/cancel", s.handleReclaimStep(false))
@@ -214,36 +214,25 @@ func (s *Server) decodeGrant(r *http.Request) (poolctl.GrantRequest, error) {
 	return g, err
 }
 
-func (s *Server) handleAddGrant(w http.ResponseWriter, r *http.Request) {
-	g, err := s.decodeGrant(r)
-	if err == nil {
-		var rec pools.GrantRecord
-		if rec, err = s.pools.AddGrant(r.Context(), chi.URLParam(r, "resourceName"), g); err == nil {
-			writeJSON(w, http.StatusCreated, struct {
-				Success bool      `json:"success"`
-				Code    string    `json:"code"`
-				Grant   grantJSON `json:"grant"`
-			}{true, CodeSuccess, toGrantJSON(rec, time.Now().UnixMilli())})
-			return
-		}
+// handleGrantOf answers POST …/grants (release false) and POST
+// …/buffer/release (release true): 201 with the record under key.
+func (s *Server) handleGrantOf(release bool) http.HandlerFunc {
+	add, key := s.pools.AddGrant, "grant"
+	if release {
+		add, key = s.pools.Release, "release"
 	}
-	s.writeError(w, r, err)
-}
-
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
-	g, err := s.decodeGrant(r)
-	if err == nil {
-		var rec pools.GrantRecord
-		if rec, err = s.pools.Release(r.Context(), chi.URLParam(r, "resourceName"), g); err == nil {
-			writeJSON(w, http.StatusCreated, struct {
-				Success bool      `json:"success"`
-				Code    string    `json:"code"`
-				Release grantJSON `json:"release"`
-			}{true, CodeSuccess, toGrantJSON(rec, time.Now().UnixMilli())})
-			return
+	return func(w http.ResponseWriter, r *http.Request) {
+		g, err := s.decodeGrant(r)
+		if err == nil {
+			var rec pools.GrantRecord
+			if rec, err = add(r.Context(), chi.URLParam(r, "resourceName"), g); err == nil {
+				writeJSON(w, http.StatusCreated, map[string]any{"success": true, "code": CodeSuccess,
+					key: toGrantJSON(rec, time.Now().UnixMilli())})
+				return
+			}
 		}
+		s.writeError(w, r, err)
 	}
-	s.writeError(w, r, err)
 }
 
 func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
