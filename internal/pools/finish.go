@@ -44,82 +44,83 @@ func (m *Model) Finish(sid string, actual int64) (FinishOutcome, error) {
 	if s.Line != "" {
 		l = m.Lines[s.Line]
 	}
-	out := FinishOutcome{}
-	ch := s.Drawn
-	ch.Grants = slices.Clone(s.Drawn.Grants)
-	if s.Leaked {
+	out := FinishOutcome{Refunded: max(0, s.Granted-actual), Overage: max(0, actual-s.Granted)}
+	if s.Leaked && l != nil && cur {
 		// A swept session was already charged its whole grant; the finish
 		// trues it up from there.
-		if l != nil && cur {
-			l.Charged -= s.Granted
-			l.Reserved += s.Granted
+		l.Charged -= s.Granted
+		l.Reserved += s.Granted
+	}
+	ch := Settle(s.Drawn, s.Granted, actual, s.Line != "")
+	// Give back (or, for an overage, take) the difference, pool by pool.
+	for _, g := range s.Drawn.Grants {
+		x := g.Amount - heldOf(ch.Grants, g.ID)
+		if gr := m.grant(g.ID); gr != nil {
+			gr.Used -= x
 		}
 	}
-	if actual <= s.Granted {
-		refund := s.Granted - actual
-		out.Refunded = refund
-		for i := len(ch.Grants) - 1; i >= 0 && refund > 0; i-- {
-			x := min(refund, ch.Grants[i].Amount)
-			ch.Grants[i].Amount -= x
-			ch.Grant -= x
-			refund -= x
-			if g := m.grant(ch.Grants[i].ID); g != nil {
-				g.Used -= x
-			}
-			if l != nil && cur {
-				l.UsedGrant -= x
-			}
+	if l != nil {
+		if cur {
+			l.UsedDedicated += ch.Dedicated - s.Drawn.Dedicated
+			l.UsedShared += ch.Shared - s.Drawn.Shared
+			m.SharedUsed += ch.Shared - s.Drawn.Shared
+			l.UsedBuffer += ch.Buffer - s.Drawn.Buffer
+			l.UsedGrant += ch.Grant - s.Drawn.Grant
 		}
-		ch.Grants = slices.DeleteFunc(ch.Grants, func(g GrantDraw) bool { return g.Amount == 0 })
-		take := func(part *int64, used *int64) {
-			x := min(refund, *part)
-			*part -= x
-			refund -= x
-			if cur && used != nil {
-				*used -= x
-			}
-		}
-		if l != nil {
-			take(&ch.Buffer, &l.UsedBuffer)
-			sh := ch.Shared
-			take(&ch.Shared, &l.UsedShared)
-			if cur {
-				m.SharedUsed -= sh - ch.Shared
-			}
-			take(&ch.Dedicated, &l.UsedDedicated)
-		} else {
-			var used *int64
-			if cur {
-				used = &m.BaseUsed
-			}
-			take(&ch.Base, used)
-		}
-	} else {
-		o := actual - s.Granted
-		out.Overage = o
-		if l != nil {
-			ch.Dedicated += o
-			l.Consumed += o
-			if cur {
-				l.UsedDedicated += o
-			}
-		} else {
-			ch.Base += o
-			if cur {
-				m.BaseUsed += o
-			}
-		}
+	} else if cur {
+		m.BaseUsed += ch.Base - s.Drawn.Base
 	}
 	if l != nil && cur {
 		l.Reserved -= s.Granted
 		l.Charged += actual
 	}
-	if len(ch.Grants) == 0 {
-		ch.Grants = nil
-	}
 	s.Finished, s.Actual, s.Drawn = true, actual, ch
 	out.Charged = ch
 	return out, nil
+}
+
+// Settle is what a session that drew d (granted in all) stays charged to
+// once it reports actual: the unused part leaves the pools in the reverse
+// of the draw order (grants, latest drawn first; buffer; shared;
+// dedicated), an overage goes to the dedicated part (to the limit, Base,
+// without lines). finish.lua computes the same; the ledger stores it.
+func Settle(d Drawn, granted, actual int64, lined bool) Drawn {
+	ch := d
+	ch.Grants = slices.Clone(d.Grants)
+	if actual > granted {
+		if lined {
+			ch.Dedicated += actual - granted
+		} else {
+			ch.Base += actual - granted
+		}
+		return ch
+	}
+	refund := granted - actual
+	for i := len(ch.Grants) - 1; i >= 0 && refund > 0; i-- {
+		x := min(refund, ch.Grants[i].Amount)
+		ch.Grants[i].Amount -= x
+		ch.Grant -= x
+		refund -= x
+	}
+	ch.Grants = slices.DeleteFunc(ch.Grants, func(g GrantDraw) bool { return g.Amount == 0 })
+	if len(ch.Grants) == 0 {
+		ch.Grants = nil
+	}
+	for _, part := range []*int64{&ch.Buffer, &ch.Shared, &ch.Dedicated, &ch.Base} {
+		x := min(refund, *part)
+		*part -= x
+		refund -= x
+	}
+	return ch
+}
+
+func heldOf(gs []GrantDraw, id string) int64 {
+	for _, g := range gs {
+		if g.ID == id {
+			return g.Amount
+		}
+	}
+	return 0
 }
 
 // Sweep marks a granted session LEAKED: its whole grant stays charged to

@@ -78,8 +78,8 @@ type LineState struct {
 	UsedGrant     int64 `json:"usedGrant"`
 	Reserved      int64 `json:"reserved"`
 	Charged       int64 `json:"charged"`
-	// Consumed counts every amount granted plus overage, all periods; the
-	// controller samples it for the line's rate.
+	// Consumed counts every amount granted, all periods; the controller
+	// samples it for the line's rate.
 	Consumed int64 `json:"consumed"`
 }
 

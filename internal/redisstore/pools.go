@@ -38,46 +38,78 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 	v, err := s.runHot(ctx, poolApplyScript,
 		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, flag(c.FirstPeriod), line, flag(critical), flag(continuation))
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation))
 	if err != nil {
 		return PoolApply{}, wrap("apply", err)
 	}
-	arr, _ := v.([]any)
-	n, err := ints(v, 1)
+	a, err := decodePoolApply(v)
 	if err != nil {
 		return PoolApply{}, wrap("apply", err)
 	}
 	var res PoolApply
-	switch n[0] {
-	case 1, 2, 3:
-		if len(arr) < 13 {
-			return PoolApply{}, fmt.Errorf("apply: unexpected reply %v", v)
-		}
-		res.Outcome = map[int64]quota.ApplyOutcome{1: quota.ApplyGranted, 2: quota.ApplyReplayed, 3: quota.ApplyExhausted}[n[0]]
+	switch a.code {
+	case poolGranted, poolReplayed, poolRefused:
+		res.Outcome = map[poolCode]quota.ApplyOutcome{poolGranted: quota.ApplyGranted, poolReplayed: quota.ApplyReplayed, poolRefused: quota.ApplyExhausted}[a.code]
 		res.Granted, res.Remaining, res.LeaseExpiresAt, res.StartTime, res.PeriodStart, res.Now =
-			n[1], n[2], ms(n[3]), ms(n[4]), ms(n[5]), ms(n[6])
-		reason, _ := arr[7].(string)
-		res.Reason = pools.Reason(reason)
-		gl, _ := arr[12].(string)
-		res.Drawn = pools.Drawn{Dedicated: n[8], Shared: n[9], Buffer: n[10], Grant: n[11], Grants: parseGrantList(gl)}
+			a.n[1], a.n[2], ms(a.n[3]), ms(a.n[4]), ms(a.n[5]), ms(a.n[6])
+		res.Reason = pools.Reason(a.reason)
+		res.Drawn = pools.Drawn{Dedicated: a.n[8], Shared: a.n[9], Buffer: a.n[10], Grant: a.n[11], Grants: parseGrantList(a.grants)}
 		if line == "" {
 			res.Drawn.Base, res.Drawn.Buffer = res.Drawn.Buffer, 0
 		}
-	case 4:
-		res.Outcome, res.Now = quota.ApplyWrongPeriod, ms(n[6])
-	case 5:
-		res.Outcome, res.Now = quota.ApplyNeedBalance, ms(n[6])
-	case 6:
+	case poolWrongPeriod:
+		res.Outcome, res.Now = quota.ApplyWrongPeriod, ms(a.n[6])
+	case poolNeedBalance:
+		res.Outcome, res.Now = quota.ApplyNeedBalance, ms(a.n[6])
+	case poolConflict:
 		return PoolApply{}, fmt.Errorf("session %s exists with other arguments: %w", c.SessionID, quota.ErrSessionConflict)
-	case 8:
+	case poolUnknownLine:
 		return PoolApply{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
-	default:
-		return PoolApply{}, fmt.Errorf("apply: unknown script code %d", n[0])
 	}
 	return res, nil
 }
 
-func flag(b bool) string {
+// poolCode is pool_apply.lua's first reply element.
+type poolCode int64
+
+const (
+	poolGranted     poolCode = 1
+	poolReplayed    poolCode = 2
+	poolRefused     poolCode = 3 // the reason follows
+	poolWrongPeriod poolCode = 4
+	poolNeedBalance poolCode = 5 // the balance, the limit or the pool counters are not seeded
+	poolConflict    poolCode = 6
+	poolUnknownLine poolCode = 8
+)
+
+type poolApplyReply struct {
+	code   poolCode
+	n      [12]int64
+	reason string
+	grants string
+}
+
+// decodePoolApply reads pool_apply.lua's reply: 13 elements for codes 1–3,
+// 7 for 4 and 5, 1 for 6 and 8.
+func decodePoolApply(v any) (poolApplyReply, error) {
+	r := readReply("pool_apply.lua", v, 1, 13)
+	a := poolApplyReply{code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
+	want := map[poolCode]int{poolGranted: 13, poolReplayed: 13, poolRefused: 13, poolWrongPeriod: 7, poolNeedBalance: 7, poolConflict: 1, poolUnknownLine: 1}[a.code]
+	if r.err == nil && r.len() != want {
+		r.fail("code %d with %d elements, want %d", a.code, r.len(), want)
+	}
+	for i := 1; i < r.len() && i < 12; i++ {
+		if i != 7 {
+			a.n[i] = r.int(i)
+		}
+	}
+	if r.len() == 13 {
+		a.reason, a.grants = r.str(7), r.str(12)
+	}
+	return a, r.err
+}
+
+func luaBool(b bool) string {
 	if b {
 		return "1"
 	}
@@ -135,9 +167,16 @@ func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period
 	for line, d := range c {
 		args = append(args, line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
 	}
-	n, err := poolSeedScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, args...).Int64()
+	v, err := poolSeedScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, args...).Result()
 	if err != nil {
 		return false, wrap("pool seed", err)
+	}
+	n, err := flag("pool_seed.lua", v, int64(-1), 0, 1)
+	if err != nil {
+		return false, wrap("pool seed", err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("pool seed %s: the period's balance is not seeded", resource)
 	}
 	return n == 1, nil
 }
@@ -219,12 +258,13 @@ func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period
 	if err != nil {
 		return 0, 0, wrap("pool move", err)
 	}
-	n, err := ints(v, 2)
-	if err != nil {
-		return 0, 0, wrap("pool move", err)
+	r := readReply("pool_move.lua", v, 2, 2)
+	moved, free = r.int(0), r.int(1)
+	if r.err != nil {
+		return 0, 0, wrap("pool move", r.err)
 	}
-	if n[0] < 0 {
-		return 0, n[1], fmt.Errorf("pool move %s %q: %w", m.Op, m.Line, pools.ErrUnknownLine)
+	if moved < 0 {
+		return 0, free, fmt.Errorf("pool move %s %q: %w", m.Op, m.Line, pools.ErrUnknownLine)
 	}
-	return n[0], n[1], nil
+	return moved, free, nil
 }

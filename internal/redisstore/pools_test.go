@@ -21,7 +21,8 @@ type poolWorld struct {
 	lay   pools.Layout
 	model *pools.Model
 	names []string
-	now   int64 // store clock at set-up, ms
+	now   int64    // store clock at set-up, ms
+	open  []string // granted, not finished
 }
 
 func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []pools.LineSpec) *poolWorld {
@@ -54,6 +55,9 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolA
 	}
 	if werr != nil {
 		return want, got
+	}
+	if want.Reason == "" && got.Outcome == quota.ApplyGranted {
+		w.open = append(w.open, r.SessionID)
 	}
 	if got.Reason != want.Reason || got.Granted != want.Granted || !sameDrawn(got.Drawn, want.Drawn) {
 		t.Fatalf("apply %+v:\n store %s granted %d drawn %+v\n model %s granted %d drawn %+v",
@@ -130,7 +134,9 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 			hour := int64(time.Hour / time.Millisecond)
 			for step := range 150 {
-				switch op := rng.IntN(12); {
+				switch op := rng.IntN(14); {
+				case op >= 12 && len(w.open) > 0:
+					w.finish(t, rng)
 				case op >= 10 && len(w.names) > 1:
 					w.move(t, rng)
 				case op < 8:
@@ -158,6 +164,23 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// finish settles a random open session in both, with up to 1.5 × its grant.
+func (w *poolWorld) finish(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	i := rng.IntN(len(w.open))
+	id := w.open[i]
+	w.open = append(w.open[:i], w.open[i+1:]...)
+	granted := w.model.Sessions[id].Granted
+	actual := rng.Int64N(granted*3/2 + 1)
+	if _, err := w.model.Finish(id, actual); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: w.e.res, SessionID: id, Actual: actual, Retention: time.Hour})
+	if err != nil || got.Charged != actual {
+		t.Fatalf("finish %s: %+v %v", id, got, err)
+	}
 }
 
 // move makes one random release, return, reclaim or give-back in the
