@@ -47,9 +47,6 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 	mopts := mysqlstore.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, QueryTimeout: cfg.MySQL.Timeout,
 		BatchMaxRows: cfg.MySQL.GroupCommitRows, BatchMaxWait: cfg.MySQL.GroupCommitWait,
 		OnGroupCommit: gm.groupCommit}
-	if cfg.MySQL.GroupCommitWait == 0 {
-		mopts.BatchMaxWait = -1 // no wait (the Options zero value means the default)
-	}
 	if cfg.DevMode() {
 		b, err := dev.Start(ctx, cfg.Dev.SQLitePath, mopts)
 		if err != nil {
