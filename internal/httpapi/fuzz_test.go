@@ -855,8 +855,8 @@ const fzUpper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 func fzResourceName(s string) bool {
 	return fzCharset(s, 1, 64, "_.-") && strings.Trim(s, "_.-") != ""
 }
-func fzSessionID(s string) bool    { return fzCharset(s, 1, 64, fzUpper+"_.:-") }
-func fzClientID(s string) bool     { return fzCharset(s, 0, 128, fzUpper+"_.:@/-") }
+func fzSessionID(s string) bool { return fzCharset(s, 1, 64, fzUpper+"_.:-") }
+func fzClientID(s string) bool  { return fzCharset(s, 0, 128, fzUpper+"_.:@/-") }
 
 func fzKnownResource(e *fzEnv, name string) bool {
 	_, err := e.svc.Policy(context.Background(), name)
