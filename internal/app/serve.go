@@ -172,7 +172,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
-		Reconcile: func(ctx context.Context, resource string) (any, error) {
+		Reconcile: func(ctx context.Context, resource string) (any, int, error) {
 			// Its own variables: this runs per request, concurrently.
 			var reps []reconcile.Report
 			var rerr error
@@ -184,9 +184,15 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 				reps = []reconcile.Report{rep}
 			}
 			if rerr != nil {
-				return nil, rerr
+				return nil, 0, rerr
 			}
-			return reps, auditReconcile(ctx, b.ledger, resource, reps)
+			skipped := 0
+			for _, r := range reps {
+				if r.Skipped != "" {
+					skipped++
+				}
+			}
+			return reps, skipped, auditReconcile(ctx, b.ledger, resource, reps)
 		},
 		// /readyz is unauthenticated: its reason names the backend, the
 		// log has the details (addresses included).

@@ -25,6 +25,7 @@ const (
 	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"
 	CodeSessionNotActive   = "SESSION_NOT_ACTIVE"
 	CodeSessionConflict    = "SESSION_CONFLICT"
+	CodeReconcileSkipped   = "RECONCILE_SKIPPED"
 	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
 	CodeRequestTimeout     = "REQUEST_TIMEOUT"
 	CodeUnsupportedMedia   = "UNSUPPORTED_MEDIA_TYPE"

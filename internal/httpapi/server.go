@@ -33,8 +33,9 @@ type Deps struct {
 	// both open (dev mode).
 	Auth AuthConfig
 	// Reconcile runs reconciliation now for one resource ("" = all) and
-	// returns a JSON-ready report (POST /admin/reconcile).
-	Reconcile func(ctx context.Context, resource string) (any, error)
+	// returns a JSON-ready report and how many of its resources were
+	// skipped (another pass held the lock) (POST /admin/reconcile).
+	Reconcile func(ctx context.Context, resource string) (reports any, skipped int, err error)
 }
 
 // Server is the HTTP API. Handler returns its routes.
@@ -46,7 +47,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	maxBody   int64
 	auth      *auth
-	reconcile func(ctx context.Context, resource string) (any, error)
+	reconcile func(ctx context.Context, resource string) (any, int, error)
 	draining  atomic.Bool
 	mux       *chi.Mux
 }

@@ -93,13 +93,19 @@ type Report struct {
 }
 
 // MarshalJSON writes periodStart like every timestamp of the API
-// (quota.TimeFormat: UTC, milliseconds).
+// (quota.TimeFormat: UTC, milliseconds), or null when the pass did not get
+// as far as the balance (a skipped pass, say).
 func (r Report) MarshalJSON() ([]byte, error) {
 	type fields Report // without this method
+	var start *string
+	if !r.PeriodStart.IsZero() {
+		s := r.PeriodStart.UTC().Format(quota.TimeFormat)
+		start = &s
+	}
 	return json.Marshal(struct {
 		fields
-		PeriodStart string `json:"periodStart"`
-	}{fields(r), r.PeriodStart.UTC().Format(quota.TimeFormat)})
+		PeriodStart *string `json:"periodStart"`
+	}{fields(r), start})
 }
 
 // New builds a Reconciler and registers its metrics on reg:
@@ -259,10 +265,23 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	if err := r.balance(ctx, pol, &rep); err != nil {
 		return rep, err
 	}
-	if rep.DriftCharged != 0 || rep.DriftReserved != 0 || rep.OrphansReleased+rep.LedgerRowsSettled+rep.SessionsRestored > 0 {
+	switch {
+	case rep.repaired():
 		r.log.Warn("reconcile repaired drift", zap.String("resource", resource), zap.Any("report", rep))
+	case rep.DriftCharged != 0 || rep.DriftReserved != 0:
+		// Measured, but the stores moved between the two reads: requests
+		// in flight, not a repair. A real drift is repaired by a later pass.
+		r.log.Info("reconcile saw drift while the stores were moving; nothing repaired",
+			zap.String("resource", resource), zap.Any("report", rep))
 	}
 	return rep, nil
+}
+
+// repaired reports whether the pass changed anything: the balance, a
+// session, a ledger row or the limit.
+func (r Report) repaired() bool {
+	return r.BalanceAdjusted || r.LimitSynced ||
+		r.OrphansReleased+r.LedgerRowsSettled+r.SessionsRestored+r.FailOpenRecorded > 0
 }
 
 // recordFailOpen writes the ledger rows of fail-open grants that Redis
