@@ -55,7 +55,7 @@ func TestRepairedDriftIsLoggedOnlyWhenSomethingWasRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pass := func(st quota.BalanceStore) (reconcile.Report, []observer.LoggedEntry) {
+	pass := func(st reconcile.Store) (reconcile.Report, []observer.LoggedEntry) {
 		t.Helper()
 		core, logs := observer.New(zapcore.DebugLevel)
 		rec := reconcile.New(reconcile.Config{Grace: time.Hour, Settle: time.Millisecond}, st, ledger, ledger, sched, zap.New(core), prometheus.NewRegistry())
