@@ -153,6 +153,13 @@ type Seeder interface {
 	// RestoreSessions brings back open sessions the store lost, with a fresh
 	// lease, leaving the balance as it is; sessions it holds are left alone.
 	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
+	// RestoreLeaked brings back a session swept as LEAKED (row, from the
+	// ledger: its grant, period and EndTime, when it was swept) that the
+	// store lost, so that a late finish can true it up; it is kept until
+	// EndTime + retention and not at all when that is past. The balance is
+	// left as it is (the grant is in its charged total); a session the
+	// store holds is left alone.
+	RestoreLeaked(ctx context.Context, resource string, row UsageRecord, retention time.Duration) error
 }
 
 // Locker takes and releases named per-resource locks (seeding,

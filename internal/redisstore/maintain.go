@@ -25,12 +25,16 @@ func seedKeys(resource string, per int64, open []quota.UsageRecord) []string {
 
 // seedArgs builds seed.lua's ARGV.
 func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, open []quota.UsageRecord) []any {
-	args := make([]any, 0, 6+7*len(open))
+	args := make([]any, 0, 6+9*len(open))
 	args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), mode,
 		itoa(lease.Milliseconds()))
 	for _, r := range open {
+		status, end := string(quota.StatusUsing), "0"
+		if r.Status == quota.StatusLeaked {
+			status, end = string(quota.StatusLeaked), itoa(r.EndTime.UnixMilli())
+		}
 		args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
-			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()))
+			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()), status, end)
 	}
 	return args
 }
@@ -274,6 +278,19 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 		}
 	}
 	return nil
+}
+
+// RestoreLeaked runs seed.lua (sessions only) for one LEAKED ledger row. See
+// quota.Seeder.
+func (s *Store) RestoreLeaked(ctx context.Context, resource string, row quota.UsageRecord, retention time.Duration) error {
+	row.Status = quota.StatusLeaked
+	recs := []quota.UsageRecord{row}
+	v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, 0, recs),
+		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, recs)...).Result()
+	if err == nil {
+		_, err = flag("seed.lua", v, seedWrote)
+	}
+	return wrap("restore leaked session", err)
 }
 
 // Adjust runs adjust.lua. See quota.BalanceStore.
