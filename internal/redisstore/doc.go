@@ -13,6 +13,7 @@
 //	qc:{r}:leases        zset    USING sessions by lease expiry (ms)
 //	qc:{r}:leaked        set     swept sessions whose ledger row is not yet LEAKED
 //	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance, reconciling)
+//	qc:{r}:adj:<token>   string  a drift correction that was applied (adjust.lua; 10 min)
 //	qc:{r}:failopen      set     fail-open sessions whose ledger rows are still to be written
 //
 // Scripts are run with EVALSHA and fall back to EVAL on NOSCRIPT (go-redis

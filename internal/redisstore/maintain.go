@@ -293,17 +293,27 @@ func (s *Store) RestoreLeaked(ctx context.Context, resource string, row quota.Us
 	return wrap("restore leaked session", err)
 }
 
-// Adjust runs adjust.lua. See quota.BalanceStore.
+// adjustMarkTTL is how long adjust.lua remembers a call it applied: far
+// longer than go-redis may take to send it again (its retries, each within
+// the client's timeouts).
+const adjustMarkTTL = 10 * time.Minute
+
+// Adjust runs adjust.lua with a token of its own, so that the correction is
+// applied once even when go-redis sends the call again after a lost reply
+// (known gap G8). See quota.BalanceStore.
 func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64) (bool, error) {
-	v, err := adjustScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, itoa(dCharged), itoa(dReserved)).Result()
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, hex.EncodeToString(b[:]))}
+	v, err := adjustScript.Run(ctx, s.rdb, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds())).Result()
 	if err != nil {
 		return false, wrap("adjust", err)
 	}
-	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied)
+	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied, adjustRepeated)
 	if err != nil {
 		return false, wrap("adjust", err)
 	}
-	return c == adjustApplied, nil
+	return c != adjustNoBalance, nil
 }
 
 // MarkFailOpen runs failopen.lua. See quota.BalanceStore.
