@@ -210,7 +210,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	})
 	sw := sweeper.New(sweeper.Config{
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
-		Breakers: brk,
+		OrphanGrace: cfg.Reconcile.Grace, Breakers: brk,
 	}, b.ledger, rs, b.ledger, log.Named("sweeper"), reg)
 
 	// Listen synchronously so a taken port fails the start, not later.

@@ -121,27 +121,65 @@ const maxSweepRounds = 4
 // maxSweepRounds) looks for more while the lease index had as many
 // candidates as asked for.
 func (s *Store) Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]quota.LeakedSession, error) {
+	out, _, err := s.SweepHeld(ctx, resource, max, retention, nil)
+	return out, err
+}
+
+// SweepHeld is Sweep that sweeps only the expired sessions held reports
+// true for (held nil: all of them). The others are left as they are, in
+// the lease index, and returned as orphans (issue 11 §3.1: a reservation
+// whose apply was refused, with no ledger row, must not be charged as
+// LEAKED); the caller decides what to do with them. An error of held
+// stops the sweep with nothing swept in that round.
+func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retention time.Duration,
+	held func(ids []string) (map[string]bool, error)) (leaks []quota.LeakedSession, orphans []string, err error) {
 	var out []quota.LeakedSession
 	fresh := 0
+	skipped := map[string]bool{} // orphans: listed again by later rounds, skipped
 	for round := 0; round < maxSweepRounds && fresh < max; round++ {
-		want, leakedMax := max-fresh, 0
+		want, leakedMax := max-fresh+len(skipped), 0
 		if round == 0 {
 			leakedMax = max // reported once per call
 		}
 		v, err := expiredScript.Run(ctx, s.rdb, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax).Result()
 		if err != nil {
-			return nil, wrap("sweep", err)
+			return nil, nil, wrap("sweep", err)
 		}
-		expired, leaked, err := decodeExpired(v)
+		listed, leaked, err := decodeExpired(v)
 		if err != nil {
-			return nil, wrap("sweep", err)
+			return nil, nil, wrap("sweep", err)
+		}
+		expired := make([]string, 0, len(listed))
+		for _, id := range listed {
+			if !skipped[id] {
+				expired = append(expired, id)
+			}
+		}
+		if held != nil && len(expired) > 0 {
+			h, err := held(expired)
+			if err != nil {
+				return out, orphans, err
+			}
+			kept := expired[:0]
+			for _, id := range expired {
+				if h[id] {
+					kept = append(kept, id)
+				} else {
+					skipped[id] = true
+					orphans = append(orphans, id)
+				}
+			}
+			expired = kept
 		}
 		if len(expired) == 0 && len(leaked) == 0 {
-			break
+			if len(listed) < want {
+				break
+			}
+			continue
 		}
 		swept, err := s.sweepOnce(ctx, resource, expired, leaked, retention)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, w := range swept {
 			if w.fresh {
@@ -152,11 +190,11 @@ func (s *Store) Sweep(ctx context.Context, resource string, max int, retention t
 				Granted: w.granted, EndTime: ms(w.end), Fresh: w.fresh,
 			})
 		}
-		if len(expired) < want {
+		if len(listed) < want {
 			break // the lease index had no more
 		}
 	}
-	return out, nil
+	return out, orphans, nil
 }
 
 // sweepOnce reads the expired candidates' periods and runs sweep.lua.
