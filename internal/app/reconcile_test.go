@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quotacenter/quota-center/internal/redisstore"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -130,9 +129,7 @@ func TestReconciliationSetsRedisLimitToThePolicys(t *testing.T) {
 // same call answers 200.
 func TestReproSkippedReconcileAnsweredAsASuccess(t *testing.T) {
 	s := testenv.Start(t, testenv.Real, "--reconcile-interval", "1h")
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	store := redisstore.New(rdb)
+	_, store := realRedis(t)
 	ctx := context.Background()
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000})

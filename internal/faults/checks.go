@@ -20,7 +20,7 @@ import (
 // ReconcileLockTTL is how long quota-center's reconciler holds its
 // per-resource lock (internal/reconcile lockTTL). A pass that cannot unlock
 // leaves it that long; Settle waits it out.
-const ReconcileLockTTL = time.Minute
+const ReconcileLockTTL = 10 * time.Second
 
 // Settle brings the run to rest once the clients have stopped and every
 // backend is up: it waits until the sweeper has moved every abandoned (or

@@ -168,6 +168,9 @@ type Locker interface {
 	// TryLock takes the named lock of a resource for ttl if it is free and
 	// returns its token ("" when another holder has it).
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
+	// RenewLock extends the lock token holds to ttl from now (taking it
+	// again if it expired and is free); false: another holder has it.
+	RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error)
 	// Unlock releases a lock taken with TryLock if token still holds it.
 	Unlock(ctx context.Context, resource, name, token string) error
 }

@@ -136,6 +136,11 @@ func (s *stubs) TryLock(_ context.Context, resource, name string, _ time.Duratio
 	return "t", nil
 }
 
+func (s *stubs) RenewLock(context.Context, string, string, string, time.Duration) (bool, error) {
+	s.count("RenewLock")
+	return true, nil
+}
+
 func (s *stubs) Unlock(_ context.Context, resource, name, token string) error {
 	s.count("Unlock")
 	if s.unlock != nil {

@@ -228,8 +228,11 @@ func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
 	return out, errors.Join(errs...)
 }
 
-// lockTTL bounds one reconciliation's hold on a resource.
-const lockTTL = time.Minute
+// lockTTL is the TTL of a resource's reconcile lock. The pass renews it every
+// third of it while it works (quota.KeepLock), so a pass of any length keeps
+// it and an instance killed mid-pass blocks the others for at most lockTTL
+// (issue 11 §3.4: it was a minute).
+const lockTTL = 10 * time.Second
 
 // Resource fully reconciles one resource. Errors: quota.ErrResourceNotFound,
 // and backend errors (the pass is retried at the next interval).
@@ -274,6 +277,8 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 		// Not through the breaker: releasing a lock is cleanup.
 		_ = r.store.Unlock(uctx, resource, "reconcile", token)
 	}()
+	ctx, stop := quota.KeepLock(ctx, r.store, r.cfg.Breakers.Balances, resource, "reconcile", token, lockTTL)
+	defer stop()
 	if err := r.recordFailOpen(ctx, pol, &rep); err != nil {
 		return rep, err
 	}

@@ -80,18 +80,26 @@ func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Dur
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
+	held, err := s.RenewLock(ctx, resource, name, token, ttl)
+	if err != nil || !held {
+		return "", err
+	}
+	return token, nil
+}
+
+// RenewLock extends a lock token holds to ttl from now (lock.lua), taking
+// it again if it expired and nobody else took it; false means another
+// holder has it. See quota.Locker.
+func (s *Store) RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error) {
 	v, err := lockScript.Run(ctx, s.rdb, []string{lockKey(resource, name)}, token, ttl.Milliseconds()).Result()
 	if err != nil {
-		return "", wrap("lock", err)
+		return false, wrap("lock", err)
 	}
 	c, err := flag("lock.lua", v, lockHeldByOther, lockHeld)
 	if err != nil {
-		return "", wrap("lock", err)
+		return false, wrap("lock", err)
 	}
-	if c == lockHeldByOther {
-		return "", nil
-	}
-	return token, nil
+	return c == lockHeld, nil
 }
 
 // Unlock deletes the lock only if token still holds it (unlock.lua), so a
