@@ -132,9 +132,12 @@ type Report struct {
 	LedgerRowsSettled int       `json:"ledgerRowsSettled"`
 	SessionsRestored  int       `json:"sessionsRestored"`
 	BalanceAdjusted   bool      `json:"balanceAdjusted"`
-	LimitSynced       bool      `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
-	FailOpenRecorded  int       `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
-	Skipped           string    `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
+	// EarlierPeriodAdjusted: the previous period's balance (still in Redis)
+	// had a stable drift and was corrected (gap G5).
+	EarlierPeriodAdjusted bool   `json:"earlierPeriodAdjusted,omitempty"`
+	LimitSynced           bool   `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
+	FailOpenRecorded      int    `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
+	Skipped               string `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
 }
 
 // MarshalJSON writes periodStart like every timestamp of the API
@@ -320,7 +323,7 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 // repaired reports whether the pass changed anything: the balance, a
 // session, a ledger row or the limit.
 func (r Report) repaired() bool {
-	return r.BalanceAdjusted || r.LimitSynced ||
+	return r.BalanceAdjusted || r.EarlierPeriodAdjusted || r.LimitSynced ||
 		r.OrphansReleased+r.LedgerRowsSettled+r.SessionsRestored+r.FailOpenRecorded > 0
 }
 
