@@ -36,6 +36,9 @@ type Deps struct {
 	// returns a JSON-ready report and how many of its resources were
 	// skipped (another pass held the lock) (POST /admin/reconcile).
 	Reconcile func(ctx context.Context, resource string) (reports any, skipped int, err error)
+	// Pools serves the business lines, grants, buffer and reclaims
+	// endpoints (nil: none).
+	Pools PoolAdmin
 }
 
 // Server is the HTTP API. Handler returns its routes.
@@ -48,6 +51,7 @@ type Server struct {
 	maxBody   int64
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, int, error)
+	pools     PoolAdmin // nil: no pools endpoints
 	draining  atomic.Bool
 	mux       *chi.Mux
 }
@@ -67,7 +71,7 @@ func New(d Deps) *Server {
 		d.Ready = func(context.Context) error { return nil }
 	}
 	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes,
-		auth: newAuth(d.Auth), reconcile: d.Reconcile}
+		auth: newAuth(d.Auth), reconcile: d.Reconcile, pools: d.Pools}
 	s.mux = s.routes()
 	return s
 }
@@ -106,6 +110,7 @@ func (s *Server) routes() *chi.Mux {
 		r.Get("/admin/policies/{resourceName}", s.handleGetPolicy)
 		r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
 		r.Get("/admin/audit", s.handleAudit)
+		s.poolRoutes(r)
 		if s.reconcile != nil {
 			r.Post("/admin/reconcile", s.handleReconcile)
 		}
