@@ -92,6 +92,9 @@ type ReconcileReport struct {
 	BalanceAdjusted   bool `json:"balanceAdjusted"`
 	LimitSynced       bool `json:"limitSynced"`
 	FailOpenRecorded  int  `json:"failOpenRecorded"`
+	// EarlierPeriodAdjusted: the previous period's balance (still in
+	// Redis) had a stable drift and was corrected.
+	EarlierPeriodAdjusted bool `json:"earlierPeriodAdjusted,omitempty"`
 	// Skipped says why nothing was done (e.g. another instance holds the
 	// resource's lock); "" when it ran.
 	Skipped string `json:"skipped,omitempty"`
@@ -99,8 +102,10 @@ type ReconcileReport struct {
 
 // Reconcile runs reconciliation now (POST /admin/reconcile): of resource
 // only, or of every resource when resource is "". Drift it could not repair
-// is in the reports, not an error. Errors: ErrResourceNotFound,
-// ErrInvalidArgument, ErrBackendUnavailable.
+// is in the reports, not an error. Errors: ErrReconcileSkipped (another
+// pass held a resource's lock, so nothing was done for it: retry after
+// Error.RetryAfter), ErrResourceNotFound, ErrInvalidArgument,
+// ErrBackendUnavailable.
 func (c *Client) Reconcile(ctx context.Context, resource string) ([]ReconcileReport, error) {
 	var q url.Values
 	if resource != "" {

@@ -21,6 +21,7 @@ const (
 	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"     // 405
 	CodeSessionNotActive     = "SESSION_NOT_ACTIVE"     // 409: session FINISHED or LEAKED
 	CodeSessionConflict      = "SESSION_CONFLICT"       // 409: session id reused with other arguments
+	CodeReconcileSkipped     = "RECONCILE_SKIPPED"      // 409: a reconciliation pass was skipped (lock held); retry
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"      // 413: body over 1 MiB
 	CodeRequestTimeout       = "REQUEST_TIMEOUT"        // 408: body slower than the server's read timeout
 	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE" // 415
@@ -107,6 +108,10 @@ var (
 	ErrSessionNotActive = &Error{Code: CodeSessionNotActive, Message: "session not active"}
 	// ErrSessionConflict: the session id was reused with other arguments (409).
 	ErrSessionConflict = &Error{Code: CodeSessionConflict, Message: "session conflict"}
+	// ErrReconcileSkipped: a resource's reconciliation pass was skipped
+	// because another pass holds its lock (409); retry after
+	// Error.RetryAfter.
+	ErrReconcileSkipped = &Error{Code: CodeReconcileSkipped, Message: "reconcile skipped"}
 	// ErrPayloadTooLarge: the request body exceeded 1 MiB (413).
 	ErrPayloadTooLarge = &Error{Code: CodePayloadTooLarge, Message: "payload too large"}
 	// ErrRequestTimeout: the body arrived slower than the server's read
