@@ -325,3 +325,53 @@ func classifyPools(err error) (int, string, bool) {
 	}
 	return 0, "", false
 }
+
+// drawnJSON is an apply answer's "drawn": what the grant took from each pool.
+type drawnJSON struct {
+	Dedicated int64 `json:"dedicated"`
+	Shared    int64 `json:"shared"`
+	Buffer    int64 `json:"buffer"`
+	Grant     int64 `json:"grant"`
+}
+
+// drawnOf is "drawn" for a pools' grant, nil for any other.
+func drawnOf(ds []quota.Draw) *drawnJSON {
+	var d drawnJSON
+	pooled := false
+	for _, x := range ds {
+		switch x.Pool {
+		case quota.PoolDedicated:
+			d.Dedicated, pooled = x.Amount, true
+		case quota.PoolShared:
+			d.Shared, pooled = x.Amount, true
+		case quota.PoolBuffer:
+			d.Buffer, pooled = x.Amount, true
+		case quota.PoolGrant:
+			d.Grant, pooled = x.Amount, true
+		}
+	}
+	if !pooled {
+		return nil
+	}
+	return &d
+}
+
+var refusalMessage = map[quota.RefusalReason]string{
+	quota.RefusedLineExhausted: "the business line has used all it may use (dedicated part, borrowing limit, buffer lent, grants)",
+	quota.RefusedWatermark:     "the business line is above its tier's reject watermark; retry later, or send critical work",
+	quota.RefusedPoolExhausted: "the shared pool is used up; the line may not borrow more now",
+}
+
+// authorizeLine checks an apply's businessLine against its API key's line
+// binding (a key bound to a line may only apply for it; an apply that names
+// none is taken as that line's). Errors: ErrPermissionDenied (403).
+func authorizeLine(r *http.Request, line string) (string, error) {
+	k, _ := r.Context().Value(clientKeyCtx{}).(*clientKey)
+	if k == nil || k.line == "" {
+		return line, nil
+	}
+	if line != "" && line != k.line {
+		return "", denied("this API key may only apply for business line " + strconv.Quote(k.line))
+	}
+	return k.line, nil
+}

@@ -65,6 +65,15 @@ type Admin struct {
 	live  LiveStore
 	sched Scheduler
 	now   func() time.Time
+	// onChange is told of every change to a resource's lines or grants
+	// (the Source's cache).
+	onChange func(resource string)
+}
+
+func (a *Admin) changed(resource string) {
+	if a.onChange != nil {
+		a.onChange(resource)
+	}
 }
 
 // NewAdmin returns the admin surface; now is time.Now when nil.
@@ -167,6 +176,7 @@ func (a *Admin) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
 		return pools.LineLayout{}, false, err
 	}
+	a.changed(resource)
 	ll, _ := lay.Line(l.Name)
 	return ll, created, a.audit(ctx, ActionLinePut, resource, before, l)
 }
@@ -208,6 +218,7 @@ func (a *Admin) DeleteLine(ctx context.Context, resource, line string) error {
 	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
 		return err
 	}
+	a.changed(resource)
 	return a.audit(ctx, ActionLineDelete, resource, before, nil)
 }
 
@@ -300,6 +311,7 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 	if err := a.live.PutGrant(ctx, resource, g.Grant); err != nil {
 		return pools.GrantRecord{}, err
 	}
+	a.changed(resource)
 	return g, a.audit(ctx, ActionGrantAdd, resource, nil, g)
 }
 
@@ -342,6 +354,7 @@ func (a *Admin) VoidGrant(ctx context.Context, resource, id string) error {
 	if err := a.live.VoidGrant(ctx, resource, id); err != nil {
 		return err
 	}
+	a.changed(resource)
 	return a.audit(ctx, ActionGrantVoid, resource, map[string]string{"id": id}, nil)
 }
 

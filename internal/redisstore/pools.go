@@ -53,7 +53,7 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 		res.Granted, res.Remaining, res.LeaseExpiresAt, res.StartTime, res.PeriodStart, res.Now =
 			a.n[1], a.n[2], ms(a.n[3]), ms(a.n[4]), ms(a.n[5]), ms(a.n[6])
 		res.Reason = pools.Reason(a.reason)
-		res.Drawn = pools.Drawn{Dedicated: a.n[8], Shared: a.n[9], Buffer: a.n[10], Grant: a.n[11], Grants: parseGrantList(a.grants)}
+		res.Drawn = pools.Drawn{Dedicated: a.n[8], Shared: a.n[9], Buffer: a.n[10], Grant: a.n[11], Grants: pools.ParseGrants(a.grants)}
 		if line == "" {
 			res.Drawn.Base, res.Drawn.Buffer = res.Drawn.Buffer, 0
 		}
@@ -116,29 +116,6 @@ func luaBool(b bool) string {
 	return "0"
 }
 
-// parseGrantList reads "id=n;id=n".
-func parseGrantList(s string) []pools.GrantDraw {
-	if s == "" {
-		return nil
-	}
-	var out []pools.GrantDraw
-	for _, part := range strings.Split(s, ";") {
-		id, n, _ := strings.Cut(part, "=")
-		v, _ := strconv.ParseInt(n, 10, 64)
-		out = append(out, pools.GrantDraw{ID: id, Amount: v})
-	}
-	return out
-}
-
-// formatGrantList writes "id=n;id=n".
-func formatGrantList(gs []pools.GrantDraw) string {
-	parts := make([]string, len(gs))
-	for i, g := range gs {
-		parts[i] = g.ID + "=" + itoa(g.Amount)
-	}
-	return strings.Join(parts, ";")
-}
-
 // SetPoolLayout writes a resource's layout (pool_layout.lua): the shared
 // pool and each line's tier, dedicated part and borrowing limit; lines not
 // in lay are removed. What the controller and operators moved (watermarks,
@@ -155,17 +132,16 @@ func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.La
 	return wrap("pool layout", poolLayoutScript.Run(ctx, s.rdb, []string{poolKey(resource)}, args...).Err())
 }
 
-// PoolCounters is what one period's sessions hold of each pool, per line
-// (rebuilt from the ledger's drawn columns).
-type PoolCounters map[string]pools.Drawn
-
 // SeedPools writes a period's pool counters if they are not there yet
 // (pool_seed.lua) and reports whether it did. The period's balance must
 // exist (Seed first).
-func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c PoolCounters) (bool, error) {
+func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error) {
 	var args []any
 	for line, d := range c {
 		args = append(args, line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
+	}
+	if len(args) == 0 {
+		args = []any{} // no session yet: counters start at 0
 	}
 	v, err := poolSeedScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, args...).Result()
 	if err != nil {
