@@ -226,6 +226,8 @@ type statusResponse struct {
 	ActiveSessions int64   `json:"activeSessions"`
 	PeriodStart    string  `json:"periodStart"`
 	NextResetAt    *string `json:"nextResetAt"`
+	// Pools: a resource with business lines or temporary grants only.
+	Pools *poolStatusJSON `json:"pools,omitempty"`
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -249,12 +251,17 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusResponse{
+	resp := statusResponse{
 		Success: true, Code: CodeSuccess, ResourceName: st.Policy.ResourceName,
 		QuotaType: string(st.Policy.QuotaType), TotalLimit: st.Policy.TotalLimit,
 		UsedAmount: st.Used, ReservedAmount: st.Reserved, RemainingQuota: st.Remaining,
 		ActiveSessions: st.ActiveSessions, PeriodStart: ts(st.Period.Start), NextResetAt: tsOrNil(st.Period.End),
-	})
+	}
+	if resp.Pools, err = s.poolStatus(r.Context(), st.Policy.ResourceName); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 type policyJSON struct {

@@ -28,6 +28,7 @@ type PoolAdmin interface {
 	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
 	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
 	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
+	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
 }
 
 // poolRoutes adds the pools' admin endpoints to an admin router.
@@ -374,4 +375,57 @@ func authorizeLine(r *http.Request, line string) (string, error) {
 		return "", denied("this API key may only apply for business line " + strconv.Quote(k.line))
 	}
 	return k.line, nil
+}
+
+// poolStatusJSON is GET /quota/status's "pools".
+type poolStatusJSON struct {
+	Shared       int64            `json:"shared"`
+	SharedUsed   int64            `json:"sharedUsed"`
+	SharedBuffer int64            `json:"sharedBuffer"` // buffer released to the shared pool
+	Buffer       int64            `json:"buffer"`
+	BufferFree   int64            `json:"bufferFree"`
+	Elasticity   pools.Elasticity `json:"elasticity"`
+	Lines        []lineStatusJSON `json:"lines"`
+	Grants       []grantJSON      `json:"grants"`
+}
+
+type lineStatusJSON struct {
+	BusinessLine string     `json:"businessLine"`
+	Tier         pools.Tier `json:"tier"`
+	Dedicated    int64      `json:"dedicated"` // held now: layout − lent + reclaimed
+	Used         int64      `json:"used"`      // reserved + charged in this period, grants included
+	Borrowed     int64      `json:"borrowed"`  // held from the shared pool
+	BorrowLimit  int64      `json:"borrowLimit"`
+	Lent         int64      `json:"lent"`      // moved away by reclaim
+	Reclaimed    int64      `json:"reclaimed"` // moved here by reclaim
+	Buffer       int64      `json:"buffer"`    // buffer lent to it
+	MayUse       int64      `json:"mayUse"`
+	Watermark    float64    `json:"watermarkPercent"`
+}
+
+func (s *Server) poolStatus(ctx context.Context, resource string) (*poolStatusJSON, error) {
+	if s.pools == nil {
+		return nil, nil
+	}
+	st, ok, err := s.pools.Status(ctx, resource)
+	if err != nil || !ok {
+		return nil, err
+	}
+	m := st.Model
+	out := &poolStatusJSON{Shared: st.Layout.Shared, SharedUsed: m.SharedUsed, SharedBuffer: m.SharedBuffer,
+		Buffer: st.Layout.Buffer, BufferFree: m.BufferFree(), Elasticity: st.Settings.Elasticity,
+		Lines: []lineStatusJSON{}, Grants: []grantJSON{}}
+	for _, ll := range st.Layout.Lines {
+		l := m.Lines[ll.Name]
+		out.Lines = append(out.Lines, lineStatusJSON{BusinessLine: l.Name, Tier: l.Tier, Dedicated: l.OwnDedicated(),
+			Used: l.Used() + l.UsedGrant, Borrowed: l.UsedShared, BorrowLimit: l.BorrowCap, Lent: l.Lent, Reclaimed: l.Reclaimed,
+			Buffer: l.Buffer, MayUse: l.MayUse(), Watermark: float64(l.Watermark) / 100})
+	}
+	now := time.Now().UnixMilli()
+	for _, g := range st.Grants {
+		if g.Active(now) {
+			out.Grants = append(out.Grants, toGrantJSON(g, now))
+		}
+	}
+	return out, nil
 }

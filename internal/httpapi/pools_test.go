@@ -179,6 +179,20 @@ func TestApplyWithBusinessLines(t *testing.T) {
 	if d := drawnOfReply(t, r); r.status != 200 || d["dedicated"].(interface{ String() string }).String() != "50" || d["shared"].(interface{ String() string }).String() != "50" {
 		t.Fatalf("after the refund: %d %s", r.status, r.raw)
 	}
+	// Status shows the pools: a holds 150 + 100, 50 of it borrowed.
+	st := a.status(t, "llm")
+	p, ok := st.body["pools"].(map[string]any)
+	if !ok {
+		t.Fatalf("status without pools: %s", st.raw)
+	}
+	la := p["lines"].([]any)[0].(map[string]any)
+	if la["businessLine"] != "a" || la["used"].(interface{ String() string }).String() != "250" ||
+		la["borrowed"].(interface{ String() string }).String() != "50" || la["watermarkPercent"].(interface{ String() string }).String() != "95" {
+		t.Fatalf("line a in status: %v", la)
+	}
+	if st := a.status(t, "plain"); st.body["pools"] != nil {
+		t.Fatalf("plain status shows pools: %s", st.raw)
+	}
 	// A plain resource answers as before: no drawn, no reason.
 	r = a.post(t, "/quota/apply", `{"resourceName":"plain","applyAmount":60}`)
 	if r.status != 200 || r.body["drawn"] != nil {

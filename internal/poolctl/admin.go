@@ -447,3 +447,37 @@ func (a *Admin) SetReclaim(ctx context.Context, resource, id string, confirm boo
 	}
 	return pools.Reclaim{}, fmt.Errorf("reclaim %s of %s: %w", id, resource, pools.ErrUnknownReclaim)
 }
+
+// Status is a resource's pools now: the layout, each line in the current
+// period, the active grants. Lines is empty for a resource without lines.
+type Status struct {
+	Settings pools.Settings
+	Layout   pools.Layout
+	Model    *pools.Model // the live state (counters of the current period)
+	Grants   []pools.GrantRecord
+}
+
+// Status reads a resource's pools; ok is false when it uses none (no
+// lines, no grants). Errors: quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) Status(ctx context.Context, resource string) (Status, bool, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return Status{}, false, err
+	}
+	gs, err := a.Grants(ctx, resource)
+	if err != nil {
+		return Status{}, false, err
+	}
+	if len(c.Lines) == 0 && len(gs) == 0 {
+		return Status{}, false, nil
+	}
+	per, err := a.sched.PeriodAt(c.Policy, a.now())
+	if err != nil {
+		return Status{}, false, err
+	}
+	m, err := a.live.PoolModel(ctx, resource, per, c.Layout)
+	if err != nil {
+		return Status{}, false, err
+	}
+	return Status{Settings: c.Settings, Layout: c.Layout, Model: m, Grants: gs}, true, nil
+}
