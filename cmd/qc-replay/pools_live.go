@@ -18,10 +18,10 @@ import (
 // replayed against a running service.
 type liveConfig struct {
 	URL, Resource, AdminToken, APIKey string
-	Limit                              int64
-	Period                             time.Duration // the policy resets every Period ("@every")
-	Settings                           pools.Settings
-	Concurrency                        int
+	Limit                             int64
+	Period                            time.Duration // the policy resets every Period ("@every")
+	Settings                          pools.Settings
+	Concurrency                       int
 }
 
 // liveResult counts what the service answered.
