@@ -42,6 +42,8 @@ type applyResponse struct {
 	// Drawn: which pools the grant came from (resources with business lines
 	// or temporary grants only).
 	Drawn *drawnJSON `json:"drawn,omitempty"`
+	// QuotaTight: buffer is lent to the line now; degrade non-critical work.
+	QuotaTight bool `json:"quotaTight,omitempty"`
 }
 
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +87,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
 				RemainingQuota: res.Remaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
 				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds, FailOpen: res.FailOpen,
-				Drawn: drawnOf(res.Drawn),
+				Drawn: drawnOf(res.Drawn), QuotaTight: res.QuotaTight,
 			})
 			if res.FailOpen {
 				s.log.Warn("granted fail-open", zap.String("resource", req.ResourceName),

@@ -179,15 +179,23 @@ func TestApplyWithBusinessLines(t *testing.T) {
 	if d := drawnOfReply(t, r); r.status != 200 || d["dedicated"].(interface{ String() string }).String() != "50" || d["shared"].(interface{ String() string }).String() != "50" {
 		t.Fatalf("after the refund: %d %s", r.status, r.raw)
 	}
-	// Status shows the pools: a holds 150 + 100, 50 of it borrowed.
+	// With buffer lent to a, its grants say quota is tight; b's do not.
+	a.mustOK(t, request{method: "POST", path: "/admin/policies/llm/buffer/release", body: `{"amount":10,"businessLine":"a","reason":"t"}`})
+	if r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":1,"businessLine":"a"}`); r.body["quotaTight"] != true {
+		t.Fatalf("a with buffer lent: %s", r.raw)
+	}
+	if r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":1,"businessLine":"b"}`); r.status != 200 || r.body["quotaTight"] != nil {
+		t.Fatalf("b: %d %s", r.status, r.raw)
+	}
+	// Status shows the pools: a holds 150 + 100 + 1, 51 of it borrowed.
 	st := a.status(t, "llm")
 	p, ok := st.body["pools"].(map[string]any)
 	if !ok {
 		t.Fatalf("status without pools: %s", st.raw)
 	}
 	la := p["lines"].([]any)[0].(map[string]any)
-	if la["businessLine"] != "a" || la["used"].(interface{ String() string }).String() != "250" ||
-		la["borrowed"].(interface{ String() string }).String() != "50" || la["watermarkPercent"].(interface{ String() string }).String() != "95" {
+	if la["businessLine"] != "a" || la["used"].(interface{ String() string }).String() != "251" ||
+		la["borrowed"].(interface{ String() string }).String() != "51" || la["watermarkPercent"].(interface{ String() string }).String() != "95" {
 		t.Fatalf("line a in status: %v", la)
 	}
 	if st := a.status(t, "plain"); st.body["pools"] != nil {

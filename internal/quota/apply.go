@@ -92,7 +92,10 @@ type ApplyResponse struct {
 	// FailOpen: granted by a FailMode OPEN policy while the stores could not
 	// decide; Remaining is −1 (unknown). FailOpenRecorded says whether the
 	// ledger row was written; FailOpenCause is the backend error.
-	FailOpen         bool
+	FailOpen bool
+	// QuotaTight: a business line's grant while buffer is lent to the line
+	// (elasticity saw its quota getting tight): degrade non-critical work.
+	QuotaTight       bool
 	FailOpenRecorded bool
 	FailOpenCause    error
 }

@@ -67,6 +67,8 @@ type ApplyResult struct {
 	// refused (ApplyExhausted).
 	Drawn  PoolSplit
 	Reason pools.Reason
+	// Tight: buffer is lent to the line now (its quota is getting tight).
+	Tight bool
 }
 
 // FinishCmd reports a session's real usage.

@@ -35,6 +35,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		LeaseExpiresAt:           res.LeaseExpiresAt,
 		HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),
 		Replayed:                 res.Outcome == ApplyReplayed,
+		QuotaTight:               res.Tight,
 		QuotaType:                pol.QuotaType,
 	}
 	err := s.insertSession(ctx, rec)

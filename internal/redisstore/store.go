@@ -126,7 +126,7 @@ func isTransient(err error) bool {
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
 	if c.Pools != nil {
 		p, err := s.ApplyPools(ctx, c, c.Pools.Line, c.Pools.Critical, c.Pools.Continuation)
-		p.ApplyResult.Drawn, p.ApplyResult.Reason = quota.SplitOf(p.Drawn), p.Reason
+		p.ApplyResult.Drawn, p.ApplyResult.Reason, p.ApplyResult.Tight = quota.SplitOf(p.Drawn), p.Reason, p.Tight
 		return p.ApplyResult, err
 	}
 	r := c.ResourceName
