@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/httpapi"
@@ -23,8 +26,18 @@ import (
 // the Service's PoolSource, wired as app.Serve does.
 func newPoolsHarness(t *testing.T, keys ...httpapi.APIKey) (*testAPI, *mysqlstore.Store) {
 	t.Helper()
+	a, sql, _ := newPoolsHarnessOn(t, miniredis.RunT(t), keys...)
+	return a, sql
+}
+
+// newPoolsHarnessOn is newPoolsHarness on a given miniredis (a test can
+// then lose Redis' data with FlushAll).
+func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.APIKey) (*testAPI, *mysqlstore.Store, *miniredis.Miniredis) {
+	t.Helper()
 	sql := newSQLite(t)
-	rs := redisstore.New(newMiniredis(t))
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
 	admin := poolctl.NewAdmin(sql, rs, sched, nil)
 	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, sql, rs, time.Millisecond)})
@@ -32,7 +45,7 @@ func newPoolsHarness(t *testing.T, keys ...httpapi.APIKey) (*testAPI, *mysqlstor
 		Pools: admin, Auth: httpapi.AuthConfig{APIKeys: keys}})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return &testAPI{URL: ts.URL, srv: srv}, sql
+	return &testAPI{URL: ts.URL, srv: srv}, sql, mr
 }
 
 func TestPoolsAdminEndpoints(t *testing.T) {
@@ -240,5 +253,35 @@ func TestAPIKeyBoundToALine(t *testing.T) {
 	}
 	if r := call(`{"resourceName":"llm","applyAmount":1}`); r.status != 200 {
 		t.Fatalf("the key's line by default: %d %s", r.status, r.raw)
+	}
+}
+
+// TestPoolsSurviveRedisLoss: after Redis loses everything, the next apply
+// writes the layout again and rebuilds the period's pool counters from the
+// ledger (open sessions' draws, finished ones' charges), so the lines hold
+// what they held.
+func TestPoolsSurviveRedisLoss(t *testing.T) {
+	a, _, mr := newPoolsHarnessOn(t, miniredis.RunT(t))
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":1000}`)
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":2}`})
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"EXPLORE","weight":1}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":250,"businessLine":"a","sessionId":"s1"}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":120,"businessLine":"b","sessionId":"s2"}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s2","actualUsedAmount":90}`})
+	lines := func() string {
+		st := a.status(t, "llm")
+		b, _ := json.Marshal(st.body["pools"].(map[string]any)["lines"])
+		return string(b)
+	}
+	before := lines()
+	mr.FlushAll()
+	// The next apply (any line) restores the layout and the counters first.
+	r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":1,"businessLine":"b","sessionId":"s3","continuation":true}`)
+	if r.status != 200 {
+		t.Fatalf("apply after the loss: %d %s", r.status, r.raw)
+	}
+	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s3","actualUsedAmount":0}`})
+	if after := lines(); after != before {
+		t.Fatalf("lines after Redis lost its data:\n%s\nbefore:\n%s", after, before)
 	}
 }
