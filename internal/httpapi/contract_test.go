@@ -40,7 +40,7 @@ func TestRouterMatchesTheOpenAPIDocument(t *testing.T) {
 	// Every optional dependency is set, so that every route is mounted.
 	srv := httpapi.New(httpapi.Deps{
 		Gatherer:  prometheus.NewRegistry(),
-		Reconcile: func(context.Context, string) (any, error) { return nil, nil },
+		Reconcile: func(context.Context, string) (any, int, error) { return nil, 0, nil },
 		Pools:     &poolctl.Admin{},
 	})
 	routed := operations{}
