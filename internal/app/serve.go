@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/breaker"
 	"github.com/quotacenter/quota-center/internal/config"
 	"github.com/quotacenter/quota-center/internal/dev"
@@ -168,6 +169,8 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		}
 	}
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: b.ledger, Audit: b.ledger, Sched: sched})
+	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 	}, store, ledger, ledger, sched, log.Named("reconcile"), reg)
@@ -175,6 +178,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
+		Operator:     ops,
 		Reconcile: func(ctx context.Context, resource string) (any, error) {
 			// Its own variables: this runs per request, concurrently.
 			var reps []reconcile.Report
@@ -247,10 +251,14 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	swCtx, stopSweeper := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		_ = sw.Run(swCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		_ = ops.Run(swCtx, admin.DefaultSampleInterval, log.Named("forecast"))
 	}()
 	go func() {
 		defer wg.Done()

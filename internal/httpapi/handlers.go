@@ -208,6 +208,11 @@ type statusResponse struct {
 	ActiveSessions int64   `json:"activeSessions"`
 	PeriodStart    string  `json:"periodStart"`
 	NextResetAt    *string `json:"nextResetAt"`
+	// BurnRate is consumption per second over the last 5 minutes (null
+	// while unknown); ExhaustsAt when remaining reaches 0 at that rate
+	// (null when the budget lasts past the next reset). See statusForecast.
+	BurnRate   *float64 `json:"burnRate"`
+	ExhaustsAt *string  `json:"exhaustsAt"`
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -231,12 +236,14 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusResponse{
+	out := statusResponse{
 		Success: true, Code: CodeSuccess, ResourceName: st.Policy.ResourceName,
 		QuotaType: string(st.Policy.QuotaType), TotalLimit: st.Policy.TotalLimit,
 		UsedAmount: st.Used, ReservedAmount: st.Reserved, RemainingQuota: st.Remaining,
 		ActiveSessions: st.ActiveSessions, PeriodStart: ts(st.Period.Start), NextResetAt: tsOrNil(st.Period.End),
-	})
+	}
+	s.statusForecast(r, st, &out)
+	writeJSON(w, http.StatusOK, out)
 }
 
 type policyJSON struct {

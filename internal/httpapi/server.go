@@ -35,6 +35,9 @@ type Deps struct {
 	// Reconcile runs reconciliation now for one resource ("" = all) and
 	// returns a JSON-ready report (POST /admin/reconcile).
 	Reconcile func(ctx context.Context, resource string) (any, error)
+	// Operator serves the operators' endpoints (session map, usage,
+	// forecast, patch/reset/delete, forced finish); nil answers them 501.
+	Operator Operator
 }
 
 // Server is the HTTP API. Handler returns its routes.
@@ -47,6 +50,7 @@ type Server struct {
 	maxBody   int64
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, error)
+	ops       Operator
 	draining  atomic.Bool
 	mux       *chi.Mux
 }
@@ -66,7 +70,7 @@ func New(d Deps) *Server {
 		d.Ready = func(context.Context) error { return nil }
 	}
 	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes,
-		auth: newAuth(d.Auth), reconcile: d.Reconcile}
+		auth: newAuth(d.Auth), reconcile: d.Reconcile, ops: d.Operator}
 	s.mux = s.routes()
 	return s
 }
@@ -96,8 +100,8 @@ func (s *Server) routes() *chi.Mux {
 		r.Post("/quota/apply", s.handleApply)
 		r.Post("/quota/heartbeat", s.handleHeartbeat)
 		r.Post("/quota/finish", s.handleFinish)
-		r.Get("/quota/status", s.handleStatus)
 	})
+	r.With(s.statusAuth).Get("/quota/status", s.handleStatus)
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.adminAuth)
@@ -105,6 +109,7 @@ func (s *Server) routes() *chi.Mux {
 		r.Get("/admin/policies/{resourceName}", s.handleGetPolicy)
 		r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
 		r.Get("/admin/audit", s.handleAudit)
+		s.operatorRoutes(r)
 		if s.reconcile != nil {
 			r.Post("/admin/reconcile", s.handleReconcile)
 		}

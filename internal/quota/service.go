@@ -188,7 +188,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 		MinAmount:    req.MinAmount,
 		Period:       per,
 		Lease:        pol.LeaseDuration(),
-		FirstPeriod:  per.Start.Equal(pol.CreatedAt.UTC().Truncate(time.Millisecond)),
+		FirstPeriod:  per.Start.Equal(pol.PeriodAnchor()),
 	}
 	if cmd.SessionID == "" {
 		cmd.SessionID = s.opt.NewSessionID()
@@ -268,7 +268,7 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			if cmd.Period, err = s.sched.PeriodAt(pol, res.Now); err != nil {
 				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 			}
-			cmd.FirstPeriod = cmd.Period.Start.Equal(pol.CreatedAt.UTC().Truncate(time.Millisecond))
+			cmd.FirstPeriod = cmd.Period.Start.Equal(pol.PeriodAnchor())
 			continue
 		case ApplyNeedBalance:
 			if err := s.seed(ctx, pol, cmd.Period); err != nil {
