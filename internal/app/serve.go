@@ -25,6 +25,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/breaker"
 	"github.com/quotacenter/quota-center/internal/config"
+	"github.com/quotacenter/quota-center/internal/console"
 	"github.com/quotacenter/quota-center/internal/dev"
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
@@ -218,8 +219,12 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
+	con := console.New(console.Deps{
+		Ops: ops, Audit: svc, Sessions: redisstore.NewConsoleSessions(b.rdb), SignIn: api.AdminSignIn,
+		OpenAdmin: cfg.DevMode() && len(cfg.Auth.AdminTokens) == 0, Logger: log.Named("console"),
+	})
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           console.Mount(api.Handler(), con),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,

@@ -386,3 +386,17 @@ func (s *Server) statusAuth(next http.Handler) http.Handler {
 		asClient.ServeHTTP(w, r)
 	})
 }
+
+// AdminSignIn checks an admin token as /admin/* does, for the web console's
+// sign-in: the token's name for a configured token; with no tokens
+// configured, quota.AnonymousActor for any token in dev mode and false in
+// production (where /admin/* is disabled).
+func (s *Server) AdminSignIn(token string) (string, bool) {
+	if len(s.auth.adminHashes) == 0 {
+		if s.auth.production {
+			return "", false
+		}
+		return quota.AnonymousActor, true
+	}
+	return s.auth.adminName(token)
+}
