@@ -72,8 +72,4 @@ func ValidateSessionID(id string) error { return validateSessionID(id) }
 // ForgetPolicy drops the cached policy of resource, so that this instance
 // reads it again on its next use (after a reset or a delete; other
 // instances follow within Options.PolicyCacheTTL).
-func (s *Service) ForgetPolicy(resource string) {
-	s.mu.Lock()
-	delete(s.cache, resource)
-	s.mu.Unlock()
-}
+func (s *Service) ForgetPolicy(resource string) { s.policies.drop(resource) }
