@@ -126,9 +126,23 @@ func TestAdminCommands(t *testing.T) {
 		len(rep.Groups) != 1 || rep.Groups[0].Sessions != 3 {
 		t.Fatalf("usage -o json: %+v, %v", rep, err)
 	}
-	rows = columns(t, mustCLI(t, "reset", res, "--reason", "new budget"))
-	if rows[1][0] != res || rows[1][1] == rows[1][2] {
-		t.Fatalf("reset: %q", rows)
+	var reset client.PeriodReset
+	if err := json.Unmarshal([]byte(mustCLI(t, "reset", res, "--reason", "new budget", "-o", "json")), &reset); err != nil ||
+		reset.ResourceName != res || !reset.PeriodStart.After(reset.PreviousPeriod.PeriodStart) {
+		t.Fatalf("reset: %+v, %v", reset, err)
+	}
+	if rows = columns(t, mustCLI(t, "reset", res, "--reason", "again")); rows[1][0] != res || len(rows[1]) != 4 {
+		t.Fatalf("reset table: %q", rows)
+	}
+
+	rows = columns(t, mustCLI(t, "audit", "--resource", res, "--limit", "3"))
+	if len(rows) != 4 || rows[1][3] != "policy.reset" || rows[1][5] != "again" || rows[2][5] != "new budget" ||
+		rows[3][3] != "session.finish" || rows[1][2] != "cli" {
+		t.Fatalf("audit: %q", rows)
+	}
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, "audit", "--resource", res, "-o", "json")), &entries); err != nil || len(entries) != 5 {
+		t.Fatalf("audit -o json: %d entries, %v", len(entries), err)
 	}
 
 	// Seconds as h:mm:ss.
@@ -154,6 +168,8 @@ func TestAdminCommands(t *testing.T) {
 		{[]string{"sessions", res, "--token", "wrong-token-0123456789"}, "UNAUTHENTICATED"},
 		{[]string{"policies", "delete", res}, "POLICY_IN_USE"},
 		{[]string{"status", res, "--bogus"}, "flag provided but not defined"},
+		{[]string{"audit", "--limit", "501"}, "INVALID_ARGUMENT"},
+		{[]string{"audit", "--resource", "Bad Name"}, "INVALID_ARGUMENT"},
 	} {
 		if _, err := cli(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("admin %v: error %v, want one mentioning %q", tc.args, err, tc.want)
