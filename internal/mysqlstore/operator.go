@@ -12,7 +12,7 @@ import (
 
 // This file holds the ledger reads and policy changes of the operators'
 // surface (internal/admin): session history, usage sums, manual resets and
-// deletes. Both read over idx_quota_usage_start (migration 00003).
+// deletes. Both read over idx_quota_usage_start (migration 00004).
 
 // SessionHistory returns a page of q.Resource's ledger rows, the latest
 // started first (ties by id, highest first), after q.Before. It reads at

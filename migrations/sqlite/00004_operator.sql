@@ -1,4 +1,4 @@
--- Operators' surface (issue 10); the same changes as mysql/00003_operator.sql.
+-- Operators' surface (issue 10); the same changes as mysql/00004_operator.sql.
 
 -- +goose Up
 CREATE INDEX idx_quota_usage_start ON quota_usage
