@@ -165,8 +165,8 @@ type usageGroupJSON struct {
 	OverageAmount  int64   `json:"overageAmount"`
 }
 
-// parseTime reads an RFC 3339 timestamp query parameter ("" = zero).
-func parseTime(field, v string) (time.Time, error) {
+// parseQueryTime reads an RFC 3339 timestamp query parameter ("" = zero).
+func parseQueryTime(field, v string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
@@ -185,8 +185,8 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	var uq admin.UsageQuery
 	if err == nil {
 		uq = admin.UsageQuery{Resource: q.Get("resourceName"), GroupBy: q.Get("groupBy")}
-		if uq.From, err = parseTime("from", q.Get("from")); err == nil {
-			uq.To, err = parseTime("to", q.Get("to"))
+		if uq.From, err = parseQueryTime("from", q.Get("from")); err == nil {
+			uq.To, err = parseQueryTime("to", q.Get("to"))
 		}
 	}
 	if err != nil {

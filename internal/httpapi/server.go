@@ -38,6 +38,9 @@ type Deps struct {
 	// Operator serves the operators' endpoints (session map, usage,
 	// forecast, patch/reset/delete, forced finish); nil answers them 501.
 	Operator Operator
+	// Pools serves the business lines, grants, buffer and reclaims
+	// endpoints (nil: none).
+	Pools PoolAdmin
 }
 
 // Server is the HTTP API. Handler returns its routes.
@@ -51,6 +54,7 @@ type Server struct {
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, error)
 	ops       Operator
+	pools     PoolAdmin // nil: no pools endpoints
 	draining  atomic.Bool
 	mux       *chi.Mux
 }
@@ -70,7 +74,7 @@ func New(d Deps) *Server {
 		d.Ready = func(context.Context) error { return nil }
 	}
 	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes,
-		auth: newAuth(d.Auth), reconcile: d.Reconcile, ops: d.Operator}
+		auth: newAuth(d.Auth), reconcile: d.Reconcile, ops: d.Operator, pools: d.Pools}
 	s.mux = s.routes()
 	return s
 }
@@ -110,6 +114,7 @@ func (s *Server) routes() *chi.Mux {
 		r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
 		r.Get("/admin/audit", s.handleAudit)
 		s.operatorRoutes(r)
+		s.poolRoutes(r)
 		if s.reconcile != nil {
 			r.Post("/admin/reconcile", s.handleReconcile)
 		}
