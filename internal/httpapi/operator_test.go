@@ -22,7 +22,9 @@ type failingOps struct{ err error }
 func (f failingOps) Sessions(context.Context, admin.SessionQuery) (admin.SessionPage, error) {
 	return admin.SessionPage{}, f.err
 }
-func (f failingOps) Usage(context.Context, admin.UsageQuery) (admin.Usage, error) { return admin.Usage{}, f.err }
+func (f failingOps) Usage(context.Context, admin.UsageQuery) (admin.Usage, error) {
+	return admin.Usage{}, f.err
+}
 func (f failingOps) Forecast(context.Context, quota.StatusResponse) (admin.Forecast, error) {
 	return admin.Forecast{}, f.err
 }
