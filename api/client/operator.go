@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -263,4 +265,57 @@ func (c *Client) DeletePolicy(ctx context.Context, resource, reason string) (*Po
 		return nil, err
 	}
 	return &out.Deleted, nil
+}
+
+// GrantRequest adds temporary quota (GrantQuota) or releases reserve from
+// the buffer pool (ReleaseReserve). Amounts are in the policy's unit.
+type GrantRequest struct {
+	Amount       int64      `json:"amount"`
+	BusinessLine string     `json:"businessLine,omitempty"` // "" = every line (grant) or the shared pool (release)
+	EffectiveAt  *time.Time `json:"effectiveAt,omitempty"`  // nil = now
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`    // required for a grant
+	Reason       string     `json:"reason,omitempty"`
+}
+
+// GrantRecord is a grant or release as the server recorded it.
+type GrantRecord struct {
+	ID           string `json:"id"`
+	Kind         string `json:"kind"`
+	BusinessLine string `json:"businessLine,omitempty"`
+	Amount       int64  `json:"amount"`
+	Used         int64  `json:"used"`
+	EffectiveAt  string `json:"effectiveAt"`
+	ExpiresAt    string `json:"expiresAt,omitempty"`
+	Reason       string `json:"reason"`
+	CreatedAt    string `json:"createdAt"`
+	Active       bool   `json:"active"`
+}
+
+// GrantQuota adds a temporary grant to resource
+// (POST /admin/policies/{resourceName}/grants). Errors: ErrInvalidArgument,
+// ErrResourceNotFound.
+func (c *Client) GrantQuota(ctx context.Context, resource string, req GrantRequest) (*GrantRecord, error) {
+	return c.grant(ctx, resource, "/grants", "grant", req)
+}
+
+// ReleaseReserve moves reserve from the buffer pool into use
+// (POST /admin/policies/{resourceName}/buffer/release). Errors:
+// ErrInvalidArgument (no buffer, or not that much in it), ErrResourceNotFound.
+func (c *Client) ReleaseReserve(ctx context.Context, resource string, req GrantRequest) (*GrantRecord, error) {
+	return c.grant(ctx, resource, "/buffer/release", "release", req)
+}
+
+func (c *Client) grant(ctx context.Context, resource, path, key string, req GrantRequest) (*GrantRecord, error) {
+	if resource == "" {
+		return nil, errors.New("client: empty resource name")
+	}
+	var out map[string]json.RawMessage
+	if _, err := c.do(ctx, http.MethodPost, "/admin/policies/"+url.PathEscape(resource)+path, nil, req, authAdmin, &out); err != nil {
+		return nil, err
+	}
+	var g GrantRecord
+	if err := json.Unmarshal(out[key], &g); err != nil {
+		return nil, fmt.Errorf("client: POST %s: decoding %q: %w", path, key, err)
+	}
+	return &g, nil
 }

@@ -96,7 +96,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"policy's unit; in tables seconds show as h:mm:ss and other units with thousands separators.",
 		FlagSet: g.newFlags("admin"),
 		Subcommands: []*ffcli.Command{
-			g.policiesCmd(), g.statusCmd(), g.sessionsCmd(), g.usageCmd(), g.resetCmd(), g.finishCmd(), g.auditCmd(),
+			g.policiesCmd(), g.statusCmd(), g.sessionsCmd(), g.usageCmd(), g.resetCmd(), g.finishCmd(), g.grantCmd(false), g.grantCmd(true), g.auditCmd(),
 		},
 		Exec: func(context.Context, []string) error { return flag.ErrHelp },
 	}

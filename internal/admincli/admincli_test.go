@@ -145,6 +145,12 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("audit -o json: %d entries, %v", len(entries), err)
 	}
 
+	until := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	rows = columns(t, mustCLI(t, "grant", res, "--amount", "5000", "--until", until, "--reason", "launch"))
+	if rows[1][1] != "GRANT" || rows[1][2] != "5,000" || rows[1][6] != "launch" {
+		t.Fatalf("grant: %q", rows)
+	}
+
 	// Seconds as h:mm:ss.
 	dur := testenv.Resource(t)
 	rows = columns(t, mustCLI(t, "policies", "set", dur, "--type", "DURATION", "--limit", "18000"))
@@ -169,6 +175,9 @@ func TestAdminCommands(t *testing.T) {
 		{[]string{"policies", "delete", res}, "POLICY_IN_USE"},
 		{[]string{"status", res, "--bogus"}, "flag provided but not defined"},
 		{[]string{"audit", "--limit", "501"}, "INVALID_ARGUMENT"},
+		{[]string{"grant", res, "--amount", "5"}, "INVALID_ARGUMENT"}, // no --until
+		{[]string{"grant", res, "--amount", "5", "--until", "tomorrow"}, "--until"},
+		{[]string{"release", res, "--amount", "5"}, "INVALID_ARGUMENT"}, // no buffer
 		{[]string{"audit", "--resource", "Bad Name"}, "INVALID_ARGUMENT"},
 	} {
 		if _, err := cli(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

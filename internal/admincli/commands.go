@@ -370,3 +370,46 @@ func (g *globals) finishCmd() *ffcli.Command {
 			})
 		})
 }
+
+// grantCmd is `grant` (release false) or `release` (release true).
+func (g *globals) grantCmd(release bool) *ffcli.Command {
+	var req client.GrantRequest
+	var until string
+	name, usage, help := "grant", "quota-center admin grant <resource> --amount N --until T [--line L] [--reason R]",
+		"add temporary quota until a time"
+	if release {
+		name, usage, help = "release", "quota-center admin release <resource> --amount N [--until T] [--line L] [--reason R]",
+			"release reserve from the buffer pool"
+	}
+	return g.cmd(name, usage, help,
+		func(fs *flag.FlagSet) {
+			fs.Int64Var(&req.Amount, "amount", 0, "amount, in the policy's unit")
+			fs.StringVar(&until, "until", "", "RFC 3339 end, e.g. 2025-06-01T18:00:00Z (required for a grant)")
+			fs.StringVar(&req.BusinessLine, "line", "", "business line (default: every line, or the shared pool)")
+			fs.StringVar(&req.Reason, "reason", "", "why, for the record")
+		},
+		func(ctx context.Context, c *client.Client, pos []string) error {
+			if err := want(pos, 1, "the resource"); err != nil {
+				return err
+			}
+			if until != "" {
+				t, err := time.Parse(time.RFC3339, until)
+				if err != nil {
+					return fmt.Errorf("--until: want an RFC 3339 time such as 2025-06-01T18:00:00Z")
+				}
+				req.ExpiresAt = &t
+			}
+			call := c.GrantQuota
+			if release {
+				call = c.ReleaseReserve
+			}
+			r, err := call(ctx, pos[0], req)
+			if err != nil {
+				return err
+			}
+			return g.emit(r, func(w *tabwriter.Writer) {
+				row(w, "ID", "KIND", "AMOUNT", "LINE", "FROM", "UNTIL", "REASON")
+				row(w, r.ID, r.Kind, display.Grouped(r.Amount), orDash(r.BusinessLine), r.EffectiveAt, orDash(r.ExpiresAt), orDash(r.Reason))
+			})
+		})
+}

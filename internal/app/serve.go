@@ -224,7 +224,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
 	con := console.New(console.Deps{
-		Ops: ops, Audit: svc, Sessions: redisstore.NewConsoleSessions(b.rdb), SignIn: api.AdminSignIn,
+		Ops: ops, Pools: poolAdmin, Audit: svc, Sessions: redisstore.NewConsoleSessions(b.rdb), SignIn: api.AdminSignIn,
 		OpenAdmin: cfg.DevMode() && len(cfg.Auth.AdminTokens) == 0, Logger: log.Named("console"),
 	})
 	srv := &http.Server{

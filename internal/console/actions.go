@@ -6,11 +6,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/display"
+	"github.com/quotacenter/quota-center/internal/poolctl"
 )
 
 // confirmed checks the two things every action asks for: the confirmation
@@ -63,6 +65,48 @@ func (c *Console) resetPeriod(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back(w, r, name, "A new period started at "+cur.Start.UTC().Format("2006-01-02 15:04:05Z")+".")
+}
+
+// grant adds a temporary grant (release false) or releases reserve from the
+// buffer (release true): amount, until (UTC, required for a grant), an
+// optional business line, a reason and the confirmation.
+func (c *Console) grant(release bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := chi.URLParam(r, "resourceName")
+		if c.d.Pools == nil {
+			c.fail(w, r, http.StatusNotFound, "this server has no reserve pool or temporary grants")
+			return
+		}
+		reason, ok := c.confirmed(w, r)
+		if !ok {
+			return
+		}
+		req := poolctl.GrantRequest{Reason: reason, Line: strings.TrimSpace(r.PostForm.Get("line"))}
+		n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(r.PostForm.Get("amount")), ",", ""), 10, 64)
+		if err != nil || n < 1 {
+			c.fail(w, r, http.StatusBadRequest, "nothing was changed: the amount must be a whole number, at least 1")
+			return
+		}
+		req.Amount = n
+		if v := strings.TrimSpace(r.PostForm.Get("until")); v != "" {
+			t, err := time.Parse("2006-01-02T15:04", v)
+			if err != nil {
+				c.fail(w, r, http.StatusBadRequest, "nothing was changed: “until” must look like 2025-06-01T18:00 (UTC)")
+				return
+			}
+			req.ExpiresMs = t.UTC().UnixMilli()
+		}
+		add, what := c.d.Pools.AddGrant, "Granted"
+		if release {
+			add, what = c.d.Pools.Release, "Released"
+		}
+		rec, err := add(r.Context(), name, req)
+		if err != nil {
+			c.fail(w, r, statusOf(err), "nothing was changed: "+err.Error())
+			return
+		}
+		back(w, r, name, fmt.Sprintf("%s %s (%s).", what, display.Grouped(rec.Amount), rec.ID))
+	}
 }
 
 func (c *Console) forceFinish(w http.ResponseWriter, r *http.Request) {

@@ -316,3 +316,70 @@ func TestConsoleRefusesChangesWithoutSessionOrCSRF(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Temporary grants and reserve releases go through the pools' admin, with
+// the same CSRF, confirmation and reason rules as every change.
+func TestConsoleGrantsTemporaryQuota(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev, "--admin-tokens", "ops-carol:"+adminToken)
+	c, err := client.New(s.URL, client.WithAdminToken(adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := testenv.Resource(t)
+	if _, err := c.PutPolicy(context.Background(), client.PolicySpec{ResourceName: res, QuotaType: "TOKENS", TotalLimit: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	ui := s.URL + "/admin/ui"
+	post := func(path string, form url.Values) int {
+		resp, err := hc.PostForm(ui+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/login", url.Values{"token": {adminToken}}); code != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", code)
+	}
+	resp, err := hc.Get(ui + "/resources/" + res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(page)
+	if m == nil || !strings.Contains(string(page), `id="grant"`) {
+		t.Fatal("no grant form or CSRF token on the resource page")
+	}
+	until := time.Now().UTC().Add(2 * time.Hour).Format("2006-01-02T15:04")
+	grant := url.Values{"amount": {"500"}, "until": {until}, "reason": {"launch day"}, "confirm": {"yes"}, "csrf": {string(m[1])}}
+	noCSRF := url.Values{"amount": {"500"}, "until": {until}, "reason": {"x"}, "confirm": {"yes"}}
+	if code := post("/resources/"+res+"/grant", noCSRF); code != http.StatusForbidden {
+		t.Errorf("grant without CSRF: %d, want 403", code)
+	}
+	if code := post("/resources/"+res+"/release", url.Values{"amount": {"5"}, "reason": {"x"}, "confirm": {"yes"}, "csrf": {string(m[1])}}); code < 400 || code > 499 {
+		t.Errorf("release without a buffer: %d, want a 4xx", code)
+	}
+	grants := func() string {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/admin/policies/"+res+"/grants", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if g := grants(); strings.Contains(g, `"amount"`) {
+		t.Fatalf("refused changes made a grant: %s", g)
+	}
+	if code := post("/resources/"+res+"/grant", grant); code != http.StatusSeeOther {
+		t.Fatalf("grant: %d", code)
+	}
+	if g := grants(); !strings.Contains(g, `"amount":500`) || !strings.Contains(g, "launch day") {
+		t.Fatalf("grants after the console's grant: %s", g)
+	}
+}

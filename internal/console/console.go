@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/admin"
+	"github.com/quotacenter/quota-center/internal/poolctl"
+	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -36,6 +38,12 @@ type Ops interface {
 	ForceFinish(ctx context.Context, req admin.FinishRequest) (quota.FinishResponse, quota.UsageRecord, error)
 }
 
+// Pools are the reserve-pool and temporary-grant actions (*poolctl.Admin).
+type Pools interface {
+	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+}
+
 // AuditReader reads the audit log (*quota.Service).
 type AuditReader interface {
 	Audit(ctx context.Context, f quota.AuditFilter) ([]quota.AuditRecord, error)
@@ -51,6 +59,7 @@ type SessionStore interface {
 // Deps wires a Console.
 type Deps struct {
 	Ops      Ops
+	Pools    Pools // nil: no grant or release actions
 	Audit    AuditReader
 	Sessions SessionStore
 	// SignIn checks an admin token and returns the name changes are
@@ -124,6 +133,8 @@ func (c *Console) routes() *chi.Mux {
 			r.Post(Prefix+"/resources/{resourceName}/limit", c.changeLimit)
 			r.Post(Prefix+"/resources/{resourceName}/reset", c.resetPeriod)
 			r.Post(Prefix+"/sessions/{sessionId}/finish", c.forceFinish)
+			r.Post(Prefix+"/resources/{resourceName}/grant", c.grant(false))
+			r.Post(Prefix+"/resources/{resourceName}/release", c.grant(true))
 		})
 	})
 	return r

@@ -4,8 +4,9 @@
 // CSRF protection on every change, and pages for the resources (remaining
 // vs limit, burn rate, forecast), a resource's live session map, its usage
 // history (a chart by hour, a table by client) and the audit log, with the
-// actions change the limit, reset a period and force-finish a session, each
-// confirmed and given a reason (and audited under the signed-in name).
+// actions change the limit, reset a period, force-finish a session, grant
+// temporary quota and release reserve, each confirmed and given a reason
+// (and audited under the signed-in name).
 //
 // Pages are rendered on the server with html/template (which escapes
 // everything shown); htmx refreshes the live parts and uPlot draws the

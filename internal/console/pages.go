@@ -158,7 +158,7 @@ func (c *Console) resourcePage(w http.ResponseWriter, r *http.Request) {
 		next = Prefix + "/resources/" + url.PathEscape(name) + "?" + filter.Encode()
 	}
 	c.render(w, r, http.StatusOK, "resource", page{Title: name, Nav: "resources", Data: map[string]any{
-		"Status": st, "Forecast": f, "Sessions": pg.Sessions, "Next": next, "ListErr": listErr,
+		"Status": st, "Forecast": f, "Sessions": pg.Sessions, "Pools": c.d.Pools != nil, "Next": next, "ListErr": listErr,
 		"Client": qs.Get("client"), "State": qs.Get("status"), "Sort": sort, "Dir": dir, "Base": base,
 		"Now": c.d.Now(), "Refresh": r.URL.RequestURI(),
 	}})
