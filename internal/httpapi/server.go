@@ -33,8 +33,9 @@ type Deps struct {
 	// both open (dev mode).
 	Auth AuthConfig
 	// Reconcile runs reconciliation now for one resource ("" = all) and
-	// returns a JSON-ready report (POST /admin/reconcile).
-	Reconcile func(ctx context.Context, resource string) (any, error)
+	// returns a JSON-ready report and how many of its resources were
+	// skipped (another pass held the lock) (POST /admin/reconcile).
+	Reconcile func(ctx context.Context, resource string) (reports any, skipped int, err error)
 	// Operator serves the operators' endpoints (session map, usage,
 	// forecast, patch/reset/delete, forced finish); nil answers them 501.
 	Operator Operator
@@ -52,7 +53,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	maxBody   int64
 	auth      *auth
-	reconcile func(ctx context.Context, resource string) (any, error)
+	reconcile func(ctx context.Context, resource string) (any, int, error)
 	ops       Operator
 	pools     PoolAdmin // nil: no pools endpoints
 	draining  atomic.Bool
