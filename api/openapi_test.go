@@ -14,21 +14,31 @@ import (
 
 // wantOperations is the HTTP API as specified: path → methods.
 var wantOperations = map[string][]string{
-	"/quota/apply":                         {"POST"},
-	"/quota/heartbeat":                     {"POST"},
-	"/quota/finish":                        {"POST"},
-	"/quota/status":                        {"GET"},
-	"/admin/policies":                      {"GET"},
-	"/admin/policies/{resourceName}":       {"DELETE", "GET", "PATCH", "PUT"},
-	"/admin/policies/{resourceName}/reset": {"POST"},
-	"/admin/sessions":                      {"GET"},
-	"/admin/sessions/{sessionId}/finish":   {"POST"},
-	"/admin/usage":                         {"GET"},
-	"/admin/audit":                         {"GET"},
-	"/admin/reconcile":                     {"POST"},
-	"/healthz":                             {"GET"},
-	"/readyz":                              {"GET"},
-	"/metrics":                             {"GET"},
+	"/quota/apply":                                         {"POST"},
+	"/quota/heartbeat":                                     {"POST"},
+	"/quota/finish":                                        {"POST"},
+	"/quota/status":                                        {"GET"},
+	"/admin/policies":                                      {"GET"},
+	"/admin/policies/{resourceName}":                       {"DELETE", "GET", "PATCH", "PUT"},
+	"/admin/policies/{resourceName}/reset":                 {"POST"},
+	"/admin/sessions":                                      {"GET"},
+	"/admin/sessions/{sessionId}/finish":                   {"POST"},
+	"/admin/usage":                                         {"GET"},
+	"/admin/audit":                                         {"GET"},
+	"/admin/policies/{resourceName}/lines":                 {"GET"},
+	"/admin/policies/{resourceName}/lines/{line}":          {"DELETE", "PUT"},
+	"/admin/policies/{resourceName}/pools":                 {"GET", "PUT"},
+	"/admin/policies/{resourceName}/grants":                {"GET", "POST"},
+	"/admin/policies/{resourceName}/grants/{id}":           {"DELETE"},
+	"/admin/policies/{resourceName}/buffer/release":        {"POST"},
+	"/admin/policies/{resourceName}/reclaims":              {"GET"},
+	"/admin/policies/{resourceName}/reclaims/{id}/confirm": {"POST"},
+	"/admin/policies/{resourceName}/reclaims/{id}/cancel":  {"POST"},
+	"/admin/policies/{resourceName}/pool-events":           {"GET"},
+	"/admin/reconcile":                                     {"POST"},
+	"/healthz":                                             {"GET"},
+	"/readyz":                                              {"GET"},
+	"/metrics":                                             {"GET"},
 }
 
 const errorRef = "#/components/schemas/Error"
@@ -257,6 +267,7 @@ func TestErrorSchemaCodes(t *testing.T) {
 		client.CodePayloadTooLarge, client.CodeRequestTimeout, client.CodeUnsupportedMediaType, client.CodeQuotaExhausted,
 		client.CodeBackendUnavailable, client.CodeCircuitOpen, client.CodeInternal,
 		client.CodePolicyInUse, client.CodeNotImplemented,
+		"CONFLICT", // pools (internal/httpapi CodeConflict); the Go client has no constant for it yet
 	}
 	sort.Strings(codes)
 	sort.Strings(want)
