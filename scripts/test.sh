@@ -108,6 +108,11 @@ else
 	echo "  MariaDB  $mysql_where  NOT reachable  -> MySQL suites $skipped"
 fi
 echo "  Dev-mode suites (miniredis + SQLite) always run."
+if command -v chromium >/dev/null || [[ -n ${QC_TEST_CHROMIUM:-} ]]; then
+	echo "  Chromium found               -> the console's browser tests run (internal/console)"
+else
+	echo "  Chromium NOT found           -> the console's browser tests $skipped (apt-get install chromium chromium-driver)"
+fi
 if ((${#missing[@]})); then
 	if [[ $require == 1 ]]; then
 		echo "!! QC_TEST_REQUIRE_BACKENDS=1 but ${missing[*]} is not reachable: refusing to run with skips." >&2

@@ -137,6 +137,12 @@ type QuotaStatus struct {
 	// NextResetAt is when the next period begins, or nil when the policy
 	// never resets.
 	NextResetAt *time.Time `json:"nextResetAt"`
+	// BurnRate is consumption (used + reserved) per second over the last 5
+	// minutes of this period, in the policy's unit; nil while unknown.
+	BurnRate *float64 `json:"burnRate"`
+	// ExhaustsAt is when RemainingQuota reaches 0 at BurnRate; nil when the
+	// budget lasts past the next reset (or nothing is consumed).
+	ExhaustsAt *time.Time `json:"exhaustsAt"`
 }
 
 // PolicySpec creates or replaces the policy of a resource

@@ -3,6 +3,7 @@
 //	quota-center serve    serve the HTTP API (default)
 //	quota-center migrate  apply the ledger migrations to QC_MYSQL_DSN
 //	quota-center version  print the version
+//	quota-center admin    the operators' commands (policies, status, sessions, usage, reset, finish)
 //
 // Configuration comes from flags or QC_ environment variables; see
 // internal/config and the README.
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/quotacenter/quota-center/internal/admincli"
 	"github.com/quotacenter/quota-center/internal/app"
 )
 
@@ -30,6 +32,10 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		if msg := err.Error(); strings.HasPrefix(msg, "quota-center:") { // the API client's errors say it already
+			fmt.Fprintln(os.Stderr, msg)
+			os.Exit(1)
+		}
 		fmt.Fprintln(os.Stderr, "quota-center:", err)
 		os.Exit(1)
 	}
@@ -48,12 +54,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return app.Serve(ctx, args, stderr, nil)
 	case "migrate":
 		return app.Migrate(ctx, args, stdout)
+	case "admin":
+		return admincli.Run(ctx, args, stdout, stderr)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "quota-center", version)
 		return err
 	case "help", "-h", "--help":
-		_, err := fmt.Fprintln(stdout, "usage: quota-center [serve|migrate|version] [flags]; quota-center serve -h lists the flags")
+		_, err := fmt.Fprintln(stdout, "usage: quota-center [serve|migrate|admin|version] [flags]; quota-center serve -h lists the flags, quota-center admin -h the commands")
 		return err
 	}
-	return fmt.Errorf("unknown command %q: use serve, migrate or version", cmd)
+	return fmt.Errorf("unknown command %q: use serve, migrate, admin or version", cmd)
 }

@@ -22,8 +22,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/breaker"
 	"github.com/quotacenter/quota-center/internal/config"
+	"github.com/quotacenter/quota-center/internal/console"
 	"github.com/quotacenter/quota-center/internal/dev"
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
@@ -166,6 +168,8 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		}
 	}
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: b.ledger, Audit: b.ledger, Sched: sched})
+	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
@@ -175,6 +179,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
+		Operator:     ops,
 		Reconcile: func(ctx context.Context, resource string) (any, int, error) {
 			// Its own variables: this runs per request, concurrently.
 			var reps []reconcile.Report
@@ -221,8 +226,12 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
+	con := console.New(console.Deps{
+		Ops: ops, Pools: poolAdmin, Audit: svc, Sessions: redisstore.NewConsoleSessions(b.rdb), SignIn: api.AdminSignIn,
+		OpenAdmin: cfg.DevMode() && len(cfg.Auth.AdminTokens) == 0, Logger: log.Named("console"),
+	})
 	srv := &http.Server{
-		Handler:           api.Handler(),
+		Handler:           console.Mount(api.Handler(), con),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
@@ -254,10 +263,14 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	swCtx, stopSweeper := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		_ = sw.Run(swCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		_ = ops.Run(swCtx, admin.DefaultSampleInterval, log.Named("forecast"))
 	}()
 	go func() {
 		defer wg.Done()

@@ -359,6 +359,23 @@ func Default() Config {
 	}
 }
 
+// DevHTTPAddr is where dev mode listens unless --http-addr (QC_HTTP_ADDR)
+// says otherwise: loopback only, since dev mode's admin and client
+// endpoints are open to whoever reaches them.
+const DevHTTPAddr = "127.0.0.1:8080"
+
+// defaultHTTPAddr is c.HTTP.Addr, or DevHTTPAddr in dev mode when neither
+// the flag nor QC_HTTP_ADDR set it (ff sets flags from the environment, so
+// Visit sees both).
+func defaultHTTPAddr(c Config, fs *flag.FlagSet) string {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "http-addr" })
+	if !set && c.DevMode() {
+		return DevHTTPAddr
+	}
+	return c.HTTP.Addr
+}
+
 // DevMode reports whether no backend is configured: serve then runs on the
 // embedded backends.
 func (c Config) DevMode() bool { return c.Redis.Addr == "" && c.MySQL.DSN == "" }
@@ -424,6 +441,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	if name == "migrate" {
 		return c, fs, c.validate(false)
 	}
+	c.HTTP.Addr = defaultHTTPAddr(c, fs)
 	var terr, kerr error
 	c.Auth.AdminTokens, terr = ParseAdminTokens(adminTokens)
 	c.Auth.APIKeys, kerr = ParseAPIKeys(apiKeys)

@@ -19,6 +19,7 @@ type auditEntryJSON struct {
 	Resource string          `json:"resource"`
 	Before   json.RawMessage `json:"before"`
 	After    json.RawMessage `json:"after"`
+	Reason   string          `json:"reason"` // "" when none was given
 }
 
 type auditResponse struct {
@@ -44,7 +45,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	for i, rec := range recs {
 		out.Entries[i] = auditEntryJSON{
 			ID: rec.ID, At: ts(rec.At), Actor: rec.Actor, Action: rec.Action, Resource: rec.Resource,
-			Before: rec.Before, After: rec.After,
+			Before: rec.Before, After: rec.After, Reason: rec.Reason,
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -64,9 +65,12 @@ func parseAuditQuery(raw string) (quota.AuditFilter, error) {
 			return f, &quota.ValidationError{Field: k, Reason: "is given twice"}
 		}
 		switch k {
-		case "resource":
+		case "resourceName", "resource": // resource: the name before resourceName was used everywhere
+			if _, both := q["resourceName"]; both && k == "resource" {
+				return f, &quota.ValidationError{Field: "resource", Reason: "give resourceName or resource (its old name), not both"}
+			}
 			if err := quota.ValidateResourceName(v[0]); err != nil {
-				return f, &quota.ValidationError{Field: "resource", Reason: "must be 1 to 64 characters of [a-z0-9_.-]"}
+				return f, &quota.ValidationError{Field: k, Reason: "must be 1 to 64 characters of [a-z0-9_.-]"}
 			}
 			f.Resource = v[0]
 		case "limit":
@@ -82,7 +86,7 @@ func parseAuditQuery(raw string) (quota.AuditFilter, error) {
 			}
 			f.BeforeID = n
 		default:
-			return f, &quota.ValidationError{Field: k, Reason: "is not a known query parameter (resource, limit, before)"}
+			return f, &quota.ValidationError{Field: k, Reason: "is not a known query parameter (resourceName, limit, before)"}
 		}
 	}
 	return f, nil

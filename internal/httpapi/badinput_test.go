@@ -281,9 +281,9 @@ func badCases() []badCase {
 		{http.MethodDelete, "/quota/finish", "POST"},
 		{http.MethodPost, "/quota/status", "GET"},
 		{http.MethodPost, "/admin/policies", "GET"},
-		{http.MethodDelete, "/admin/policies/" + res, "GET, PUT"},
-		{http.MethodPatch, "/admin/policies/" + res, "GET, PUT"},
-		{http.MethodDelete, "/admin/policies/a%2Fb", "GET, PUT"},
+		{http.MethodPost, "/admin/policies/" + res, "GET, PUT, PATCH, DELETE"},
+		{http.MethodPut, "/admin/policies/" + res + "/reset", "POST"},
+		{http.MethodPost, "/admin/policies/a%2Fb", "GET, PUT, PATCH, DELETE"},
 		{"BREW", "/quota/apply", "POST"},
 		{http.MethodPost, "/metrics", "GET"},
 	} {

@@ -230,6 +230,11 @@ type statusResponse struct {
 	ActiveSessions int64   `json:"activeSessions"`
 	PeriodStart    string  `json:"periodStart"`
 	NextResetAt    *string `json:"nextResetAt"`
+	// BurnRate is consumption per second over the last 5 minutes (null
+	// while unknown); ExhaustsAt when remaining reaches 0 at that rate
+	// (null when the budget lasts past the next reset). See statusForecast.
+	BurnRate   *float64 `json:"burnRate"`
+	ExhaustsAt *string  `json:"exhaustsAt"`
 	// Pools: a resource with business lines or temporary grants only.
 	Pools *poolStatusJSON `json:"pools,omitempty"`
 }
@@ -265,6 +270,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.statusForecast(r, st, &resp)
 	writeJSON(w, http.StatusOK, resp)
 }
 

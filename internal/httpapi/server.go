@@ -36,6 +36,9 @@ type Deps struct {
 	// returns a JSON-ready report and how many of its resources were
 	// skipped (another pass held the lock) (POST /admin/reconcile).
 	Reconcile func(ctx context.Context, resource string) (reports any, skipped int, err error)
+	// Operator serves the operators' endpoints (session map, usage,
+	// forecast, patch/reset/delete, forced finish); nil answers them 501.
+	Operator Operator
 	// Pools serves the business lines, grants, buffer and reclaims
 	// endpoints (nil: none).
 	Pools PoolAdmin
@@ -51,6 +54,7 @@ type Server struct {
 	maxBody   int64
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, int, error)
+	ops       Operator
 	pools     PoolAdmin // nil: no pools endpoints
 	draining  atomic.Bool
 	mux       *chi.Mux
@@ -71,7 +75,7 @@ func New(d Deps) *Server {
 		d.Ready = func(context.Context) error { return nil }
 	}
 	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes,
-		auth: newAuth(d.Auth), reconcile: d.Reconcile, pools: d.Pools}
+		auth: newAuth(d.Auth), reconcile: d.Reconcile, ops: d.Operator, pools: d.Pools}
 	s.mux = s.routes()
 	return s
 }
@@ -101,8 +105,8 @@ func (s *Server) routes() *chi.Mux {
 		r.Post("/quota/apply", s.handleApply)
 		r.Post("/quota/heartbeat", s.handleHeartbeat)
 		r.Post("/quota/finish", s.handleFinish)
-		r.Get("/quota/status", s.handleStatus)
 	})
+	r.With(s.statusAuth).Get("/quota/status", s.handleStatus)
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.adminAuth)
@@ -110,6 +114,7 @@ func (s *Server) routes() *chi.Mux {
 		r.Get("/admin/policies/{resourceName}", s.handleGetPolicy)
 		r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
 		r.Get("/admin/audit", s.handleAudit)
+		s.operatorRoutes(r)
 		s.poolRoutes(r)
 		if s.reconcile != nil {
 			r.Post("/admin/reconcile", s.handleReconcile)

@@ -19,6 +19,7 @@ type auditRow struct {
 	ResourceName string         `db:"resource_name"`
 	BeforeJSON   sql.NullString `db:"before_json"`
 	AfterJSON    sql.NullString `db:"after_json"`
+	Reason       string         `db:"reason"`
 }
 
 // RecordAudit appends e to quota_audit. At is stored in Unix milliseconds;
@@ -28,8 +29,8 @@ func (s *Store) RecordAudit(ctx context.Context, e quota.AuditEntry) error {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO quota_audit
-		(at_ms, actor, action, resource_name, before_json, after_json) VALUES (?, ?, ?, ?, ?, ?)`,
-		msOf(e.At), e.Actor, e.Action, e.Resource, nullJSON(e.Before), nullJSON(e.After))
+		(at_ms, actor, action, resource_name, before_json, after_json, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		msOf(e.At), e.Actor, e.Action, e.Resource, nullJSON(e.Before), nullJSON(e.After), e.Reason)
 	if err != nil {
 		return translate("record audit "+e.Action+" "+e.Resource, err)
 	}
@@ -57,7 +58,7 @@ func (s *Store) ListAudit(ctx context.Context, f quota.AuditFilter) ([]quota.Aud
 		where = append(where, "id < ?")
 		args = append(args, f.BeforeID)
 	}
-	q := `SELECT id, at_ms, actor, action, resource_name, before_json, after_json FROM quota_audit`
+	q := `SELECT id, at_ms, actor, action, resource_name, before_json, after_json, reason FROM quota_audit`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -71,7 +72,7 @@ func (s *Store) ListAudit(ctx context.Context, f quota.AuditFilter) ([]quota.Aud
 	for _, r := range rows {
 		out = append(out, quota.AuditRecord{ID: r.ID, AuditEntry: quota.AuditEntry{
 			At: timeOf(r.AtMs), Actor: r.Actor, Action: r.Action, Resource: r.ResourceName,
-			Before: rawJSON(r.BeforeJSON), After: rawJSON(r.AfterJSON),
+			Before: rawJSON(r.BeforeJSON), After: rawJSON(r.AfterJSON), Reason: r.Reason,
 		}})
 	}
 	return out, nil

@@ -11,7 +11,7 @@ import (
 )
 
 const policyColumns = `resource_name, quota_type, total_limit, reset_cron, timezone,
-	leak_threshold_seconds, fail_mode, created_ms, updated_ms`
+	leak_threshold_seconds, fail_mode, created_ms, updated_ms, period_anchor_ms`
 
 type policyRow struct {
 	ResourceName         string `db:"resource_name"`
@@ -23,10 +23,11 @@ type policyRow struct {
 	FailMode             string `db:"fail_mode"`
 	CreatedMs            int64  `db:"created_ms"`
 	UpdatedMs            int64  `db:"updated_ms"`
+	PeriodAnchorMs       int64  `db:"period_anchor_ms"`
 }
 
 func (r policyRow) policy() quota.Policy {
-	return quota.Policy{
+	p := quota.Policy{
 		ResourceName:         r.ResourceName,
 		QuotaType:            quota.QuotaType(r.QuotaType),
 		TotalLimit:           r.TotalLimit,
@@ -37,6 +38,10 @@ func (r policyRow) policy() quota.Policy {
 		CreatedAt:            timeOf(r.CreatedMs),
 		UpdatedAt:            timeOf(r.UpdatedMs),
 	}
+	if r.PeriodAnchorMs > 0 {
+		p.ResetAt = timeOf(r.PeriodAnchorMs)
+	}
+	return p
 }
 
 // GetPolicy reads the policy of resource. Times are UTC, at millisecond

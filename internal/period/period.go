@@ -121,7 +121,7 @@ func (s *Scheduler) compile(expr, timezone string) (compiled, error) {
 }
 
 // PeriodAt returns the period of p that contains t: it starts at the later of
-// p.CreatedAt and the last fire time ≤ t, and ends at the next fire time > t
+// p.PeriodAnchor() (creation or the last manual reset) and the last fire time ≤ t, and ends at the next fire time > t
 // (zero End when the policy never resets). Times are returned in UTC,
 // truncated to milliseconds. A t before p.CreatedAt falls in the first period.
 func (s *Scheduler) PeriodAt(p quota.Policy, t time.Time) (quota.Period, error) {
@@ -129,7 +129,7 @@ func (s *Scheduler) PeriodAt(p quota.Policy, t time.Time) (quota.Period, error) 
 	if err != nil {
 		return quota.Period{}, err
 	}
-	anchor := p.CreatedAt.UTC().Truncate(time.Millisecond)
+	anchor := p.PeriodAnchor()
 	t = t.UTC()
 	if t.Before(anchor) {
 		t = anchor

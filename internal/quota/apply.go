@@ -207,10 +207,11 @@ func (s *Service) renewReplay(ctx context.Context, cmd ApplyCmd, resp ApplyRespo
 	return resp, nil
 }
 
-// isFirstPeriod reports whether per is pol's first period, which starts at
-// its creation (to the millisecond, as stored).
+// isFirstPeriod reports whether per is the first period of pol's sequence,
+// which starts at its creation or its last manual reset (PeriodAnchor, to
+// the millisecond, as stored).
 func isFirstPeriod(pol Policy, per Period) bool {
-	return per.Start.Equal(pol.CreatedAt.UTC().Truncate(time.Millisecond))
+	return per.Start.Equal(pol.PeriodAnchor())
 }
 
 // sameApply reports whether a ledger row was written by an apply with cmd's

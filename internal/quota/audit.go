@@ -40,6 +40,9 @@ type AuditEntry struct {
 	Resource string // the resource name the change was about
 	Before   json.RawMessage
 	After    json.RawMessage
+	// Reason is the operator's why, up to MaxReasonLength characters ("" when
+	// none was given); see WithReason.
+	Reason string
 }
 
 // AuditRecord is a stored AuditEntry with its ID, which grows with every
@@ -146,7 +149,7 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 		defer cancel()
 		err = s.opt.Audit.RecordAudit(actx, AuditEntry{
 			At: at, Actor: ActorFrom(ctx), Action: ActionPolicyPut, Resource: resource,
-			Before: before, After: a,
+			Before: before, After: a, Reason: ReasonFrom(ctx),
 		})
 		switch {
 		case err == nil:

@@ -91,6 +91,9 @@ type Policy struct {
 	FailMode             FailMode  `json:"failMode"`             // CLOSED (default) or OPEN
 	CreatedAt            time.Time `json:"createdAt"`
 	UpdatedAt            time.Time `json:"updatedAt"`
+	// ResetAt is when an operator last started a new period by hand (POST
+	// /admin/policies/{r}/reset); zero if never. See PeriodAnchor.
+	ResetAt time.Time `json:"-"`
 }
 
 // LeaseDuration is how long one heartbeat (or the apply) keeps a session alive.

@@ -1,0 +1,86 @@
+package admin
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// units are the quota types' units as metric names spell them.
+var units = []string{"seconds", "calls", "tokens", "bytes"}
+
+// ForecastCollector exports each resource's forecast, computed at scrape
+// time from the same data as GET /quota/status:
+//
+//   - quota_exhaustion_eta_seconds{resource}: seconds until the remaining
+//     budget reaches 0 at the current burn rate; 0 when nothing remains;
+//     +Inf when the budget lasts past the next reset, nothing is being
+//     consumed, or the burn rate is not known yet (less than 10 s of
+//     samples in the period).
+//   - quota_burn_rate_<unit>_per_second{resource}: consumption (charged +
+//     reserved) per second over the last 5 minutes of the current period;
+//     absent while unknown.
+type ForecastCollector struct {
+	svc     *Service
+	timeout time.Duration
+	eta     *prometheus.Desc
+	burn    map[string]*prometheus.Desc
+	errs    prometheus.Counter
+}
+
+// NewForecastCollector registers a collector of svc's forecasts on reg,
+// each scrape bounded by timeout.
+func NewForecastCollector(reg prometheus.Registerer, svc *Service, timeout time.Duration) *ForecastCollector {
+	c := &ForecastCollector{
+		svc: svc, timeout: timeout, burn: map[string]*prometheus.Desc{},
+		eta: prometheus.NewDesc("quota_exhaustion_eta_seconds",
+			"Seconds until the resource's remaining budget reaches 0 at the burn rate of the last 5 minutes; 0 when exhausted, +Inf when it lasts past the next reset or nothing is consumed.",
+			[]string{"resource"}, nil),
+		errs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quota_forecast_scrape_errors_total", Help: "Forecast reads (status or burn samples) that failed during a metrics scrape.",
+		}),
+	}
+	for _, u := range units {
+		c.burn[u] = prometheus.NewDesc("quota_burn_rate_"+u+"_per_second",
+			"Consumption (charged + reserved) per second over the last 5 minutes of the current period, in "+u+".",
+			[]string{"resource"}, nil)
+	}
+	reg.MustRegister(c, c.errs)
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *ForecastCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.eta
+	for _, d := range c.burn {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *ForecastCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	pols, err := c.svc.Policies(ctx)
+	if err != nil {
+		c.errs.Inc()
+		return
+	}
+	for _, p := range pols {
+		st, f, err := c.svc.Status(ctx, p.ResourceName)
+		if err != nil {
+			c.errs.Inc()
+			continue
+		}
+		eta := math.Inf(1)
+		if d, ok := f.ETA(c.svc.now()); ok {
+			eta = d.Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.eta, prometheus.GaugeValue, eta, p.ResourceName)
+		if d, ok := c.burn[st.Policy.QuotaType.Unit()]; ok && f.BurnRate != nil {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, *f.BurnRate, p.ResourceName)
+		}
+	}
+}

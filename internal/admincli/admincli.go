@@ -1,0 +1,145 @@
+package admincli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/quotacenter/quota-center/api/client"
+)
+
+// DefaultURL is the server the CLI calls when neither --url nor QC_URL is
+// given: dev mode's address.
+const DefaultURL = "http://127.0.0.1:8080"
+
+// globals are the flags every command takes.
+type globals struct {
+	url, token, output string
+	timeout            time.Duration
+	stdout             io.Writer
+}
+
+// register adds the global flags to fs, their defaults from the
+// environment (flags win).
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.url, "url", envOr("QC_URL", DefaultURL), "server base URL (env QC_URL)")
+	fs.StringVar(&g.token, "token", os.Getenv("QC_ADMIN_TOKEN"), "admin bearer token (env QC_ADMIN_TOKEN)")
+	fs.StringVar(&g.output, "o", "table", "output: table or json")
+	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit of each call")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (g *globals) client() (*client.Client, error) {
+	if g.output != "table" && g.output != "json" {
+		return nil, fmt.Errorf("-o must be table or json, not %q", g.output)
+	}
+	return client.New(g.url, client.WithAdminToken(g.token), client.WithTimeout(g.timeout),
+		client.WithUserAgent("quota-center-admin/1"))
+}
+
+// emit writes v as indented JSON with -o json, else calls table.
+func (g *globals) emit(v any, table func(w *tabwriter.Writer)) error {
+	if g.output == "json" {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	table(w)
+	return w.Flush()
+}
+
+// row writes one tab-separated table row.
+func row(w io.Writer, cells ...any) {
+	for i, c := range cells {
+		if i > 0 {
+			fmt.Fprint(w, "\t")
+		}
+		fmt.Fprint(w, c)
+	}
+	fmt.Fprintln(w)
+}
+
+// newFlags is a flag set with the global flags; errors are returned, not
+// printed and exited on.
+func (g *globals) newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	g.register(fs)
+	return fs
+}
+
+// Run executes `quota-center admin args…`, writing results to stdout and
+// usage to stderr. It returns flag.ErrHelp after -h, and the server's error
+// (a *client.Error, whose message has the wire code) when a call fails.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	g := &globals{stdout: stdout}
+	root := &ffcli.Command{
+		Name:       "admin",
+		ShortUsage: "quota-center admin <command> [flags] [args]",
+		ShortHelp:  "the operators' commands",
+		LongHelp: "Calls the admin API of a quota-center server: --url (QC_URL, default " + DefaultURL + ") with the admin\n" +
+			"token --token (QC_ADMIN_TOKEN). Tables for people, -o json for scripts. Amounts are in the\n" +
+			"policy's unit; in tables seconds show as h:mm:ss and other units with thousands separators.",
+		FlagSet: g.newFlags("admin"),
+		Subcommands: []*ffcli.Command{
+			g.policiesCmd(), g.statusCmd(), g.sessionsCmd(), g.usageCmd(), g.resetCmd(), g.finishCmd(), g.grantCmd(false), g.grantCmd(true), g.auditCmd(),
+		},
+		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+	}
+	setOutput(root, stderr)
+	if err := root.Parse(args); err != nil {
+		return err
+	}
+	return root.Run(ctx)
+}
+
+func setOutput(c *ffcli.Command, w io.Writer) {
+	c.FlagSet.SetOutput(w)
+	for _, s := range c.Subcommands {
+		setOutput(s, w)
+	}
+}
+
+// positionals parses the flags that come after the first positional
+// argument too (the flag package stops at it: `sessions codex --limit 5`)
+// and returns the positional arguments.
+func positionals(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return pos, nil
+}
+
+// args1 returns the one positional argument of a command (what names it).
+func args1(fs *flag.FlagSet, args []string, what string) (string, error) {
+	pos, err := positionals(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+		return "", fmt.Errorf("want one argument, the %s; got %d", what, len(pos))
+	}
+	return pos[0], nil
+}

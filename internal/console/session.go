@@ -1,0 +1,150 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// cookieName is the console's session cookie: HttpOnly, SameSite=Strict,
+// Path=/admin/ui, Secure over HTTPS. Its value is a random id; the session
+// (who signed in, the CSRF token) is in Redis.
+const cookieName = "qc_console"
+
+// csrfField is the form field every change must carry.
+const csrfField = "csrf"
+
+type sessionData struct {
+	Actor string `json:"actor"`
+	CSRF  string `json:"csrf"`
+}
+
+type sessionKey struct{}
+
+func sessionFrom(ctx context.Context) sessionData {
+	s, _ := ctx.Value(sessionKey{}).(sessionData)
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// sameOrigin refuses a POST whose Origin (or, without one, Referer) names
+// another site: the SameSite cookie already keeps other sites' forms out,
+// this also covers the sign-in form, which has no session yet.
+func sameOrigin(r *http.Request) bool {
+	src := r.Header.Get("Origin")
+	if src == "" {
+		src = r.Header.Get("Referer")
+	}
+	if src == "" || src == "null" {
+		return src == ""
+	}
+	u, err := url.Parse(src)
+	return err == nil && u.Host == r.Host
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: map[string]any{"Open": c.d.OpenAdmin}})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		c.fail(w, r, http.StatusForbidden, "refused: the sign-in did not come from this console")
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+		return
+	}
+	actor, ok := c.d.SignIn(r.PostForm.Get("token"))
+	if !ok {
+		c.d.Logger.Info("console sign-in refused", zap.String("remote", r.RemoteAddr))
+		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "That admin token is not valid.",
+			Data: map[string]any{"Open": c.d.OpenAdmin}})
+		return
+	}
+	id := randomHex(32)
+	sd := sessionData{Actor: actor, CSRF: randomHex(32)}
+	b, _ := json.Marshal(sd)
+	if err := c.d.Sessions.Put(r.Context(), id, b, c.d.SessionTTL); err != nil {
+		c.d.Logger.Warn("console session store", zap.Error(err))
+		c.fail(w, r, http.StatusServiceUnavailable, "the session could not be stored (Redis did not answer); try again")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: isHTTPS(r), MaxAge: int(c.d.SessionTTL.Seconds())})
+	c.d.Logger.Info("console sign-in", zap.String("actor", actor))
+	http.Redirect(w, r, Prefix+"/resources", http.StatusSeeOther)
+}
+
+func isHTTPS(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(cookieName); err == nil {
+		_ = c.d.Sessions.Delete(r.Context(), ck.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: isHTTPS(r), MaxAge: -1})
+	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
+}
+
+// requireSession lets signed-in requests through with the actor in the
+// context; others go to the sign-in page (a page) or get 401 (anything
+// else: a change, a partial refresh).
+func (c *Console) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var sd sessionData
+		ok := false
+		if ck, err := r.Cookie(cookieName); err == nil && len(ck.Value) == 64 {
+			b, found, err := c.d.Sessions.Get(r.Context(), ck.Value)
+			if err != nil {
+				c.fail(w, r, http.StatusServiceUnavailable, "the session could not be read (Redis did not answer); try again")
+				return
+			}
+			ok = found && json.Unmarshal(b, &sd) == nil && sd.CSRF != ""
+		}
+		if !ok {
+			if r.Method == http.MethodGet && r.Header.Get("HX-Request") == "" {
+				http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
+				return
+			}
+			c.fail(w, r, http.StatusUnauthorized, "not signed in (or the session expired): sign in again")
+			return
+		}
+		ctx := context.WithValue(quota.WithActor(r.Context(), sd.Actor), sessionKey{}, sd)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// requireCSRF refuses a change whose form lacks the session's CSRF token
+// (or comes from another origin); nothing is changed.
+func (c *Console) requireCSRF(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+			return
+		}
+		want := sessionFrom(r.Context()).CSRF
+		got := r.PostForm.Get(csrfField)
+		if !sameOrigin(r) || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			c.d.Logger.Info("console change refused: CSRF", zap.String("path", r.URL.Path))
+			c.fail(w, r, http.StatusForbidden, "refused: the form's CSRF token is missing or wrong (reload the page and try again)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
