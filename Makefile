@@ -17,7 +17,7 @@ IMAGE   ?= quota-center:$(VERSION)
 # say prints what a target is about to do.
 say = @printf '==> %s\n'
 
-.PHONY: help build run test bench soak lint fmt migrate demo docker ci clean
+.PHONY: help build run test bench soak lint fmt migrate demo docker ci clean k8s-rules
 
 help: ## List the targets (this text)
 	@echo 'quota-center — make targets:'
@@ -59,6 +59,10 @@ lint: ## go vet and a gofmt check; staticcheck and golangci-lint when installed
 	@if command -v golangci-lint >/dev/null 2>&1; then \
 		printf '==> %s\n' "golangci-lint run"; golangci-lint run; \
 	else echo '==> golangci-lint not installed: skipped'; fi
+
+k8s-rules: ## Write deploy/k8s/monitoring/prometheusrule.yaml from deploy/prometheus/alerts.yml
+	$(say) "deploy/checks/cmd/k8s-rules (alerts.yml -> PrometheusRule)"
+	cd deploy/checks && $(GO) run ./cmd/k8s-rules ../..
 
 fmt: ## Format every Go file with gofmt
 	$(say) "gofmt -w on every Go file"

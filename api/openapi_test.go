@@ -24,6 +24,7 @@ var wantOperations = map[string][]string{
 	"/admin/reconcile":               {"POST"},
 	"/healthz":                       {"GET"},
 	"/readyz":                        {"GET"},
+	"/healthz/backends":              {"GET"},
 	"/metrics":                       {"GET"},
 }
 

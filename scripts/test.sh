@@ -9,7 +9,7 @@
 # Environment:
 #   QC_TEST_REDIS_ADDR        Redis host:port          (default 127.0.0.1:6379)
 #   QC_TEST_MYSQL_DSN         go-sql-driver DSN        (default root@tcp(127.0.0.1:3306)/)
-#   QC_TEST_REQUIRE_BACKENDS  1 = a missing backend is an error, not a skip (CI)
+#   QC_TEST_REQUIRE_BACKENDS  1 = a missing backend (or promtool) is an error, not a skip (CI)
 #   QC_TEST_TIMEOUT           go test -timeout         (default 20m)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -118,6 +118,14 @@ echo "$line"
 
 rc=0
 go test -race -count=1 -timeout "$timeout" "${@:-./...}" || rc=$?
+# The deploy files' checks are their own module (deploy/checks: dashboard
+# linter rules, kustomize build with strict decoding, compose loader,
+# PrometheusRule in sync, promtool); they run with the whole suite.
+if (($# == 0)); then
+	echo "$line"
+	echo "deploy checks: (cd deploy/checks && go test -count=1 ./...)"
+	(cd deploy/checks && go test -count=1 -timeout "$timeout" ./...) || rc=$?
+fi
 
 echo "$line"
 if ((rc == 0)); then

@@ -89,6 +89,9 @@ func New(name string, s Settings, m *Metrics, log *zap.Logger) *Breaker {
 	return &Breaker{name: name, openFor: s.OpenFor, cb: cb}
 }
 
+// State is the breaker's state now: "closed", "half-open" or "open".
+func (b *Breaker) State() string { return b.cb.State().String() }
+
 // do runs fn through the breaker.
 func do[T any](b *Breaker, fn func() (T, error)) (T, error) {
 	done, err := b.cb.Allow()

@@ -370,16 +370,17 @@ func (s *Store) Sweep(ctx context.Context, resource string, max int, retention t
 		return nil, wrap("sweep", err)
 	}
 	arr, _ := v.([]any)
-	out := make([]quota.LeakedSession, 0, len(arr)/5)
-	for i := 0; i+4 < len(arr); i += 5 {
+	out := make([]quota.LeakedSession, 0, len(arr)/6)
+	for i := 0; i+5 < len(arr); i += 6 {
 		id, _ := arr[i].(string)
 		f := make([]int64, 4)
 		for j := 1; j < 5; j++ {
 			str, _ := arr[i+j].(string)
 			f[j-1], _ = strconv.ParseInt(str, 10, 64)
 		}
+		client, _ := arr[i+5].(string)
 		out = append(out, quota.LeakedSession{
-			ResourceName: resource, SessionID: id, PeriodStart: ms(f[0]),
+			ResourceName: resource, SessionID: id, ClientID: client, PeriodStart: ms(f[0]),
 			Granted: f[1], EndTime: ms(f[2]), Fresh: f[3] == 1,
 		})
 	}

@@ -136,8 +136,8 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	for _, l := range leaks {
 		if l.Fresh {
 			fresh++
-			s.log.Info("session leaked", zap.String("resource", resource), zap.String("session_id", l.SessionID),
-				zap.Int64("granted", l.Granted))
+			s.log.Info("session leaked", zap.String("resource", resource), zap.String("client_id", l.ClientID),
+				zap.String("session_id", l.SessionID), zap.Int64("granted", l.Granted))
 		}
 	}
 	s.leaked.WithLabelValues(resource).Add(float64(fresh))
