@@ -47,18 +47,9 @@ soak: ## Soak run with backend faults on private Redis/MariaDB, then invariant c
 	$(say) "bash scripts/soak.sh"
 	bash scripts/soak.sh
 
-lint: ## go vet and a gofmt check; staticcheck and golangci-lint when installed
-	$(say) "gofmt -l (must list nothing)"
-	@unformatted="$$(gofmt -l .)"; \
-	if [[ -n "$$unformatted" ]]; then echo "not gofmt-ed (run make fmt):" >&2; echo "$$unformatted" >&2; exit 1; fi
-	$(say) "go vet ./..."
-	$(GO) vet ./...
-	@if command -v staticcheck >/dev/null 2>&1; then \
-		printf '==> %s\n' "staticcheck ./..."; staticcheck ./...; \
-	else echo '==> staticcheck not installed: skipped'; fi
-	@if command -v golangci-lint >/dev/null 2>&1; then \
-		printf '==> %s\n' "golangci-lint run"; golangci-lint run; \
-	else echo '==> golangci-lint not installed: skipped'; fi
+lint: ## Every linter: gofmt, vet, staticcheck, golangci-lint, promtool (rules, tests, config, live metrics), redocly, deploy checks
+	$(say) "bash scripts/lint.sh"
+	bash scripts/lint.sh
 
 k8s-rules: ## Write deploy/k8s/monitoring/prometheusrule.yaml from deploy/prometheus/alerts.yml
 	$(say) "deploy/checks/cmd/k8s-rules (alerts.yml -> PrometheusRule)"
