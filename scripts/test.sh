@@ -11,6 +11,7 @@
 #   QC_TEST_MYSQL_DSN         go-sql-driver DSN        (default root@tcp(127.0.0.1:3306)/)
 #   QC_TEST_REQUIRE_BACKENDS  1 = a missing backend (or promtool) is an error, not a skip (CI)
 #   QC_TEST_TIMEOUT           go test -timeout         (default 20m)
+#   QC_TEST_NO_LOCK           1 = do not queue behind another make test on this machine
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -115,6 +116,17 @@ if ((${#missing[@]})); then
 	how_to_start
 fi
 echo "$line"
+
+# Two runs on one machine share its Redis, MariaDB and cores: their short
+# backend deadlines then fail under the doubled load. Queue behind a running
+# one instead (QC_TEST_NO_LOCK=1 skips the queue).
+if [[ ${QC_TEST_NO_LOCK:-0} != 1 ]] && command -v flock >/dev/null; then
+	exec 9>"${TMPDIR:-/tmp}/quota-center-make-test.lock"
+	if ! flock -n 9; then
+		echo "another make test is running on this machine: waiting for it to finish (QC_TEST_NO_LOCK=1 to skip)"
+		flock 9
+	fi
+fi
 
 rc=0
 go test -race -count=1 -timeout "$timeout" "${@:-./...}" || rc=$?

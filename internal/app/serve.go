@@ -67,8 +67,8 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 			zap.String("note", note))
 		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
 	}
-	rdb := redis.NewClient(&redis.Options{
-		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs: []string{cfg.Redis.Addr}, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
 		DialTimeout: cfg.Redis.Timeout * 2, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout,
 		PoolSize: cfg.Redis.PoolSize, MinIdleConns: 4,
 		// go-redis retries a command after a network error or timeout; every

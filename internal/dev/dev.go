@@ -20,7 +20,7 @@ import (
 // Backends are the running embedded backends. Close stops them.
 type Backends struct {
 	Redis  *miniredis.Miniredis
-	Client *redis.Client
+	Client redis.UniversalClient
 	Ledger *mysqlstore.Store
 }
 
@@ -41,7 +41,7 @@ func Start(ctx context.Context, sqlitePath string, opts mysqlstore.Options) (*Ba
 		mr.Close()
 		return nil, fmt.Errorf("migrate sqlite ledger: %w", err)
 	}
-	return &Backends{Redis: mr, Client: redis.NewClient(&redis.Options{Addr: mr.Addr()}), Ledger: st}, nil
+	return &Backends{Redis: mr, Client: redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{mr.Addr()}}), Ledger: st}, nil
 }
 
 // Close stops the backends: the Redis client, miniredis, then the ledger.

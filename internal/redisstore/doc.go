@@ -3,8 +3,9 @@
 // (scripts/*.lua, embedded), so a check and its reservation, or a finish and
 // its refund, happen atomically with no lock and no deduct-then-check.
 //
-// Key layout, all hash-tagged by resource so that one script touches one
-// cluster slot:
+// Key layout, all hash-tagged by resource; every key a script touches is
+// declared in its KEYS (scripts.go), so that one script runs on the one
+// cluster node of the resource's slot:
 //
 //	qc:{r}:limit         string  the resource's totalLimit
 //	qc:{r}:b:<periodMs>  hash    charged, reserved of one period

@@ -18,6 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	checkDeclaredKeys()
 	goleak.VerifyTestMain(m)
 }
 
@@ -137,7 +138,13 @@ var backendNames = []string{"redis", "miniredis", "redis/pipelined", "miniredis/
 
 // testPipelining is small so that the tests' concurrent calls fill
 // pipelines and wait for slots.
-var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2}
+var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2, Timeout: testPipelineTimeout}
+
+// testPipelineTimeout is the pipelines' time budget in tests that check
+// what calls do, not how fast: miniredis compiles every script call, and
+// under -race on a loaded machine 200 concurrent calls take longer than the
+// production default (500ms). Tests of the timeout itself set their own.
+const testPipelineTimeout = 5 * time.Second
 
 // newEnv opens backend ("redis" or "miniredis", "/pipelined" for
 // auto-pipelining) for tb.

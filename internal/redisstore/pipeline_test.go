@@ -71,7 +71,7 @@ func TestPipelinedCallsAreEachSentOnceAndGetTheirOwnAnswer(t *testing.T) {
 		const n, limit = 120, 1000
 		hook := &pipelineHook{}
 		var observed atomic.Int64
-		s := hookedEnv(t, e, hook, Pipelining{MaxCalls: 16, InFlight: 2, OnPipeline: func(calls int) {
+		s := hookedEnv(t, e, hook, Pipelining{MaxCalls: 16, InFlight: 2, Timeout: testPipelineTimeout, OnPipeline: func(calls int) {
 			if calls < 1 || calls > 16 {
 				t.Errorf("OnPipeline(%d): want 1..16", calls)
 			}

@@ -1,14 +1,17 @@
 -- finish.lua: settle a session; idempotent by session id.
 -- KEYS[1] qc:{r}:s:<sessionId>   KEYS[2] qc:{r}:leases   KEYS[3] qc:{r}:limit
+-- KEYS[4] qc:{r}:b:<periodMs>    the balance of the period the caller expects
+--         the session in (a guess: the session hash holds its period; checked here)
 -- ARGV[1] actual   ARGV[2] retention ms   ARGV[3] sessionId
--- ARGV[4] balance key prefix "qc:{r}:b:" (the session's period is appended; the
---         key shares the {r} hash tag, so it is in the same cluster slot)
--- ARGV[5] clientId of the caller ("" = any); another client's session is "not found"
+-- ARGV[4] clientId of the caller ("" = any); another client's session is "not found"
+-- ARGV[5] periodMs of KEYS[4]
 -- Returns {code, granted, actual, refunded, overage, 0, periodMs, startMs, endMs, wasLeaked, clientId,
---          limit, charged, reserved}
+--          limit, charged, reserved} for codes 1 and 2, {code} or {8, periodMs} otherwise:
 --   code 0 not found, 1 finished now, 2 replay of the first finish, 6 conflict
 --   (a repeat with another actual), 7 the usage would overflow the period's
---   counter (nothing written). limit, charged and reserved are the
+--   counter (nothing written), 8 the session is in another period than
+--   ARGV[5] (nothing written: call again with that period's balance key).
+--   limit, charged and reserved are the
 --   decimal strings of the session's period balance after the finish ("" when
 --   that balance no longer exists); the caller computes remaining from them,
 --   exactly, past 2^53 too. USING: the grant leaves `reserved`, the actual
@@ -17,7 +20,7 @@
 --   own period, never in a later one.
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
   'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved')
-if not s[1] or s[1] == 'CANCELLED' or (ARGV[5] ~= '' and s[4] ~= ARGV[5]) then
+if not s[1] or s[1] == 'CANCELLED' or (ARGV[4] ~= '' and s[4] ~= ARGV[4]) then
   return {0}
 end
 if s[1] == 'FINISHED' then
@@ -26,6 +29,9 @@ if s[1] == 'FINISHED' then
   end
   return {2, tonumber(s[2]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), 0,
     tonumber(s[3]), tonumber(s[5]), tonumber(s[9]), tonumber(s[10]), s[4], s[11] or '', s[12] or '', s[13] or ''}
+end
+if s[3] ~= ARGV[5] then
+  return {8, s[3]}
 end
 
 local t = redis.call('TIME')
@@ -38,7 +44,7 @@ if actual < granted then refunded = granted - actual else overage = actual - gra
 local leaked = 0
 if s[1] == 'LEAKED' then leaked = 1 end
 
-local bkey = ARGV[4] .. s[3]
+local bkey = KEYS[4]
 local bl, bc, br = '', '', ''
 if redis.call('EXISTS', bkey) == 1 then
   -- Refuse, before any write, a usage that would overflow the period's

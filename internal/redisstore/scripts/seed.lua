@@ -1,10 +1,11 @@
 -- seed.lua: write a period's balance (and the resource's limit) if absent,
 -- and bring back open sessions the store lost.
 -- KEYS[1] qc:{r}:limit   KEYS[2] qc:{r}:b:<periodMs>   KEYS[3] qc:{r}:leases
+-- KEYS[4..] qc:{r}:s:<sessionId> of each open session of ARGV[7..], in order
 -- ARGV[1] limit   ARGV[2] charged   ARGV[3] reserved   ARGV[4] expire-at ms (0 = never)
 -- ARGV[5] "1" = write the balance (first chunk), "0" = sessions only (later chunks)
--- ARGV[6] lease ms for restored sessions   ARGV[7] key prefix "qc:{r}:"
--- ARGV[8..] open sessions, 7 values each:
+-- ARGV[6] lease ms for restored sessions
+-- ARGV[7..] open sessions, 7 values each:
 --           sessionId, amount, minAmount, clientId, granted, startMs, periodMs
 -- Returns 1 when this call wrote the balance (or, for a later chunk, ran),
 -- 0 when the balance was already there: a concurrent seeder won, its values
@@ -27,9 +28,11 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = now + tonumber(ARGV[6])
-for i = 8, #ARGV, 7 do
+local k = 3
+for i = 7, #ARGV, 7 do
   local id = ARGV[i]
-  local sk = ARGV[7] .. 's:' .. id
+  k = k + 1
+  local sk = KEYS[k]
   if redis.call('EXISTS', sk) == 0 then
     redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
       'granted', ARGV[i + 4], 'lease', string.format('%d', lease),

@@ -1,37 +1,58 @@
--- sweep.lua: move USING sessions whose lease expired to LEAKED.
+-- sweep.lua: move USING sessions whose lease expired to LEAKED, and report
+-- swept sessions whose ledger row is not yet acknowledged as LEAKED.
+-- The candidates come from expired.lua; every one is checked again here.
 -- KEYS[1] qc:{r}:leases   KEYS[2] qc:{r}:leaked (set of swept ids whose ledger
 --         row is not yet acknowledged as LEAKED)
--- ARGV[1] max sessions   ARGV[2] key prefix "qc:{r}:"   ARGV[3] retention ms
+-- KEYS[2 + i]      qc:{r}:s:<id> of the i-th expired candidate (i = 1..n)
+-- KEYS[2 + n + j]  qc:{r}:s:<id> of the j-th leaked candidate
+-- KEYS[...]        qc:{r}:b:<periodMs> of the candidates' periods (ARGV names
+--                  which)
+-- ARGV[1] retention ms of a swept session   ARGV[2] n
+-- ARGV[3 .. 2 + 3n] each expired candidate: sessionId, periodMs (as the caller
+--         read it; "" = no session), index in KEYS of that period's balance
+--         (0 = none)
+-- ARGV[3 + 3n ..] the leaked candidates' ids
 -- Returns a flat list of 6-tuples {sessionId, periodMs, granted, endMs, fresh,
 -- clientId}: fresh 1 = swept now, 0 = swept earlier and still unacknowledged.
 -- A lease is expired when lease <= now (Redis TIME). A heartbeat and a sweep
--- are both single scripts, so a session renewed in time is never swept.
+-- are both single scripts, so a session renewed in time is never swept. A
+-- candidate whose session changed period since the caller read it is left
+-- in the lease index for the next sweep.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local max = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
 local out = {}
 local seen = {}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, max)
-for _, id in ipairs(ids) do
-  local sk = ARGV[2] .. 's:' .. id
-  local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease', 'client')
-  redis.call('ZREM', KEYS[1], id)
-  if s[1] == 'USING' and tonumber(s[4]) <= now then
-    local bkey = ARGV[2] .. 'b:' .. s[3]
-    if redis.call('EXISTS', bkey) == 1 then
-      redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -tonumber(s[2])))
-      redis.call('HINCRBY', bkey, 'charged', s[2])
+for i = 1, n do
+  local a = 3 + 3 * (i - 1)
+  local id, per, bidx = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  local score = redis.call('ZSCORE', KEYS[1], id)
+  if score and tonumber(score) <= now then
+    local sk = KEYS[2 + i]
+    local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease', 'client')
+    if s[1] ~= 'USING' or s[3] == per then
+      redis.call('ZREM', KEYS[1], id)
+      if s[1] == 'USING' and tonumber(s[4]) <= now then
+        local bkey = KEYS[bidx]
+        if redis.call('EXISTS', bkey) == 1 then
+          redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -tonumber(s[2])))
+          redis.call('HINCRBY', bkey, 'charged', s[2])
+        end
+        redis.call('HSET', sk, 'status', 'LEAKED', 'end', string.format('%d', now))
+        redis.call('PEXPIRE', sk, ARGV[1])
+        redis.call('SADD', KEYS[2], id)
+        seen[id] = true
+        for _, v in ipairs({id, s[3], s[2], string.format('%d', now), '1', s[5] or ''}) do out[#out + 1] = v end
+      end
     end
-    redis.call('HSET', sk, 'status', 'LEAKED', 'end', string.format('%d', now))
-    redis.call('PEXPIRE', sk, ARGV[3])
-    redis.call('SADD', KEYS[2], id)
-    seen[id] = true
-    for _, v in ipairs({id, s[3], s[2], string.format('%d', now), '1', s[5] or ''}) do out[#out + 1] = v end
   end
 end
-for _, id in ipairs(redis.call('SRANDMEMBER', KEYS[2], max)) do
-  if not seen[id] then
-    local s = redis.call('HMGET', ARGV[2] .. 's:' .. id, 'status', 'granted', 'period', 'end', 'client')
+local j = 0
+for a = 3 + 3 * n, #ARGV do
+  j = j + 1
+  local id = ARGV[a]
+  if not seen[id] and redis.call('SISMEMBER', KEYS[2], id) == 1 then
+    local s = redis.call('HMGET', KEYS[2 + n + j], 'status', 'granted', 'period', 'end', 'client')
     if not s[1] then
       redis.call('SREM', KEYS[2], id) -- expired: nothing left to report
     else

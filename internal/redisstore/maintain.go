@@ -1,0 +1,325 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// seedKeys builds seed.lua's KEYS: the limit, the period's balance, the
+// lease index, and each open session's key.
+func seedKeys(resource string, per int64, open []quota.UsageRecord) []string {
+	keys := make([]string, 0, 3+len(open))
+	keys = append(keys, limitKey(resource), balanceKey(resource, per), leasesKey(resource))
+	for _, r := range open {
+		keys = append(keys, sessionKey(resource, r.SessionID))
+	}
+	return keys
+}
+
+// seedArgs builds seed.lua's ARGV.
+func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, open []quota.UsageRecord) []any {
+	args := make([]any, 0, 6+7*len(open))
+	args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), mode,
+		itoa(lease.Milliseconds()))
+	for _, r := range open {
+		args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
+			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()))
+	}
+	return args
+}
+
+// seedChunk bounds the open sessions restored per seed.lua call.
+const seedChunk = 500
+
+// Seed runs seed.lua, restoring open sessions in chunks of seedChunk after
+// the first call wrote the balance. A period that ends is kept
+// BalanceRetention past its end.
+func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, limit int64, t quota.PeriodTotals, open []quota.UsageRecord, lease time.Duration) (bool, error) {
+	var expireAt int64
+	if !per.End.IsZero() {
+		expireAt = per.End.Add(s.BalanceRetention).UnixMilli()
+	}
+	for first := true; first || len(open) > 0; first = false {
+		chunk := open[:min(len(open), seedChunk)]
+		open = open[len(chunk):]
+		mode, valid := "0", []seedCode{seedWrote} // sessions only: always runs
+		if first {
+			mode, valid = "1", []seedCode{seedAlreadyThere, seedWrote}
+		}
+		v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, per.ID(), chunk),
+			seedArgs(limit, t, expireAt, mode, lease, chunk)...).Result()
+		if err != nil {
+			return false, wrap("seed", err)
+		}
+		c, err := flag("seed.lua", v, valid...)
+		if err != nil {
+			return false, wrap("seed", err)
+		}
+		if first && c == seedAlreadyThere {
+			return false, nil // another seeder won and restores the sessions
+		}
+	}
+	return true, nil
+}
+
+// TryLock takes qc:{r}:lock:<name> for ttl with a random token (lock.lua);
+// it returns "" when the lock is held by someone else. A retry of the same
+// call (go-redis resends after a timeout) finds its own token and succeeds.
+func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	v, err := lockScript.Run(ctx, s.rdb, []string{lockKey(resource, name)}, token, ttl.Milliseconds()).Result()
+	if err != nil {
+		return "", wrap("lock", err)
+	}
+	c, err := flag("lock.lua", v, lockHeldByOther, lockHeld)
+	if err != nil {
+		return "", wrap("lock", err)
+	}
+	if c == lockHeldByOther {
+		return "", nil
+	}
+	return token, nil
+}
+
+// Unlock deletes the lock only if token still holds it (unlock.lua), so a
+// holder whose lock expired never releases someone else's.
+func (s *Store) Unlock(ctx context.Context, resource, name, token string) error {
+	v, err := unlockScript.Run(ctx, s.rdb, []string{lockKey(resource, name)}, token).Result()
+	if err == nil {
+		_, err = flag("unlock.lua", v, unlockNotHeld, unlockReleased)
+	}
+	return wrap("unlock", err)
+}
+
+// SetLimit sets the resource's limit; every period's remaining moves with it.
+func (s *Store) SetLimit(ctx context.Context, resource string, limit int64) error {
+	return wrap("set limit", s.rdb.Set(ctx, limitKey(resource), itoa(limit), 0).Err())
+}
+
+// maxSweepRounds bounds the rounds of one Sweep call (see Sweep).
+const maxSweepRounds = 4
+
+// Sweep moves up to max expired sessions to LEAKED and reports up to max
+// unacknowledged earlier ones. See quota.BalanceStore.
+//
+// Each round runs expired.lua (the candidates), reads their periods, then
+// runs sweep.lua with every key it touches; a candidate another sweeper
+// took in between is skipped, and a further round (at most
+// maxSweepRounds) looks for more while the lease index had as many
+// candidates as asked for.
+func (s *Store) Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]quota.LeakedSession, error) {
+	var out []quota.LeakedSession
+	fresh := 0
+	for round := 0; round < maxSweepRounds && fresh < max; round++ {
+		want, leakedMax := max-fresh, 0
+		if round == 0 {
+			leakedMax = max // reported once per call
+		}
+		v, err := expiredScript.Run(ctx, s.rdb, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax).Result()
+		if err != nil {
+			return nil, wrap("sweep", err)
+		}
+		expired, leaked, err := decodeExpired(v)
+		if err != nil {
+			return nil, wrap("sweep", err)
+		}
+		if len(expired) == 0 && len(leaked) == 0 {
+			break
+		}
+		swept, err := s.sweepOnce(ctx, resource, expired, leaked, retention)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range swept {
+			if w.fresh {
+				fresh++
+			}
+			out = append(out, quota.LeakedSession{
+				ResourceName: resource, SessionID: w.id, ClientID: w.client, PeriodStart: ms(w.period),
+				Granted: w.granted, EndTime: ms(w.end), Fresh: w.fresh,
+			})
+		}
+		if len(expired) < want {
+			break // the lease index had no more
+		}
+	}
+	return out, nil
+}
+
+// sweepOnce reads the expired candidates' periods and runs sweep.lua.
+func (s *Store) sweepOnce(ctx context.Context, resource string, expired, leaked []string, retention time.Duration) ([]sweptReply, error) {
+	periods := make([]*redis.StringCmd, len(expired))
+	if len(expired) > 0 {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range expired {
+				periods[i] = p.HGet(ctx, sessionKey(resource, id), "period")
+			}
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			return nil, wrap("sweep", err)
+		}
+	}
+	keys := make([]string, 0, 2+len(expired)+len(leaked)+2)
+	keys = append(keys, leasesKey(resource), leakedKey(resource))
+	args := make([]any, 0, 2+3*len(expired)+len(leaked))
+	args = append(args, itoa(retention.Milliseconds()), len(expired))
+	balanceAt := map[string]int{} // period → its balance key's index in KEYS (1-based)
+	var balances []string
+	for i, id := range expired {
+		keys = append(keys, sessionKey(resource, id))
+		per, idx := periods[i].Val(), 0 // "": no session (an index entry left behind)
+		if per != "" {
+			if balanceAt[per] == 0 {
+				balances = append(balances, per)
+				balanceAt[per] = 2 + len(expired) + len(leaked) + len(balances)
+			}
+			idx = balanceAt[per]
+		}
+		args = append(args, id, per, idx)
+	}
+	for _, id := range leaked {
+		keys = append(keys, sessionKey(resource, id))
+		args = append(args, id)
+	}
+	for _, per := range balances {
+		keys = append(keys, prefix(resource)+"b:"+per)
+	}
+	v, err := sweepScript.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return nil, wrap("sweep", err)
+	}
+	swept, err := decodeSweep(v)
+	if err != nil {
+		return nil, wrap("sweep", err)
+	}
+	return swept, nil
+}
+
+// AckLeaks forgets swept sessions whose ledger rows are now LEAKED.
+func (s *Store) AckLeaks(ctx context.Context, resource string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	return wrap("ack leaks", s.rdb.SRem(ctx, leakedKey(resource), members...).Err())
+}
+
+// OpenSessionIDs lists the resource's USING sessions whose lease ends before
+// leaseBefore, from the lease index (ZRANGEBYSCORE: cost grows with the
+// sessions listed, not with all of them).
+func (s *Store) OpenSessionIDs(ctx context.Context, resource string, leaseBefore time.Time) ([]string, error) {
+	ids, err := s.rdb.ZRangeByScore(ctx, leasesKey(resource), &redis.ZRangeBy{
+		Min: "-inf", Max: "(" + itoa(leaseBefore.UnixMilli()),
+	}).Result()
+	return ids, wrap("open sessions", err)
+}
+
+// sessionFields are read by Sessions, in this order.
+var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo"}
+
+// Sessions reads session hashes in one pipeline; missing ones are absent.
+func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {
+	out := make(map[string]quota.SessionState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HMGet(ctx, sessionKey(resource, id), sessionFields...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("sessions", err)
+	}
+	for i, c := range cmds {
+		st, ok, err := decodeSession(c.Val())
+		if err != nil {
+			return nil, wrap("sessions", fmt.Errorf("session %s: %w", ids[i], err))
+		}
+		if ok {
+			out[ids[i]] = st
+		}
+	}
+	return out, nil
+}
+
+// RestoreSessions runs seed.lua in its sessions-only mode, in chunks.
+func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quota.UsageRecord, lease time.Duration) error {
+	for len(open) > 0 {
+		chunk := open[:min(len(open), seedChunk)]
+		open = open[len(chunk):]
+		// Sessions only: the balance key (of period 0) is declared, not touched.
+		v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, 0, chunk),
+			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, chunk)...).Result()
+		if err == nil {
+			_, err = flag("seed.lua", v, seedWrote)
+		}
+		if err != nil {
+			return wrap("restore sessions", err)
+		}
+	}
+	return nil
+}
+
+// Adjust runs adjust.lua. See quota.BalanceStore.
+func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64) (bool, error) {
+	v, err := adjustScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, itoa(dCharged), itoa(dReserved)).Result()
+	if err != nil {
+		return false, wrap("adjust", err)
+	}
+	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied)
+	if err != nil {
+		return false, wrap("adjust", err)
+	}
+	return c == adjustApplied, nil
+}
+
+// MarkFailOpen runs failopen.lua. See quota.BalanceStore.
+func (s *Store) MarkFailOpen(ctx context.Context, resource, sessionID string) error {
+	v, err := failOpenScript.Run(ctx, s.rdb, []string{sessionKey(resource, sessionID), failOpenKey(resource)}, sessionID).Result()
+	if err != nil {
+		return wrap("mark fail-open", err)
+	}
+	c, err := flag("failopen.lua", v, failOpenNoSession, failOpenFlagged)
+	if err != nil {
+		return wrap("mark fail-open", err)
+	}
+	if c == failOpenNoSession {
+		return fmt.Errorf("mark fail-open %s: %w", sessionID, quota.ErrSessionNotFound)
+	}
+	return nil
+}
+
+// FailOpenSessions lists the sessions flagged by MarkFailOpen whose ledger
+// rows are not yet written (qc:{r}:failopen).
+func (s *Store) FailOpenSessions(ctx context.Context, resource string) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, failOpenKey(resource)).Result()
+	return ids, wrap("fail-open sessions", err)
+}
+
+// AckFailOpen forgets flagged sessions whose ledger rows are written.
+func (s *Store) AckFailOpen(ctx context.Context, resource string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	return wrap("ack fail-open", s.rdb.SRem(ctx, failOpenKey(resource), members...).Err())
+}

@@ -1,0 +1,40 @@
+package redisstore
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// source reads an embedded script.
+func source(name string) string {
+	b, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return string(b)
+}
+
+func load(name string) *redis.Script { return redis.NewScript(source(name)) }
+
+// The scripts, one per change; each .lua starts with its contract (KEYS,
+// ARGV, reply), and replies.go has its decoder. Every key a script touches
+// is in its KEYS, and all of them share the resource's {r} hash tag, so a
+// call runs on the one Redis Cluster node that holds the resource's slot.
+var (
+	applyScript     = load("apply.lua")
+	heartbeatScript = load("heartbeat.lua")
+	finishScript    = load("finish.lua")
+	cancelScript    = load("cancel.lua")
+	seedScript      = load("seed.lua")
+	balanceScript   = load("balance.lua")
+	expiredScript   = load("expired.lua")
+	sweepScript     = load("sweep.lua")
+	unlockScript    = load("unlock.lua")
+	adjustScript    = load("adjust.lua")
+	lockScript      = load("lock.lua")
+	failOpenScript  = load("failopen.lua")
+)
