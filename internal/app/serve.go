@@ -211,6 +211,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	})
 	sw := sweeper.New(sweeper.Config{
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
+		OnPolicy: metrics.Known, // series at 0 for policies created on other instances
 	}, ledger, store, ledger, log.Named("sweeper"), reg)
 
 	// Listen synchronously so a taken port fails the start, not later.

@@ -45,6 +45,10 @@ type Config struct {
 	Interval  time.Duration // between passes
 	Batch     int           // sessions per sweep call
 	Retention time.Duration // how long a LEAKED session stays in Redis for a late finish to true it up
+	// OnPolicy, when set, is called with every policy at the start of each
+	// pass: the service creates its per-resource metric series at 0 for
+	// policies that appeared on another instance.
+	OnPolicy func(quota.Policy)
 }
 
 // Sweeper runs the leak sweep on an interval.
@@ -85,8 +89,24 @@ func New(cfg Config, p Policies, s Store, l Ledger, log *zap.Logger, reg prometh
 	}
 }
 
+// known creates each policy's leak counter at 0 and passes the policy to
+// Config.OnPolicy: a series that exists at 0 before the first leak lets
+// increase() count that leak (a series born at 1 hides it).
+func (s *Sweeper) known(pols []quota.Policy) {
+	for _, p := range pols {
+		s.leaked.WithLabelValues(p.ResourceName)
+		if s.cfg.OnPolicy != nil {
+			s.cfg.OnPolicy(p)
+		}
+	}
+}
+
 // Run sweeps every Interval until ctx is done; it returns nil on a clean stop.
+// Before the first pass it creates the known policies' series at 0.
 func (s *Sweeper) Run(ctx context.Context) error {
+	if pols, err := s.policies.ListPolicies(ctx); err == nil {
+		s.known(pols)
+	}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -110,6 +130,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) int {
 		return 0
 	}
 	total := 0
+	s.known(pols)
 	for _, p := range pols {
 		for ctx.Err() == nil {
 			n, more := s.sweepResource(ctx, p.ResourceName)
