@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -438,7 +439,7 @@ func checkCounterAgg(expr parser.Expr) error {
 		}
 		isCounter := strings.HasSuffix(sel.Name, "_total")
 		for _, m := range sel.LabelMatchers {
-			if m.Name == labels.MetricName && strings.HasSuffix(m.Value, "_total") {
+			if m.Name == model.MetricNameLabel && strings.HasSuffix(m.Value, "_total") {
 				isCounter = true
 			}
 		}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"math"
+	"net/http"
 	"sort"
 	"strconv"
 	"testing"
@@ -13,6 +14,9 @@ import (
 func TestPolicySeriesExistAtZeroBeforeTheFirstEvent(t *testing.T) {
 	h := newHarness(t)
 	h.putPolicy(t, "zero-series", `{"quotaType":"COUNT","totalLimit":10,"failMode":"OPEN"}`)
+	if r := h.get(t, "/admin/policies/zero-series"); r.status != http.StatusOK {
+		t.Fatalf("policy not stored: %d %s", r.status, r.raw)
+	}
 	samples := h.scrape(t)
 	r := "zero-series"
 	for _, c := range []struct {

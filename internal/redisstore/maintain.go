@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -165,7 +166,7 @@ func (s *Store) sweepOnce(ctx context.Context, resource string, expired, leaked 
 			}
 			return nil
 		})
-		if err != nil && err != redis.Nil {
+		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, wrap("sweep", err)
 		}
 	}
