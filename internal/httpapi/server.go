@@ -43,6 +43,9 @@ type Deps struct {
 	// Reconcile runs reconciliation now for one resource ("" = all) and
 	// returns a JSON-ready report (POST /admin/reconcile).
 	Reconcile func(ctx context.Context, resource string) (any, error)
+	// Pools serves the business lines, grants, buffer and reclaims
+	// endpoints (nil: none).
+	Pools PoolAdmin
 }
 
 // Server is the HTTP API. Handler returns its routes.
@@ -56,6 +59,7 @@ type Server struct {
 	maxBody   int64
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, error)
+	pools     PoolAdmin // nil: no pools endpoints
 	draining  atomic.Bool
 	mux       *chi.Mux
 }
@@ -78,7 +82,7 @@ func New(d Deps) *Server {
 		d.Backends = func(context.Context) []BackendHealth { return nil }
 	}
 	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, backends: d.Backends, maxBody: d.MaxBodyBytes,
-		auth: newAuth(d.Auth), reconcile: d.Reconcile}
+		auth: newAuth(d.Auth), reconcile: d.Reconcile, pools: d.Pools}
 	s.mux = s.routes()
 	return s
 }
@@ -117,6 +121,7 @@ func (s *Server) routes() *chi.Mux {
 		r.Get("/admin/policies/{resourceName}", s.handleGetPolicy)
 		r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
 		r.Get("/admin/audit", s.handleAudit)
+		s.poolRoutes(r)
 		if s.reconcile != nil {
 			r.Post("/admin/reconcile", s.handleReconcile)
 		}
