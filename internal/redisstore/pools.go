@@ -130,15 +130,6 @@ func parseGrantList(s string) []pools.GrantDraw {
 	return out
 }
 
-// formatGrantList writes "id=n;id=n".
-func formatGrantList(gs []pools.GrantDraw) string {
-	parts := make([]string, len(gs))
-	for i, g := range gs {
-		parts[i] = g.ID + "=" + itoa(g.Amount)
-	}
-	return strings.Join(parts, ";")
-}
-
 // SetPoolLayout writes a resource's layout (pool_layout.lua): the shared
 // pool and each line's tier, dedicated part and borrowing limit; lines not
 // in lay are removed. What the controller and operators moved (watermarks,
