@@ -17,7 +17,7 @@ IMAGE   ?= quota-center:$(VERSION)
 # say prints what a target is about to do.
 say = @printf '==> %s\n'
 
-.PHONY: help build run test bench soak lint fmt migrate demo docker ci clean
+.PHONY: help build run test bench soak lint fmt migrate demo docker ci clean k8s-rules
 
 help: ## List the targets (this text)
 	@echo 'quota-center — make targets:'
@@ -47,19 +47,13 @@ soak: ## Soak run with backend faults on private Redis/MariaDB, then invariant c
 	$(say) "bash scripts/soak.sh"
 	bash scripts/soak.sh
 
-lint: ## go vet and a gofmt check; staticcheck and golangci-lint when installed
-	$(say) "gofmt -l (must list nothing)"
-	@unformatted="$$(gofmt -l .)"; \
-	if [[ -n "$$unformatted" ]]; then echo "not gofmt-ed (run make fmt):" >&2; echo "$$unformatted" >&2; exit 1; fi
-	$(say) "go vet ./... (main module, then the api module under api/)"
-	$(GO) vet ./...
-	cd api && $(GO) vet ./...
-	@if command -v staticcheck >/dev/null 2>&1; then \
-		printf '==> %s\n' "staticcheck ./..."; staticcheck ./...; \
-	else echo '==> staticcheck not installed: skipped'; fi
-	@if command -v golangci-lint >/dev/null 2>&1; then \
-		printf '==> %s\n' "golangci-lint run"; golangci-lint run; \
-	else echo '==> golangci-lint not installed: skipped'; fi
+lint: ## Every linter: gofmt, vet, staticcheck, golangci-lint, promtool (rules, tests, config, live metrics), redocly, deploy checks
+	$(say) "bash scripts/lint.sh"
+	bash scripts/lint.sh
+
+k8s-rules: ## Write deploy/k8s/monitoring/prometheusrule.yaml from deploy/prometheus/alerts.yml
+	$(say) "deploy/checks/cmd/k8s-rules (alerts.yml -> PrometheusRule)"
+	cd deploy/checks && $(GO) run ./cmd/k8s-rules ../..
 
 fmt: ## Format every Go file with gofmt
 	$(say) "gofmt -w on every Go file"

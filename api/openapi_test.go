@@ -37,6 +37,7 @@ var wantOperations = map[string][]string{
 	"/admin/policies/{resourceName}/pool-events":           {"GET"},
 	"/admin/reconcile":                                     {"POST"},
 	"/healthz":                                             {"GET"},
+	"/healthz/backends":                                    {"GET"},
 	"/readyz":                                              {"GET"},
 	"/metrics":                                             {"GET"},
 }

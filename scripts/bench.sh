@@ -234,7 +234,7 @@ sql -e "DROP DATABASE IF EXISTS $db; CREATE DATABASE $db"
 
 say "starting quota-center on $qc_url (Redis $redis, MariaDB $mysql_hostport/$db)"
 qc_flags=(serve --http-addr "127.0.0.1:$qc_port" --redis-addr "$redis"
-	--mysql-dsn "root@tcp($mysql_host:$mysql_port)/$db" --migrate-on-start --log-level warn "${serve_args[@]}")
+	--mysql-dsn "root@tcp($mysql_host:$mysql_port)/$db" --migrate-on-start --log-level warn --insecure-open-quota "${serve_args[@]}")
 admin_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 QC_ADMIN_TOKENS="bench:$admin_token" bin/quota-center "${qc_flags[@]}" >"$work/quota-center.log" 2>&1 &
 qc_pid=$!

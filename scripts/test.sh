@@ -11,7 +11,7 @@
 # Environment:
 #   QC_TEST_REDIS_ADDR        Redis host:port          (default 127.0.0.1:6379)
 #   QC_TEST_MYSQL_DSN         go-sql-driver DSN        (default root@tcp(127.0.0.1:3306)/)
-#   QC_TEST_REQUIRE_BACKENDS  1 = a missing backend is an error, not a skip (CI)
+#   QC_TEST_REQUIRE_BACKENDS  1 = a missing backend (or promtool) is an error, not a skip (CI)
 #   QC_TEST_TIMEOUT           go test -timeout         (default 20m)
 #   QC_TEST_NO_LOCK           1 = do not queue behind another make test on this machine
 set -euo pipefail
@@ -137,12 +137,17 @@ fi
 
 rc=0
 go test -race -count=1 -timeout "$timeout" "${@:-./...}" || rc=$?
-# api/ is its own Go module (the SDK's small dependency set), so ./... above
-# does not reach it: vet and test it too when the whole tree is tested.
+# api/ is its own Go module (the SDK's small dependency set) and the deploy
+# files' checks are their own module (deploy/checks: dashboard linter rules,
+# kustomize build with strict decoding, compose loader, PrometheusRule in sync,
+# promtool), so ./... above reaches neither: test both with the whole suite.
 if (($# == 0)); then
 	echo "$line"
 	echo "api module (api/go.mod): go vet ./... and go test -race -count=1 ./..."
 	(cd api && go vet ./... && go test -race -count=1 -timeout "$timeout" ./...) || rc=$?
+	echo "$line"
+	echo "deploy checks: (cd deploy/checks && go test -count=1 ./...)"
+	(cd deploy/checks && go test -count=1 -timeout "$timeout" ./...) || rc=$?
 fi
 
 echo "$line"

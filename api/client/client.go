@@ -239,9 +239,10 @@ func (c *Client) Healthz(ctx context.Context) (*Health, error) {
 	return &out, nil
 }
 
-// Readyz checks that the server can serve requests, i.e. its backends are
-// reachable (GET /readyz). A server that is not ready gives a *Error with
-// StatusCode 503 and Message "not ready".
+// Readyz checks that the server can serve requests (GET /readyz): it is
+// ready also with a backend down, and not ready only while shutting down.
+// A server that is not ready gives a *Error with StatusCode 503 and Message
+// "not ready".
 func (c *Client) Readyz(ctx context.Context) (*Health, error) {
 	var out Health
 	if _, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, authNone, &out); err != nil {

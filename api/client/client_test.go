@@ -57,7 +57,7 @@ func newFake(t *testing.T, status int, body string) *fake {
 			w.Header().Set("Content-Type", "application/json")
 		}
 		w.WriteHeader(status)
-		io.WriteString(w, body)
+		_, _ = io.WriteString(w, body)
 	}))
 	t.Cleanup(f.srv.Close)
 	return f

@@ -79,7 +79,7 @@ func newFakeQC(t *testing.T) (*fakeQC, *httptest.Server) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func writeErr(w http.ResponseWriter, status int, code, msg string, extra map[string]any) {

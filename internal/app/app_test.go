@@ -339,7 +339,7 @@ func TestTokyoDailyPolicyResetsAt1500UTC(t *testing.T) {
 		putPolicy(t, s, r, map[string]any{"quotaType": "COUNT", "totalLimit": 5, "resetCron": "@daily", "timezone": "Asia/Tokyo"})
 		_, out := getStatus(t, s, r)
 		next, err := time.Parse(time.RFC3339, fmt.Sprint(out["nextResetAt"]))
-		if err != nil || next.UTC().Hour() != 15 || next.Minute() != 0 || next.Sub(time.Now()) > 24*time.Hour {
+		if err != nil || next.UTC().Hour() != 15 || next.Minute() != 0 || time.Until(next) > 24*time.Hour {
 			t.Fatalf("nextResetAt = %v (%v), want the next 15:00 UTC", out["nextResetAt"], err)
 		}
 	})
@@ -354,8 +354,13 @@ func TestShutdownDrainAnswersNotReadyBeforeClosing(t *testing.T) {
 			"--dev-sqlite-path", t.TempDir() + "/l.db"}, io.Discard, func(a string) { addr <- a })
 	}()
 	url := "http://" + <-addr + "/readyz"
-	if resp, err := http.Get(url); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("readyz before stop: %v %v", resp, err)
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("readyz before stop: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz before stop: %d", resp.StatusCode)
 	}
 	cancel()
 	testenv.Eventually(t, 2*time.Second, "/readyz to answer 503 while draining", func() bool {

@@ -80,7 +80,7 @@ func testDurableAcrossKill(t *testing.T, mode testenv.Mode) {
 	var err error
 	if mode == testenv.Real {
 		dsn := testenv.MustMySQL(t)
-		args = append(args, "--redis-addr", testenv.MustRedis(t), "--mysql-dsn", dsn, "--migrate-on-start")
+		args = append(args, "--redis-addr", testenv.MustRedis(t), "--mysql-dsn", dsn, "--migrate-on-start", "--insecure-open-quota")
 		ledger, err = sqlx.Open("mysql", dsn)
 	} else {
 		path := filepath.Join(dir, "ledger.db")

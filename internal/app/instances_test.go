@@ -29,7 +29,7 @@ func startOn(t *testing.T, redisAddr, dsn, adminToken string) *testenv.Server {
 	args := []string{
 		"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--sweep-interval", "100ms",
 		"--redis-addr", redisAddr, "--mysql-dsn", dsn, "--migrate-on-start",
-		"--admin-tokens", testenv.AdminTokenName + ":" + adminToken,
+		"--admin-tokens", testenv.AdminTokenName + ":" + adminToken, "--insecure-open-quota",
 	}
 	ledger, err := sqlx.Open("mysql", dsn)
 	if err != nil {

@@ -129,7 +129,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	log.Info("starting", zap.String("version", Version), zap.Any("config", cfg.Redacted()))
+	log.Info("starting", zap.String("version", Version), zap.Object("config", logObject{cfg.Redacted()}))
 	logAuth(log, cfg)
 
 	reg := prometheus.NewRegistry()
@@ -154,7 +154,8 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Timeout: ptimeout, OnPipeline: gm.pipeline,
 	})
 	defer rs.Close() // before b.close closes the client
-	brk := quota.Breakers{Balances: breaker.New("redis", bs, bm, log), Ledger: breaker.New("mysql", bs, bm, log)}
+	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
+	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
 	poolAdmin := poolctl.NewAdmin(b.ledger, rs, sched, nil)
 	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
@@ -202,23 +203,27 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 			}
 			return reps, skipped, auditReconcile(ctx, b.ledger, resource, reps)
 		},
-		// /readyz is unauthenticated: its reason names the backend, the
-		// log has the details (addresses included).
-		Ready: func(ctx context.Context) error {
-			if err := b.rdb.Ping(ctx).Err(); err != nil {
-				log.Warn("not ready: redis", zap.Error(err))
-				return errors.New("redis unavailable")
+		// /readyz does not ping the backends (an outage is answered with
+		// 503s or fail-open grants, which needs the instance in its load
+		// balancer); /healthz/backends does, for people and monitors. Its
+		// body says up or down, the log has the details.
+		Backends: func(ctx context.Context) []httpapi.BackendHealth {
+			redisErr, mysqlErr := b.rdb.Ping(ctx).Err(), b.ledger.Ping(ctx)
+			for name, err := range map[string]error{"redis": redisErr, "mysql": mysqlErr} {
+				if err != nil {
+					log.Warn("backend health: "+name+" is down", zap.Error(err))
+				}
 			}
-			if err := b.ledger.Ping(ctx); err != nil {
-				log.Warn("not ready: mysql", zap.Error(err))
-				return errors.New("mysql unavailable")
+			return []httpapi.BackendHealth{
+				{Name: "redis", Up: redisErr == nil, Breaker: redisBreaker.State()},
+				{Name: "mysql", Up: mysqlErr == nil, Breaker: mysqlBreaker.State()},
 			}
-			return nil
 		},
 	})
 	sw := sweeper.New(sweeper.Config{
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
 		OrphanGrace: cfg.Reconcile.Grace, Breakers: brk,
+		OnPolicy: metrics.Known, // series at 0 for policies created on other instances
 	}, b.ledger, rs, b.ledger, log.Named("sweeper"), reg)
 
 	// Listen synchronously so a taken port fails the start, not later.
@@ -350,7 +355,11 @@ func logAuth(log *zap.Logger, cfg config.Config) {
 		log.Info("client auth is on: /quota/* needs an X-API-Key", zap.Strings("client_ids", clients))
 		return
 	}
-	log.Warn("client auth is off: /quota/* is open and takes the clientId as given (no QC_API_KEYS)")
+	if cfg.Auth.InsecureOpenQuota {
+		log.Warn("client auth is off on purpose (QC_INSECURE_OPEN_QUOTA=true): /quota/* is open to anyone who can reach it and takes the clientId as given")
+		return
+	}
+	log.Warn("client auth is off: /quota/* is open and takes the clientId as given (dev mode without QC_API_KEYS)")
 }
 
 // auditReconcile records an on-demand reconciliation (an admin action that

@@ -91,6 +91,9 @@ func New(name string, s Settings, m *Metrics, log *zap.Logger) *Breaker {
 	return &Breaker{name: name, openFor: s.OpenFor, cb: cb}
 }
 
+// State is the breaker's state now: "closed", "half-open" or "open".
+func (b *Breaker) State() string { return b.cb.State().String() }
+
 // Allow implements quota.Breaker: it says whether a call may go ahead
 // (else a *quota.CircuitOpenError) and returns the function that reports
 // the call's outcome. quota.Guard calls it around every store call.

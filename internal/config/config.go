@@ -126,8 +126,13 @@ type Auth struct {
 	// with 403 in production.
 	AdminTokens []AdminToken
 	// APIKeys are the X-API-Key values accepted on /quota/* (QC_API_KEYS).
-	// With none, the client endpoints are open.
+	// With none, the client endpoints are open: in production only when
+	// InsecureOpenQuota says so, else the configuration is refused.
 	APIKeys []APIKey
+	// InsecureOpenQuota (QC_INSECURE_OPEN_QUOTA) leaves /quota/* open to
+	// anyone who can reach it in production, with no QC_API_KEYS: an
+	// explicit choice, never a default. Dev mode needs no such flag.
+	InsecureOpenQuota bool
 }
 
 // AdminToken is one admin bearer token. Name is the actor recorded in the
@@ -428,7 +433,9 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.StringVar(&adminTokens, "admin-tokens", "", "admin bearer tokens, comma-separated name:token (a bare token is named admin; 16+ characters); "+
 		"none: /admin/* is open in dev mode and refused in production")
 	fs.StringVar(&apiKeys, "api-keys", "", "client API keys (X-API-Key), semicolon-separated key=clientId:res1,res2 or key=clientId:* (16+ characters); "+
-		"none: /quota/* is open")
+		"none: /quota/* is open in dev mode; production refuses to start unless --insecure-open-quota")
+	fs.BoolVar(&c.Auth.InsecureOpenQuota, "insecure-open-quota", false,
+		"production without api-keys: leave /quota/* open to anyone who can reach it (an explicit choice; refused together with api-keys)")
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("QC")); err != nil {
 		return c, fs, err
 	}
@@ -509,6 +516,15 @@ func (c Config) validate(backendsPaired bool) error {
 		bad("log-format must be json or console, got %q", c.Log.Format)
 	}
 	errs = append(errs, c.Auth.validate()...)
+	if backendsPaired {
+		switch {
+		case !c.DevMode() && len(c.Auth.APIKeys) == 0 && !c.Auth.InsecureOpenQuota:
+			bad("QC_API_KEYS is empty: in production /quota/* would be open to anyone who can reach it; " +
+				"set QC_API_KEYS, or QC_INSECURE_OPEN_QUOTA=true to leave it open on purpose")
+		case len(c.Auth.APIKeys) > 0 && c.Auth.InsecureOpenQuota:
+			bad("QC_INSECURE_OPEN_QUOTA=true contradicts QC_API_KEYS: /quota/* cannot be both open and keyed; unset one")
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -531,7 +547,7 @@ func (c Config) Redacted() Config {
 		k.Resources = append([]string(nil), k.Resources...)
 		keys[i] = k
 	}
-	c.Auth = Auth{AdminTokens: tokens, APIKeys: keys}
+	c.Auth = Auth{AdminTokens: tokens, APIKeys: keys, InsecureOpenQuota: c.Auth.InsecureOpenQuota}
 	return c
 }
 

@@ -110,6 +110,9 @@ func StartEnv(ctx context.Context, o EnvOptions) (_ *Env, err error) {
 		"--migrate-on-start",
 		"--admin-tokens", "faults:" + e.AdminToken,
 	}
+	if !hasAPIKeys(o.ServeArgs) {
+		args = append(args, "--insecure-open-quota") // production refuses open client endpoints unless told
+	}
 	args = append(append(args, DefaultServeArgs...), o.ServeArgs...)
 	sctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
@@ -267,4 +270,15 @@ func (e *Env) Reconcile(ctx context.Context, name string) ([]ReconcileReport, er
 		return nil, fmt.Errorf("POST %s: %d %s", path, code, strings.TrimSpace(string(raw)))
 	}
 	return out.Reports, nil
+}
+
+// hasAPIKeys reports whether args set --api-keys (then the client endpoints
+// are keyed, and --insecure-open-quota would be refused).
+func hasAPIKeys(args []string) bool {
+	for _, a := range args {
+		if a == "--api-keys" || a == "-api-keys" || strings.HasPrefix(a, "--api-keys=") || strings.HasPrefix(a, "-api-keys=") {
+			return true
+		}
+	}
+	return false
 }

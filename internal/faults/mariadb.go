@@ -56,7 +56,7 @@ func StartMariaDB(ctx context.Context, dir string, logf Logf) (*MariaDB, error) 
 	out, err := exec.CommandContext(cctx, "cp", "-a", "--sparse=always", tmpl, data).CombinedOutput()
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("copy mariadb datadir template: %v: %s", err, out)
+		return nil, fmt.Errorf("copy mariadb datadir template: %w: %s", err, out)
 	}
 	sockDir, err := os.MkdirTemp("", "qcf-sock-")
 	if err != nil {
@@ -112,7 +112,7 @@ func datadirTemplate(ctx context.Context, mariadbd string, logf Logf) (string, e
 	ictx, cancel := context.WithTimeout(ctx, MariaDBInstallTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(ictx, install, args...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s: %v: %s", install, err, tailString(string(out), 1500))
+		return "", fmt.Errorf("%s: %w: %s", install, err, tailString(string(out), 1500))
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "ok"), ver, 0o644); err != nil {
 		return "", err

@@ -77,7 +77,10 @@ func waitUntil(ctx context.Context, within time.Duration, what string, stop func
 	for {
 		if stop != nil {
 			if err := stop(); err != nil {
-				return fmt.Errorf("%s: %w (last check: %v)", what, err, last)
+				if last == nil {
+					return fmt.Errorf("%s: %w", what, err)
+				}
+				return fmt.Errorf("%s: %w (last check: %w)", what, err, last)
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -141,7 +144,10 @@ func (p *process) exitErr() error {
 	if !p.exited() {
 		return nil
 	}
-	return fmt.Errorf("%s exited: %v", p.name, p.err)
+	if p.err == nil {
+		return fmt.Errorf("%s exited", p.name)
+	}
+	return fmt.Errorf("%s exited: %w", p.name, p.err)
 }
 
 // wait waits up to within for the process to exit.
@@ -197,10 +203,4 @@ func (s *server) current() *process {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.proc
-}
-
-// running reports whether the server process is up.
-func (s *server) running() bool {
-	p := s.current()
-	return p != nil && !p.exited()
 }

@@ -397,11 +397,11 @@ func (w *Workload) apply(s *Session, rng *mrand.Rand) {
 		s.ApplyTries++
 		a, out := w.call("apply", http.MethodPost, "/quota/apply", body, s.ID)
 		s.ApplyLast = fmt.Sprintf("%d %s", a.Status, a.Code)
-		switch {
-		case a.Status == http.StatusOK:
+		switch a.Status {
+		case http.StatusOK:
 			s.Applied, s.Granted = true, num(out, "grantedAmount")
 			return
-		case a.Status == http.StatusServiceUnavailable || a.Status == 0:
+		case http.StatusServiceUnavailable, 0:
 			sleep(rng, time.Duration(s.ApplyTries)*100*time.Millisecond, time.Duration(s.ApplyTries)*300*time.Millisecond)
 		default:
 			return // 429 exhausted, or an answer that is not worth a retry

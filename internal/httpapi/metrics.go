@@ -75,22 +75,42 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"resource"})
 		m.used[u] = f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "quota_session_used_" + u, Help: "Actual usage per finished session, in " + u + ".",
-			Buckets: prometheus.ExponentialBuckets(1, 4, 16),
+			Buckets: usedBuckets(),
 		}, []string{"resource"})
 	}
 	return m
 }
 
-// Known creates a resource's series up front so that dashboards show zeros,
-// not gaps, before the first request.
+// usedBuckets are the bounds of quota_session_used_<unit>: 0, then for each
+// power of four b from 1 to 4^15, b - 0.001 and b. Amounts are whole units,
+// so the bucket (b-0.001, b] holds exactly the amount b, and
+// histogram_quantile (which interpolates from a bucket's lower bound) reads
+// it within a thousandth: sessions that all used 1 give p50 and p99 of
+// 1.00, where a first bucket le="1" gave 0.5 and 0.99.
+func usedBuckets() []float64 {
+	out := []float64{0}
+	for b := 1.0; b <= 1<<30; b *= 4 {
+		out = append(out, b-0.001, b)
+	}
+	return out
+}
+
+// Known creates a resource's series at 0 when its policy appears (at start,
+// on a PUT, and on every sweep pass for policies other instances created),
+// so that dashboards show zeros, not gaps, and increase() sees the first
+// event of a counter instead of a series born at 1.
 func (m *Metrics) Known(p quota.Policy) {
 	r, u := p.ResourceName, p.QuotaType.Unit()
-	for _, res := range []string{"granted", "replayed", "exhausted", "error"} {
+	for _, res := range []string{"granted", "replayed", "exhausted", "fail_open", "error"} {
 		m.apply.WithLabelValues(r, res)
 	}
 	m.exhausted.WithLabelValues(r)
-	for _, res := range []string{"finished", "replayed", "recovered", "error"} {
+	m.failOpen.WithLabelValues(r)
+	for _, res := range []string{"finished", "replayed", "recovered", "rejected", "error"} {
 		m.finish.WithLabelValues(r, res)
+	}
+	for _, res := range []string{"ok", "not_active", "not_found", "rejected", "error"} {
+		m.heartbeat.WithLabelValues(r, res)
 	}
 	if u == "" {
 		return

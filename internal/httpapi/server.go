@@ -25,8 +25,16 @@ type Deps struct {
 	Logger   *zap.Logger
 	Metrics  *Metrics
 	Gatherer prometheus.Gatherer // serves /metrics
-	// Ready reports whether the backends answer; /readyz is 503 when it fails.
+	// Ready reports whether this process can answer requests correctly; nil
+	// means it can once it listens. /readyz is 503 when it fails or while
+	// draining. It must not depend on Redis or MySQL: with a backend down
+	// the process still answers correctly (503, or a fail-open grant, as
+	// each policy says), and a shared-backend outage must not take every
+	// instance out of its load balancer.
 	Ready func(ctx context.Context) error
+	// Backends reports each backend's health for /healthz/backends (200 when
+	// all are up, 503 when one is down); nil serves an empty list.
+	Backends func(ctx context.Context) []BackendHealth
 	// MaxBodyBytes caps request bodies (413 beyond it); default 1 MiB.
 	MaxBodyBytes int64
 	// Auth says who may call /admin/* and /quota/*; the zero value leaves
@@ -51,6 +59,7 @@ type Server struct {
 	metrics   *Metrics
 	gatherer  prometheus.Gatherer
 	ready     func(ctx context.Context) error
+	backends  func(ctx context.Context) []BackendHealth
 	maxBody   int64
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, int, error)
@@ -74,7 +83,10 @@ func New(d Deps) *Server {
 	if d.Ready == nil {
 		d.Ready = func(context.Context) error { return nil }
 	}
-	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes,
+	if d.Backends == nil {
+		d.Backends = func(context.Context) []BackendHealth { return nil }
+	}
+	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, backends: d.Backends, maxBody: d.MaxBodyBytes,
 		auth: newAuth(d.Auth), reconcile: d.Reconcile, ops: d.Operator, pools: d.Pools}
 	s.mux = s.routes()
 	return s
@@ -125,6 +137,7 @@ func (s *Server) routes() *chi.Mux {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.handleReady)
+	r.Get("/healthz/backends", s.handleBackends)
 	if s.gatherer != nil {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	}
@@ -158,7 +171,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
 				s.writeError(w, r, fmt.Errorf("panic: %v", v))
@@ -210,6 +223,9 @@ func isKnownMethod(m string) bool {
 	return false
 }
 
+// handleReady answers GET /readyz: 200 while this process can answer
+// requests correctly, whatever Redis and MySQL are doing (see Deps.Ready);
+// 503 once draining for shutdown, or when Deps.Ready fails.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "shutting down"})

@@ -31,6 +31,19 @@ func MustMySQL(tb testing.TB) *Store {
 
 func mustMySQLWith(tb testing.TB, opts Options) *Store {
 	tb.Helper()
+	s, _ := freshMySQL(tb, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Migrate(ctx); err != nil {
+		tb.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+// freshMySQL opens a Store on a fresh, empty (not migrated) database, as
+// MustMySQL does, and returns its DSN too.
+func freshMySQL(tb testing.TB, opts Options) (*Store, string) {
+	tb.Helper()
 	dsn := os.Getenv("QC_TEST_MYSQL_DSN")
 	if dsn == "" {
 		dsn = defaultTestMySQLDSN
@@ -77,10 +90,7 @@ func mustMySQLWith(tb testing.TB, opts Options) *Store {
 		tb.Fatalf("open store: %v", err)
 	}
 	tb.Cleanup(func() { _ = s.Close() }) // runs before the drop (LIFO)
-	if err := s.Migrate(ctx); err != nil {
-		tb.Fatalf("migrate: %v", err)
-	}
-	return s
+	return s, cfg.FormatDSN()
 }
 
 // mustSQLite returns a migrated SQLite Store at path (":memory:" or a file),

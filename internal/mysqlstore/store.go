@@ -226,12 +226,18 @@ func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store
 
 // Migrate applies the embedded migrations of the store's dialect that are
 // not applied yet (package migrations); with none pending it does nothing.
+// On MySQL it holds a named lock per database while it runs (GET_LOCK,
+// waiting up to 5 minutes), so concurrent migrations run one at a time.
 // It runs under ctx alone, without the query timeout, as DDL may be slow.
 // Errors: the goose error, wrapping quota.ErrUnavailable when the database
 // cannot be reached.
 func (s *Store) Migrate(ctx context.Context) error {
-	p, err := goose.NewProvider(s.dialect.goose, s.db.DB, s.dialect.migrations,
-		goose.WithDisableGlobalRegistry(true))
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	if s.dialect.goose == goose.DialectMySQL {
+		// Processes starting together migrate one after the other.
+		opts = append(opts, goose.WithSessionLocker(mysqlMigrateLock{wait: migrateLockWait}))
+	}
+	p, err := goose.NewProvider(s.dialect.goose, s.db.DB, s.dialect.migrations, opts...)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", s.dialect.name, err)
 	}

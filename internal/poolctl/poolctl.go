@@ -2,7 +2,6 @@ package poolctl
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,9 +114,6 @@ func (r *Runner) fail(op, resource string, err error) {
 	r.errs.Inc()
 	r.log.Warn("pool controller failed", zap.String("op", op), zap.String("resource", resource), zap.Error(err))
 }
-
-// errLocked: another instance holds the resource's controller lock.
-var errLocked = errors.New("another instance runs this resource's controller")
 
 // Tick runs the controller of one resource once, if it has lines and this
 // instance gets the lock, and returns the decisions it applied.

@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -175,13 +176,13 @@ func TestReclaimDryRunAndManualConfirmAndCancel(t *testing.T) {
 	if c.Reclaims[0].State != ReclaimWarned {
 		t.Fatalf("manual reclaim confirmed by itself: %+v", c.Reclaims[0])
 	}
-	if _, err := c.Confirm(m, "nope", 1); err != ErrUnknownReclaim {
+	if _, err := c.Confirm(m, "nope", 1); !errors.Is(err, ErrUnknownReclaim) {
 		t.Fatalf("unknown id: %v", err)
 	}
 	if _, err := c.Confirm(m, c.Reclaims[0].ID, 1); err != nil || m.Lines["busy"].Reclaimed != 30 {
 		t.Fatalf("manual confirm: %v %+v", err, m.Lines["busy"])
 	}
-	if _, err := c.Cancel(c.Reclaims[0].ID, 2); err != ErrReclaimState {
+	if _, err := c.Cancel(c.Reclaims[0].ID, 2); !errors.Is(err, ErrReclaimState) {
 		t.Fatalf("cancel of an executed reclaim: %v", err)
 	}
 }

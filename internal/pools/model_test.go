@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -106,7 +107,7 @@ func TestRefundsGoBackToThePoolsTheyCameFrom(t *testing.T) {
 	if a.UsedShared != 60 || a.UsedBuffer != 0 || a.UsedGrant != 0 || m.SharedUsed != 60 || m.grant("g").Used != 0 || a.Charged != 260 || a.Reserved != 0 {
 		t.Fatalf("after finish: line %+v shared %d grant %d", a, m.SharedUsed, m.grant("g").Used)
 	}
-	if _, err := m.Finish("1", 261); err != ErrConflict {
+	if _, err := m.Finish("1", 261); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second finish with another amount: %v", err)
 	}
 }
@@ -189,7 +190,9 @@ func TestWatermarkRefusesInProportionDeterministically(t *testing.T) {
 			refused++
 			continue
 		}
-		m.Finish(sid, 0)
+		if _, err := m.Finish(sid, 0); err != nil {
+			t.Fatal(err)
+		}
 		if m.Lines["b"].Used() != before {
 			t.Fatal("refund did not restore the line")
 		}
@@ -218,13 +221,17 @@ func TestCoreCriticalIsNeverRefusedWhileQuotaRemains(t *testing.T) {
 	}
 	m2 := twoLines(t, true)
 	mustApply(t, m2, ApplyReq{SessionID: "fill", Line: "a", Amount: 300, Critical: true})
-	m2.Finish("fill", 295) // 295/300 = 98.3 % > 95 %: (98.3−95)/5 = 67 % of non-critical refused
+	if _, err := m2.Finish("fill", 295); err != nil { // 295/300 = 98.3 % > 95 %: (98.3−95)/5 = 67 % of non-critical refused
+		t.Fatal(err)
+	}
 	n := 0
 	for i := range 100 {
 		if d := mustApply(t, m2, ApplyReq{SessionID: fmt.Sprintf("p%d", i), Line: "a", Amount: 1}); d.Reason == ReasonWatermark {
 			n++
 		} else {
-			m2.Finish(fmt.Sprintf("p%d", i), 0)
+			if _, err := m2.Finish(fmt.Sprintf("p%d", i), 0); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if n == 0 || n == 100 {
@@ -278,11 +285,11 @@ func TestNewPeriodEmptiesThePoolsButKeepsMoves(t *testing.T) {
 
 func TestUnknownLine(t *testing.T) {
 	m := twoLines(t, false)
-	if _, err := m.Apply(ApplyReq{SessionID: "1", Line: "zz", Amount: 1}); err != ErrUnknownLine {
+	if _, err := m.Apply(ApplyReq{SessionID: "1", Line: "zz", Amount: 1}); !errors.Is(err, ErrUnknownLine) {
 		t.Fatalf("err = %v", err)
 	}
 	lay, _ := Plan(10, DefaultSettings(), nil)
-	if _, err := NewModel(lay, false).Apply(ApplyReq{SessionID: "1", Line: "a", Amount: 1}); err != ErrUnknownLine {
+	if _, err := NewModel(lay, false).Apply(ApplyReq{SessionID: "1", Line: "a", Amount: 1}); !errors.Is(err, ErrUnknownLine) {
 		t.Fatalf("line on a plain resource: %v", err)
 	}
 }

@@ -113,6 +113,7 @@ func (b Balance) Remaining() int64 { return b.Limit - b.Charged - b.Reserved }
 type LeakedSession struct {
 	ResourceName string
 	SessionID    string
+	ClientID     string // who applied for it ("" for sessions swept before it was reported)
 	PeriodStart  time.Time
 	Granted      int64
 	EndTime      time.Time // when it was swept (store clock)

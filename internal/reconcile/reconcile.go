@@ -182,6 +182,11 @@ func New(cfg Config, store Store, ledger Ledger, policies Policies, sched quota.
 			Name: "quota_reconcile_runs_total", Help: "Reconciliations of one resource by result (ok, error, skipped).",
 		}, []string{"result"}),
 	}
+	// Every series exists at 0 before its first count, so that increase()
+	// sees that count (a series born at 1 hides it).
+	for _, res := range []string{"ok", "error", "skipped"} {
+		r.runs.WithLabelValues(res)
+	}
 	for _, u := range []string{"seconds", "calls", "tokens", "bytes"} {
 		r.drift[u] = f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "quota_reconcile_drift_" + u,
@@ -221,6 +226,11 @@ func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
 	var errs []error
 	out := make([]Report, 0, len(pols))
 	for _, p := range pols {
+		for _, kind := range repairKinds {
+			r.repairs.WithLabelValues(p.ResourceName, kind)
+		}
+	}
+	for _, p := range pols {
 		rep, err := r.pass(ctx, p.ResourceName, full)
 		if err != nil {
 			errs = append(errs, err)
@@ -230,6 +240,9 @@ func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// repairKinds are the kind label values of quota_reconcile_repairs_total.
+var repairKinds = []string{"orphan_released", "ledger_settled", "session_restored", "balance_adjusted", "earlier_period_adjusted", "limit_synced", "fail_open_recorded"}
 
 // lockTTL is the TTL of a resource's reconcile lock. The pass renews it every
 // third of it while it works (quota.KeepLock), so a pass of any length keeps

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -194,7 +195,7 @@ func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retenti
 				fresh++
 			}
 			out = append(out, quota.LeakedSession{
-				ResourceName: resource, SessionID: w.id, PeriodStart: ms(w.period),
+				ResourceName: resource, SessionID: w.id, ClientID: w.client, PeriodStart: ms(w.period),
 				Granted: w.granted, EndTime: ms(w.end), Fresh: w.fresh,
 			})
 		}
@@ -215,7 +216,7 @@ func (s *Store) sweepOnce(ctx context.Context, resource string, expired, leaked 
 			}
 			return nil
 		})
-		if err != nil && err != redis.Nil {
+		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, wrap("sweep", err)
 		}
 	}

@@ -341,21 +341,22 @@ func decodeExpired(v any) (expired, leaked []string, err error) {
 	return expired, leaked, r.err
 }
 
-// sweptReply is one 5-tuple of sweep.lua's reply. Times are Unix ms.
+// sweptReply is one 6-tuple of sweep.lua's reply. Times are Unix ms.
 type sweptReply struct {
 	id                   string
 	period, granted, end int64
 	fresh                bool
+	client               string // the session's clientId
 }
 
 func decodeSweep(v any) ([]sweptReply, error) {
 	r := readReply("sweep.lua", v, 0, math.MaxInt)
-	if r.len()%5 != 0 {
-		r.fail("%d elements, not 5-tuples", r.len())
+	if r.len()%6 != 0 {
+		r.fail("%d elements, not 6-tuples", r.len())
 	}
-	out := make([]sweptReply, 0, r.len()/5)
-	for i := 0; i+4 < r.len(); i += 5 {
-		s := sweptReply{id: r.str(i), period: r.int(i + 1), granted: r.int(i + 2), end: r.int(i + 3)}
+	out := make([]sweptReply, 0, r.len()/6)
+	for i := 0; i+5 < r.len(); i += 6 {
+		s := sweptReply{id: r.str(i), period: r.int(i + 1), granted: r.int(i + 2), end: r.int(i + 3), client: r.str(i + 5)}
 		switch f := r.int(i + 4); f {
 		case 0, 1:
 			s.fresh = f == 1

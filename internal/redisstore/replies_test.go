@@ -53,9 +53,10 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 		{"seed later chunk 0", func(v any) error { _, err := flag("seed.lua", v, seedWrote); return err }, int64(0)},
 		{"expired one list", func(v any) error { _, _, err := decodeExpired(v); return err }, []any{[]any{"a"}}},
 		{"expired id not a string", func(v any) error { _, _, err := decodeExpired(v); return err }, []any{[]any{int64(1)}, []any{}}},
-		{"sweep not 5-tuples", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "2", "3"}},
-		{"sweep bad fresh", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "2", "3", "2"}},
-		{"sweep bad granted", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "", "3", "1"}},
+		{"sweep not 6-tuples", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "2", "3", "1"}},
+		{"sweep bad fresh", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "2", "3", "2", "c"}},
+		{"sweep bad granted", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "", "3", "1", "c"}},
+		{"sweep client not a string", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "2", "3", "1", int64(7)}},
 		{"session bad granted", func(v any) error {
 			_, _, err := decodeSession([]any{"USING", "c", "ten", nil, nil, nil, "1", "2", nil, nil, "10", "0", nil})
 			return err

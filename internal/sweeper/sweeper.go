@@ -64,6 +64,10 @@ type Config struct {
 	// (QC_RECONCILE_GRACE). 0 leaves it to reconciliation.
 	OrphanGrace time.Duration
 	Breakers    quota.Breakers // guard the calls to the stores; nil ones let every call through
+	// OnPolicy, when set, is called with every policy at the start of each
+	// pass: the service creates its per-resource metric series at 0 for
+	// policies that appeared on another instance.
+	OnPolicy func(quota.Policy)
 }
 
 // Sweeper runs the leak sweep on an interval.
@@ -108,8 +112,24 @@ func New(cfg Config, p Policies, s Store, l Ledger, log *zap.Logger, reg prometh
 	}
 }
 
+// known creates each policy's leak counter at 0 and passes the policy to
+// Config.OnPolicy: a series that exists at 0 before the first leak lets
+// increase() count that leak (a series born at 1 hides it).
+func (s *Sweeper) known(pols []quota.Policy) {
+	for _, p := range pols {
+		s.leaked.WithLabelValues(p.ResourceName)
+		if s.cfg.OnPolicy != nil {
+			s.cfg.OnPolicy(p)
+		}
+	}
+}
+
 // Run sweeps every Interval until ctx is done; it returns nil on a clean stop.
+// Before the first pass it creates the known policies' series at 0.
 func (s *Sweeper) Run(ctx context.Context) error {
+	if pols, err := s.policies.ListPolicies(ctx); err == nil {
+		s.known(pols)
+	}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -133,6 +153,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) int {
 		return 0
 	}
 	total := 0
+	s.known(pols)
 	for _, p := range pols {
 		for ctx.Err() == nil {
 			n, more := s.sweepResource(ctx, p.ResourceName)
@@ -178,8 +199,8 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	for _, l := range leaks {
 		if l.Fresh {
 			fresh++
-			s.log.Info("session leaked", zap.String("resource", resource), zap.String("session_id", l.SessionID),
-				zap.Int64("granted", l.Granted))
+			s.log.Info("session leaked", zap.String("resource", resource), zap.String("client_id", l.ClientID),
+				zap.String("session_id", l.SessionID), zap.Int64("granted", l.Granted))
 		}
 	}
 	s.leaked.WithLabelValues(resource).Add(float64(fresh))

@@ -203,6 +203,10 @@ func StartLogged(tb testing.TB, mode Mode, logOut io.Writer, extra ...string) *S
 			adminToken = "testenv-admin-" + RandomSuffix() + RandomSuffix()
 			args = append(args, "--admin-tokens", AdminTokenName+":"+adminToken)
 		}
+		if !hasFlag(extra, "api-keys") && !hasFlag(extra, "insecure-open-quota") {
+			// Production refuses open client endpoints unless told.
+			args = append(args, "--insecure-open-quota")
+		}
 		ledger, err = sqlx.Open("mysql", dsn)
 	default:
 		path := filepath.Join(tb.TempDir(), "ledger.db")

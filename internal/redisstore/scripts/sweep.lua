@@ -12,8 +12,8 @@
 --         read it; "" = no session), index in KEYS of that period's balance
 --         (0 = none)
 -- ARGV[3 + 3n ..] the leaked candidates' ids
--- Returns a flat list of 5-tuples {sessionId, periodMs, granted, endMs, fresh}:
--- fresh 1 = swept now, 0 = swept earlier and still unacknowledged.
+-- Returns a flat list of 6-tuples {sessionId, periodMs, granted, endMs, fresh,
+-- clientId}: fresh 1 = swept now, 0 = swept earlier and still unacknowledged.
 -- A lease is expired when lease <= now (Redis TIME). A heartbeat and a sweep
 -- are both single scripts, so a session renewed in time is never swept. A
 -- candidate whose session changed period since the caller read it is left
@@ -29,7 +29,7 @@ for i = 1, n do
   local score = redis.call('ZSCORE', KEYS[1], id)
   if score and tonumber(score) <= now then
     local sk = KEYS[2 + i]
-    local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease')
+    local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease', 'client')
     if s[1] ~= 'USING' or s[3] == per then
       redis.call('ZREM', KEYS[1], id)
       if s[1] == 'USING' and tonumber(s[4]) <= now then
@@ -42,7 +42,7 @@ for i = 1, n do
         redis.call('PEXPIRE', sk, ARGV[1])
         redis.call('SADD', KEYS[2], id)
         seen[id] = true
-        for _, v in ipairs({id, s[3], s[2], string.format('%d', now), '1'}) do out[#out + 1] = v end
+        for _, v in ipairs({id, s[3], s[2], string.format('%d', now), '1', s[5] or ''}) do out[#out + 1] = v end
       end
     end
   end
@@ -52,11 +52,11 @@ for a = 3 + 3 * n, #ARGV do
   j = j + 1
   local id = ARGV[a]
   if not seen[id] and redis.call('SISMEMBER', KEYS[2], id) == 1 then
-    local s = redis.call('HMGET', KEYS[2 + n + j], 'status', 'granted', 'period', 'end')
+    local s = redis.call('HMGET', KEYS[2 + n + j], 'status', 'granted', 'period', 'end', 'client')
     if not s[1] then
       redis.call('SREM', KEYS[2], id) -- expired: nothing left to report
     else
-      for _, v in ipairs({id, s[3], s[2], s[4] or '0', '0'}) do out[#out + 1] = v end
+      for _, v in ipairs({id, s[3], s[2], s[4] or '0', '0', s[5] or ''}) do out[#out + 1] = v end
     end
   end
 end
