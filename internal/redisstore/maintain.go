@@ -53,8 +53,8 @@ func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, lim
 		if first {
 			mode, valid = "1", []seedCode{seedAlreadyThere, seedWrote}
 		}
-		v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, per.ID(), chunk),
-			seedArgs(limit, t, expireAt, mode, lease, chunk)...).Result()
+		v, err := s.run(ctx, seedScript, seedKeys(resource, per.ID(), chunk),
+			seedArgs(limit, t, expireAt, mode, lease, chunk)...)
 		if err != nil {
 			return false, wrap("seed", err)
 		}
@@ -76,7 +76,7 @@ func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Dur
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	v, err := lockScript.Run(ctx, s.rdb, []string{lockKey(resource, name)}, token, ttl.Milliseconds()).Result()
+	v, err := s.run(ctx, lockScript, []string{lockKey(resource, name)}, token, ttl.Milliseconds())
 	if err != nil {
 		return "", wrap("lock", err)
 	}
@@ -93,7 +93,7 @@ func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Dur
 // Unlock deletes the lock only if token still holds it (unlock.lua), so a
 // holder whose lock expired never releases someone else's.
 func (s *Store) Unlock(ctx context.Context, resource, name, token string) error {
-	v, err := unlockScript.Run(ctx, s.rdb, []string{lockKey(resource, name)}, token).Result()
+	v, err := s.run(ctx, unlockScript, []string{lockKey(resource, name)}, token)
 	if err == nil {
 		_, err = flag("unlock.lua", v, unlockNotHeld, unlockReleased)
 	}
@@ -194,7 +194,7 @@ func (s *Store) sweepOnce(ctx context.Context, resource string, expired, leaked 
 	for _, per := range balances {
 		keys = append(keys, prefix(resource)+"b:"+per)
 	}
-	v, err := sweepScript.Run(ctx, s.rdb, keys, args...).Result()
+	v, err := s.run(ctx, sweepScript, keys, args...)
 	if err != nil {
 		return nil, wrap("sweep", err)
 	}
@@ -264,8 +264,8 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 		chunk := open[:min(len(open), seedChunk)]
 		open = open[len(chunk):]
 		// Sessions only: the balance key (of period 0) is declared, not touched.
-		v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, 0, chunk),
-			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, chunk)...).Result()
+		v, err := s.run(ctx, seedScript, seedKeys(resource, 0, chunk),
+			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, chunk)...)
 		if err == nil {
 			_, err = flag("seed.lua", v, seedWrote)
 		}
@@ -278,7 +278,7 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 
 // Adjust runs adjust.lua. See quota.BalanceStore.
 func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64) (bool, error) {
-	v, err := adjustScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, itoa(dCharged), itoa(dReserved)).Result()
+	v, err := s.run(ctx, adjustScript, []string{balanceKey(resource, per.ID())}, itoa(dCharged), itoa(dReserved))
 	if err != nil {
 		return false, wrap("adjust", err)
 	}
@@ -291,7 +291,7 @@ func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, d
 
 // MarkFailOpen runs failopen.lua. See quota.BalanceStore.
 func (s *Store) MarkFailOpen(ctx context.Context, resource, sessionID string) error {
-	v, err := failOpenScript.Run(ctx, s.rdb, []string{sessionKey(resource, sessionID), failOpenKey(resource)}, sessionID).Result()
+	v, err := s.run(ctx, failOpenScript, []string{sessionKey(resource, sessionID), failOpenKey(resource)}, sessionID)
 	if err != nil {
 		return wrap("mark fail-open", err)
 	}

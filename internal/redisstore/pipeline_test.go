@@ -57,10 +57,8 @@ func (h *pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // Store on it.
 func hookedEnv(t *testing.T, e *env, hook *pipelineHook, p Pipelining) *Store {
 	t.Helper()
-	o := e.rdb.(*redis.Client).Options()
-	rdb := redis.NewClient(&redis.Options{Addr: o.Addr, DB: o.DB, PoolSize: 64})
+	rdb := e.sameClient(t)
 	rdb.AddHook(hook)
-	t.Cleanup(func() { _ = rdb.Close() })
 	s := NewPipelined(rdb, p)
 	t.Cleanup(s.Close) // before the client closes (LIFO)
 	return s
