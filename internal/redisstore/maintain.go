@@ -124,7 +124,7 @@ func (s *Store) Sweep(ctx context.Context, resource string, max int, retention t
 		if round == 0 {
 			leakedMax = max // reported once per call
 		}
-		v, err := expiredScript.Run(ctx, s.rdb, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax).Result()
+		v, err := s.read(ctx, expiredScript, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax)
 		if err != nil {
 			return nil, wrap("sweep", err)
 		}

@@ -143,6 +143,12 @@ func (p *pipeliner) send(calls []*scriptCall) {
 		execGrouped(ctx, p.rdb, live, p.wait)
 	} else {
 		exec(ctx, p.rdb, live, p.wait)
+		for _, c := range live {
+			if c.err != nil {
+				relearnSlots(ctx, p.rdb, c.err)
+				break
+			}
+		}
 	}
 	for _, c := range live {
 		close(c.done)

@@ -282,8 +282,8 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 
 // Balance runs balance.lua. See quota.BalanceStore.
 func (s *Store) Balance(ctx context.Context, resource string, per quota.Period) (quota.Balance, error) {
-	v, err := balanceScript.Run(ctx, s.rdb,
-		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)}).Result()
+	v, err := s.read(ctx, balanceScript,
+		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)})
 	if err != nil {
 		return quota.Balance{}, wrap("balance", err)
 	}

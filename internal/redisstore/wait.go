@@ -47,11 +47,24 @@ func (s *Store) WithWait(w Wait) *Store {
 // s.wait is on.
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	if !s.wait.on() {
-		return script.Run(ctx, s.rdb, keys, args...).Result()
+		v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+		if err != nil {
+			relearnSlots(ctx, s.rdb, err)
+		}
+		return v, err
 	}
 	c := &scriptCall{ctx: ctx, script: script, keys: keys, args: args}
 	execGrouped(ctx, s.rdb, []*scriptCall{c}, s.wait)
 	return c.val, c.err
+}
+
+// read runs a script that changes nothing (no WAIT needed).
+func (s *Store) read(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		relearnSlots(ctx, s.rdb, err)
+	}
+	return v, err
 }
 
 // masterFor returns a client whose pipelines run on one connection to the
@@ -82,22 +95,26 @@ func execGrouped(ctx context.Context, rdb redis.UniversalClient, calls []*script
 	}
 	var wg sync.WaitGroup
 	for m, g := range groups {
-		wg.Go(func() {
-			exec(ctx, m, g, w)
-			if cc, ok := rdb.(*redis.ClusterClient); ok {
-				for _, c := range g {
-					if c.err != nil && !isScriptError(c.err) {
-						// The node clients bypass the cluster client's
-						// redirects and failure tracking: let it learn the
-						// slots again (a failover, a moved slot).
-						cc.ReloadState(ctx)
-						break
-					}
-				}
-			}
-		})
+		wg.Go(func() { exec(ctx, m, g, w) })
 	}
 	wg.Wait()
+	for _, c := range calls {
+		if c.err != nil {
+			relearnSlots(ctx, rdb, c.err)
+			break
+		}
+	}
+}
+
+// relearnSlots has a cluster client load the slot map again after err,
+// unless the script itself raised it. go-redis does not reload it after a
+// pipeline fails to reach a dead master (nor can it, for the node clients
+// WAIT uses), so without this a failover is never noticed: every call goes
+// on to the dead address (seen in TestFailoverWithoutWaitLosesWholeCallsOnly).
+func relearnSlots(ctx context.Context, rdb redis.UniversalClient, err error) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok && !isScriptError(err) {
+		cc.ReloadState(ctx)
+	}
 }
 
 // isScriptError reports an error the script itself raised (a bug or bad

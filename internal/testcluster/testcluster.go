@@ -99,14 +99,30 @@ func Client(tb testing.TB) *redis.ClusterClient {
 }
 
 // Start runs `scripts/redis-cluster.sh start base` (dir "" = the script's
-// default directory, /tmp/qc-redis-cluster-<base>).
-func Start(base int, dir string) error { return script("start", base, dir) }
+// default directory, /tmp/qc-redis-cluster-<base>); env adds variables
+// such as QC_REDIS_CLUSTER_NODE_TIMEOUT=1000.
+func Start(base int, dir string, env ...string) error { return script("start", base, dir, env...) }
 
 // Stop runs `scripts/redis-cluster.sh stop base`: the cluster's servers stop
 // and its directory is removed.
 func Stop(base int, dir string) error { return script("stop", base, dir) }
 
-func script(cmd string, base int, dir string) error {
+// PID reads the pid of the node on port of a cluster started in dir ("" =
+// the default directory of base).
+func PID(base, port int, dir string) (int, error) {
+	if dir == "" {
+		dir = fmt.Sprintf("/tmp/qc-redis-cluster-%d", base)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprint(port), "redis.pid"))
+	if err != nil {
+		return 0, err
+	}
+	var pid int
+	_, err = fmt.Sscan(strings.TrimSpace(string(b)), &pid)
+	return pid, err
+}
+
+func script(cmd string, base int, dir string, env ...string) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -116,6 +132,7 @@ func script(cmd string, base int, dir string) error {
 	if dir != "" {
 		c.Env = append(c.Env, "QC_REDIS_CLUSTER_DIR="+dir)
 	}
+	c.Env = append(c.Env, env...)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("scripts/redis-cluster.sh %s %d: %w: %s", cmd, base, err, strings.TrimSpace(string(out)))
@@ -177,3 +194,6 @@ func ScanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([
 	})
 	return all, err
 }
+
+// Required reports whether CI asked for every backend (QC_TEST_REQUIRE_BACKENDS=1).
+func Required() bool { return os.Getenv("QC_TEST_REQUIRE_BACKENDS") == "1" }
