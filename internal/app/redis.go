@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -59,14 +61,39 @@ func failoverWatcher(cfg config.Config, rs *redisstore.Store, policies failover.
 	if cfg.DevMode() {
 		return idle{}
 	}
+	repairs, watched := failover.NewMetrics(reg)
 	return &failover.Watcher{
 		Topology: rs, Balances: rs, Policies: policies, Scheduler: sched,
 		Reconcile: func(ctx context.Context, resource string) error {
-			_, err := rec.Resource(ctx, resource)
-			return err
+			return reconcileUntilSettled(ctx, rec, resource, cfg.Reconcile.Settle)
 		},
 		ReconcileAfter: cfg.Reconcile.Settle,
 		Log:            log.Named("failover"),
-		Repairs:        failover.NewMetrics(reg),
+		Repairs:        repairs,
+		Watched:        watched,
 	}
+}
+
+// reconcileUntilSettled reconciles a rebuilt resource until a pass finds no
+// drift or corrects it (a drift is corrected only when no request changed
+// the resource between two reads, so under traffic it takes more than one
+// pass), every settle, at most 20 passes; the periodic passes go on after.
+func reconcileUntilSettled(ctx context.Context, rec *reconcile.Reconciler, resource string, settle time.Duration) error {
+	var err error
+	for range 20 {
+		var rep reconcile.Report
+		rep, err = rec.Resource(ctx, resource)
+		if err == nil && rep.Skipped == "" && (rep.BalanceAdjusted || rep.DriftCharged == 0 && rep.DriftReserved == 0) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(settle):
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("reconcile %s: drift still there after 20 passes", resource)
 }

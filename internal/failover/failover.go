@@ -46,20 +46,26 @@ type Watcher struct {
 	Log            *zap.Logger
 	Now            func() time.Time   // default time.Now
 	Repairs        prometheus.Counter // nil: not counted; see NewMetrics
+	Watched        prometheus.Gauge   // resources whose master is known; nil: not exported
 
 	masters map[string]string // resource → master identity, last seen
 	pending map[string]bool   // master changed, rebuild not done yet
 }
 
-// NewMetrics registers quota_redis_failover_repairs_total on reg and
-// returns it, for Watcher.Repairs.
-func NewMetrics(reg prometheus.Registerer) prometheus.Counter {
+// NewMetrics registers quota_redis_failover_repairs_total and
+// quota_redis_failover_watched_resources on reg and returns them, for
+// Watcher.Repairs and Watcher.Watched.
+func NewMetrics(reg prometheus.Registerer) (prometheus.Counter, prometheus.Gauge) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quota_redis_failover_repairs_total",
 		Help: "Resources rebuilt from the ledger because the Redis master holding them was replaced or restarted.",
 	})
-	reg.MustRegister(c)
-	return c
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quota_redis_failover_watched_resources",
+		Help: "Resources whose Redis master the failover watcher knows (a change of it is noticed from the next poll on).",
+	})
+	reg.MustRegister(c, g)
+	return c, g
 }
 
 // Run polls until ctx ends. It returns nil then.
@@ -108,6 +114,9 @@ func (w *Watcher) Poll(ctx context.Context) []string {
 			w.pending[r] = true
 		}
 		w.masters[r] = m
+	}
+	if w.Watched != nil {
+		w.Watched.Set(float64(len(w.masters)))
 	}
 	var done []string
 	for r := range w.pending {
