@@ -147,12 +147,11 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Timeout: ptimeout, OnPipeline: gm.pipeline,
 	}).WithWait(redisWait(cfg.Redis, reg))
 	defer rs.Close() // before b.close closes the client
-	store := breaker.BalanceStore{Inner: rs, B: breaker.New("redis", bs, bm, log)}
-	ledger := breaker.LedgerStore{Inner: b.ledger, B: breaker.New("mysql", bs, bm, log)}
+	brk := quota.Breakers{Balances: breaker.New("redis", bs, bm, log), Ledger: breaker.New("mysql", bs, bm, log)}
 	sched := &period.Scheduler{}
-	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{
+	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		Audit: b.ledger,
+		Audit: b.ledger, Breakers: brk,
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -163,7 +162,8 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
-	}, store, ledger, ledger, sched, log.Named("reconcile"), reg)
+		Breakers: brk,
+	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
 	api := httpapi.New(httpapi.Deps{
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
@@ -200,7 +200,8 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	})
 	sw := sweeper.New(sweeper.Config{
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
-	}, ledger, store, ledger, log.Named("sweeper"), reg)
+		Breakers: brk,
+	}, b.ledger, rs, b.ledger, log.Named("sweeper"), reg)
 
 	// Listen synchronously so a taken port fails the start, not later.
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

@@ -15,9 +15,9 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// flakyBalances is a BalanceStore whose Balance answers err and counts calls.
+// flakyBalances is a quota.BalanceReader whose Balance answers err and
+// counts calls.
 type flakyBalances struct {
-	quota.BalanceStore
 	err   error
 	calls int
 }
@@ -27,12 +27,22 @@ func (f *flakyBalances) Balance(context.Context, string, quota.Period) (quota.Ba
 	return quota.Balance{Exists: true}, f.err
 }
 
-func newGuarded(t *testing.T, openFor time.Duration) (BalanceStore, *flakyBalances, *prometheus.Registry) {
+// guarded calls inner's Balance through the breaker, as the service does.
+type guarded struct {
+	inner *flakyBalances
+	b     *Breaker
+}
+
+func (g guarded) Balance(ctx context.Context, resource string, p quota.Period) (quota.Balance, error) {
+	return quota.Guard(g.b, func() (quota.Balance, error) { return g.inner.Balance(ctx, resource, p) })
+}
+
+func newGuarded(t *testing.T, openFor time.Duration) (guarded, *flakyBalances, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	inner := &flakyBalances{}
 	b := New("redis", Settings{Failures: 3, OpenFor: openFor}, NewMetrics(reg), zap.NewNop())
-	return BalanceStore{Inner: inner, B: b}, inner, reg
+	return guarded{inner: inner, b: b}, inner, reg
 }
 
 func TestBreakerOpensAfterConsecutiveBackendFailuresAndFailsFast(t *testing.T) {

@@ -191,7 +191,7 @@ func (e *fzEnv) newLive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if res.Exhausted {
+	if res.Refused() {
 		return e.newFinishResource(ctx)
 	}
 	return nil

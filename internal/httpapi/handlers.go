@@ -64,8 +64,8 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		res, err = s.svc.Apply(r.Context(), req)
 		if err == nil {
 			s.metrics.observeApply(req.ResourceName, res)
-			if res.Exhausted {
-				s.writeExhausted(w, res)
+			if res.Refused() {
+				s.writeRefused(w, res)
 				return
 			}
 			writeJSON(w, http.StatusOK, applyResponse{
@@ -87,15 +87,15 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, err)
 }
 
-// writeExhausted answers 429 QUOTA_EXHAUSTED; Retry-After is the whole
-// seconds to the next reset, when the policy resets.
-func (s *Server) writeExhausted(w http.ResponseWriter, res quota.ApplyResponse) {
+// writeRefused answers a refused apply: 429 QUOTA_EXHAUSTED; Retry-After
+// is the whole seconds to the next reset, when the policy resets.
+func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse) {
 	rem := res.Remaining
 	body := errorBody{Code: CodeQuotaExhausted, RemainingQuota: &rem,
 		Message: "quota exhausted: " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period"}
-	if !res.NextResetAt.IsZero() {
-		body.NextResetAt = ts(res.NextResetAt)
-		secs := int64(math.Ceil(time.Until(res.NextResetAt).Seconds()))
+	if next := res.Refusal.NextResetAt; !next.IsZero() {
+		body.NextResetAt = ts(next)
+		secs := int64(math.Ceil(time.Until(next).Seconds()))
 		if secs < 1 {
 			secs = 1
 		}

@@ -103,7 +103,7 @@ func (m *Metrics) Known(p quota.Policy) {
 
 func (m *Metrics) observeApply(resource string, res quota.ApplyResponse) {
 	switch {
-	case res.Exhausted:
+	case res.Refused():
 		m.apply.WithLabelValues(resource, "exhausted").Inc()
 		m.exhausted.WithLabelValues(resource).Inc()
 	case res.Replayed:

@@ -239,24 +239,6 @@ const selectUsage = `SELECT resource_name, client_id, session_id, period_start_m
 	start_ms, end_ms, status, leak_recovered
 	FROM quota_usage `
 
-// OpenSessions returns the USING rows of a resource, oldest first (index
-// idx_quota_usage_open). It is read when a balance is rebuilt after Redis
-// lost its state, to bring live sessions back. Errors: one wrapping
-// quota.ErrUnavailable when the database cannot be reached.
-func (s *Store) OpenSessions(ctx context.Context, resource string) ([]quota.UsageRecord, error) {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	var rows []usageRow
-	if err := s.db.SelectContext(ctx, &rows, selectUsage+`WHERE status = 'USING' AND resource_name = ? ORDER BY id`, resource); err != nil {
-		return nil, translate("open sessions "+resource, err)
-	}
-	out := make([]quota.UsageRecord, len(rows))
-	for i, r := range rows {
-		out[i] = r.record()
-	}
-	return out, nil
-}
-
 // OpenSessionsPage returns at most limit USING rows of resource with an id
 // above after, in id order, and the id of the last one (after itself when
 // there is none): keyset pages over idx_quota_usage_open, whose entries are

@@ -123,7 +123,7 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 		return func(Policy, bool) error { return nil }, nil
 	}
 	var before json.RawMessage
-	old, err := s.policies.GetPolicy(ctx, resource)
+	old, err := s.policies.read(ctx, resource)
 	switch {
 	case err == nil:
 		if before, err = policyJSON(old); err != nil {

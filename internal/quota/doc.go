@@ -3,7 +3,10 @@
 // them.
 //
 // It holds the accounting rules and nothing else. It imports only the
-// standard library: Redis, MySQL, HTTP and cron parsing live in adapters
-// (internal/redisstore, internal/mysqlstore, internal/httpapi,
-// internal/period) that import this package, never the other way round.
+// standard library and golang.org/x/sync/singleflight: Redis, MySQL, HTTP,
+// circuit breakers and cron parsing live in adapters (internal/redisstore,
+// internal/mysqlstore, internal/httpapi, internal/breaker, internal/period)
+// that import this package, never the other way round. It declares the
+// small interfaces it calls (ports.go) and the one helper through which
+// every store call meets its circuit breaker (Guard).
 package quota

@@ -1,79 +1,151 @@
 package quota
 
 import (
-	"errors"
-	"fmt"
+	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
-func TestFlightSharesOneCallAmongConcurrentCallers(t *testing.T) {
-	var f flight
-	var calls atomic.Int32
-	release := make(chan struct{})
-	started := make(chan struct{})
-	want := errors.New("shared")
-	var wg sync.WaitGroup
-	errs := make([]error, 10)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		errs[0] = f.do("k", func() error { calls.Add(1); close(started); <-release; return want })
-	}()
-	<-started
-	for i := 1; i < 10; i++ {
-		wg.Add(1)
-		late := fmt.Errorf("late call of caller %d", i) // a value of its own
-		go func() { defer wg.Done(); errs[i] = f.do("k", func() error { calls.Add(1); return late }) }()
-	}
-	// Waiters that arrived while the first call ran share its answer; any
-	// that came after it start (or share) a later call, whose answer is that
-	// call's own error value. Either way the first call ran exactly once,
-	// every caller got an answer of a call that ran, and fn ran once per
-	// distinct answer.
-	close(release)
-	wg.Wait()
-	if !errors.Is(errs[0], want) {
-		t.Fatalf("first caller got %v", errs[0])
-	}
-	answers := map[error]bool{want: true}
-	for i, err := range errs[1:] {
-		if err == nil {
-			t.Fatalf("caller %d got no answer", i+1)
+// The promise of Policy: concurrent misses of one resource on a cold cache
+// send one read to the store. synctest.Wait returns once every caller is
+// blocked for good: the loader inside GetPolicy, the rest waiting for it.
+// Without the shared load they would all be inside GetPolicy.
+func TestColdPolicyCacheSendsOneReadForConcurrentCallers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		st := &stubs{}
+		st.getPolicy = func(res string) (Policy, error) {
+			<-gate
+			p := testPolicy
+			p.ResourceName = res
+			return p, nil
 		}
-		answers[err] = true
-	}
-	if n := int(calls.Load()); n != len(answers) {
-		t.Fatalf("fn ran %d times for %d distinct answers %v", n, len(answers), errs)
-	}
+		svc := newStubService(st, Options{})
+		const callers = 8
+		var wg sync.WaitGroup
+		errs := make([]error, callers)
+		for i := range callers {
+			wg.Go(func() {
+				p, err := svc.Policy(context.Background(), "r")
+				if err == nil && p.ResourceName != "r" {
+					err = errWrongPolicy
+				}
+				errs[i] = err
+			})
+		}
+		synctest.Wait()
+		reads := st.n("GetPolicy")
+		close(gate)
+		wg.Wait()
+		if reads != 1 {
+			t.Fatalf("%d concurrent callers on a cold cache sent %d reads, want 1", callers, reads)
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("caller %d: %v", i, err)
+			}
+		}
+		// Each resource has its own load: another one is read on its own.
+		if _, err := svc.Policy(context.Background(), "other"); err != nil || st.n("GetPolicy") != 2 {
+			t.Fatalf("another resource: %v after %d reads, want its own read", err, st.n("GetPolicy"))
+		}
+	})
 }
 
-func TestFlightReleasesWaitersWhenTheCallPanics(t *testing.T) {
-	var f flight
-	started := make(chan struct{})
-	release := make(chan struct{})
-	waiterErr := make(chan error, 1)
-	go func() {
-		defer func() { _ = recover() }()
-		_ = f.do("k", func() error { close(started); <-release; panic("boom") })
-	}()
-	<-started
-	go func() { waiterErr <- f.do("k", func() error { return nil }) }()
-	// Wait until the waiter is parked on the running call, then let it panic.
-	for {
-		f.mu.Lock()
-		n := len(f.calls)
-		f.mu.Unlock()
-		if n == 1 {
-			break
+var errWrongPolicy = invalid("resourceName", "the policy of another resource")
+
+// A load that panics releases the callers waiting for it (the panic
+// reaches each of them, as it reaches the loader) and leaves the key free:
+// the next call reads again. A waiter left hanging, or a key left taken,
+// blocks for good, and synctest fails the test as deadlocked.
+func TestPolicyLoadThatPanicsReleasesItsWaitersAndTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		st := &stubs{}
+		st.getPolicy = func(string) (Policy, error) {
+			<-gate
+			panic("store corrupted")
 		}
-	}
-	close(release)
-	if err := <-waiterErr; err != nil && !errors.Is(err, errFlightPanicked) {
-		t.Fatalf("waiter got %v, want errFlightPanicked or its own run", err)
-	}
-	if err := f.do("k", func() error { return nil }); err != nil {
-		t.Fatalf("the key stayed blocked after the panic: %v", err)
-	}
+		svc := newStubService(st, Options{})
+		const callers = 4
+		var wg sync.WaitGroup
+		panicked := make([]bool, callers)
+		for i := range callers {
+			wg.Go(func() {
+				defer func() { panicked[i] = recover() != nil }()
+				_, _ = svc.Policy(context.Background(), "r")
+			})
+		}
+		synctest.Wait()
+		reads := st.n("GetPolicy")
+		close(gate)
+		wg.Wait()
+		if reads != 1 {
+			t.Fatalf("%d reads, want 1 shared", reads)
+		}
+		for i, p := range panicked {
+			if !p {
+				t.Errorf("caller %d returned normally from a load that panicked", i)
+			}
+		}
+		st.getPolicy = nil // the store is healthy again
+		p, err := svc.Policy(context.Background(), "r")
+		if err != nil || p.ResourceName != "r" || st.n("GetPolicy") != 2 {
+			t.Fatalf("after the panic: %+v, %v, %d reads; want the policy from a second read", p, err, st.n("GetPolicy"))
+		}
+	})
+}
+
+// Seeding makes the same promise per resource and period: concurrent
+// callers that find no balance (a new period, or Redis lost its state) make
+// one seed, and read the ledger once for it.
+func TestColdBalanceIsSeededOnceForConcurrentCallers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		seeded := false
+		st := &stubs{}
+		st.balance = func(string, Period) (Balance, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return Balance{Exists: seeded, Limit: 100}, nil
+		}
+		st.periodTotals = func(string, time.Time) (PeriodTotals, error) {
+			<-gate
+			return PeriodTotals{Charged: 30}, nil
+		}
+		st.seed = func(_ string, _ Period, limit int64, tot PeriodTotals, _ []UsageRecord) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			seeded = true
+			return true, nil
+		}
+		svc := newStubService(st, Options{})
+		if _, err := svc.Policy(context.Background(), "r"); err != nil { // warm the policy cache
+			t.Fatal(err)
+		}
+		const callers = 8
+		var wg sync.WaitGroup
+		errs := make([]error, callers)
+		for i := range callers {
+			wg.Go(func() { _, errs[i] = svc.Status(context.Background(), "r") })
+		}
+		synctest.Wait()
+		reads := st.n("PeriodTotals")
+		close(gate)
+		wg.Wait()
+		if reads != 1 {
+			t.Fatalf("%d concurrent callers on a missing balance read the ledger %d times, want 1", callers, reads)
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("caller %d: %v", i, err)
+			}
+		}
+		if st.n("Seed") != 1 || st.n("TryLock") != 1 || st.n("Unlock") != 1 {
+			t.Fatalf("seeds %d, locks %d, unlocks %d; want one of each", st.n("Seed"), st.n("TryLock"), st.n("Unlock"))
+		}
+	})
 }

@@ -391,7 +391,7 @@ func (env *seqEnv) step(ctx context.Context, m *seqModel, o seqOp, fail func(str
 			}
 			want(err, "")
 			first := s.firstApply
-			if resp.SessionID != o.sid || !resp.Replayed || resp.Exhausted || resp.Granted != first.Granted ||
+			if resp.SessionID != o.sid || !resp.Replayed || resp.Refused() || resp.Granted != first.Granted ||
 				resp.HeartbeatIntervalSeconds != first.HeartbeatIntervalSeconds {
 				fail("%s: replay answered %+v, first answer %+v", o, resp, first)
 			}
@@ -406,7 +406,7 @@ func (env *seqEnv) step(ctx context.Context, m *seqModel, o seqOp, fail func(str
 			// Exhausted, also for an id of the other resource: the check
 			// comes before the id is found taken.
 			want(err, "")
-			if !resp.Exhausted || resp.Granted != 0 || !near(resp.Remaining, rem, m.charged[o.res]) || resp.Replayed {
+			if !resp.Refused() || resp.Granted != 0 || !near(resp.Remaining, rem, m.charged[o.res]) || resp.Replayed {
 				fail("%s: want exhausted with %d remaining, got %+v", o, rem, resp)
 			}
 			return false
@@ -415,7 +415,7 @@ func (env *seqEnv) step(ctx context.Context, m *seqModel, o seqOp, fail func(str
 			return false
 		}
 		want(err, "")
-		if resp.Exhausted || resp.Replayed || resp.Granted != grant || resp.Remaining != rem-grant ||
+		if resp.Refused() || resp.Replayed || resp.Granted != grant || resp.Remaining != rem-grant ||
 			(o.sid != "" && resp.SessionID != o.sid) || resp.SessionID == "" {
 			fail("%s: want a grant of %d leaving %d, got %+v", o, grant, rem-grant, resp)
 		}

@@ -102,16 +102,29 @@ type LeakedSession struct {
 	Fresh bool
 }
 
-// BalanceStore keeps live balances and sessions (Redis). Every method is one
-// atomic step; every mutating one is idempotent by session id, so a retried
-// call never charges twice.
-type BalanceStore interface {
+// The balance store (Redis) keeps live balances and sessions. Every method
+// is one atomic step; every mutating one is idempotent by session id, so a
+// retried call never charges twice. Its methods are split into the small
+// interfaces below, by use; each consumer (the Service here, the sweeper and
+// reconciliation in their packages) declares the set it calls, and a fake
+// implements only that. internal/redisstore implements them all.
+
+// Reserver makes and gives back reservations (apply).
+type Reserver interface {
 	// Apply checks and reserves in one step. It returns ErrSessionConflict
 	// when the session id exists with other arguments.
 	Apply(ctx context.Context, cmd ApplyCmd) (ApplyResult, error)
 	// Cancel gives back a reservation whose ledger row could not be written.
 	// Cancelling a missing or non-USING session is a no-op.
 	Cancel(ctx context.Context, resource, sessionID string) error
+	// MarkFailOpen flags a USING session whose ledger row could not be
+	// written but which a failMode OPEN policy keeps: reconciliation writes
+	// its row instead of giving the reservation back.
+	MarkFailOpen(ctx context.Context, resource, sessionID string) error
+}
+
+// Leases renews and settles sessions (heartbeat, finish).
+type Leases interface {
 	// Heartbeat extends a USING session's lease to now+lease and returns the
 	// new expiry. A clientID other than "" must own the session. Errors:
 	// ErrSessionNotFound (also another client's session), *NotActiveError.
@@ -120,48 +133,52 @@ type BalanceStore interface {
 	// Errors: ErrSessionNotFound (also another client's session),
 	// ErrSessionConflict (a repeat with another actual amount).
 	Finish(ctx context.Context, cmd FinishCmd) (FinishResult, error)
+}
+
+// BalanceReader reads a period's balance.
+type BalanceReader interface {
 	// Balance reads one period's balance; it never changes anything.
 	Balance(ctx context.Context, resource string, period Period) (Balance, error)
+}
+
+// Seeder writes what the store lost back from the ledger.
+type Seeder interface {
 	// Seed writes a period's balance and the resource's limit if they are
 	// absent, and brings back the open sessions it is given that the store
 	// lost (with a fresh lease). It reports whether it wrote the balance; a
 	// balance already there is left as it is, so seeding twice never counts
-	// twice.
+	// twice. The Service passes the first page of open sessions and, when
+	// Seed wrote the balance, the later pages to RestoreSessions.
 	Seed(ctx context.Context, resource string, period Period, limit int64, totals PeriodTotals, open []UsageRecord, lease time.Duration) (bool, error)
+	// RestoreSessions brings back open sessions the store lost, with a fresh
+	// lease, leaving the balance as it is; sessions it holds are left alone.
+	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
+}
+
+// Locker takes and releases named per-resource locks (seeding,
+// reconciliation).
+type Locker interface {
 	// TryLock takes the named lock of a resource for ttl if it is free and
 	// returns its token ("" when another holder has it).
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
 	// Unlock releases a lock taken with TryLock if token still holds it.
 	Unlock(ctx context.Context, resource, name, token string) error
+}
+
+// LimitSetter sets a resource's limit.
+type LimitSetter interface {
 	// SetLimit sets the resource's limit; it applies to every period at once.
 	SetLimit(ctx context.Context, resource string, limit int64) error
-	// Sweep moves up to max sessions whose lease expired (store clock) to
-	// LEAKED, keeping their grant charged. It returns those and, up to max,
-	// sessions swept earlier whose ledger update was not acknowledged.
-	Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]LeakedSession, error)
-	// AckLeaks records that the ledger rows of these swept sessions are LEAKED.
-	AckLeaks(ctx context.Context, resource string, sessionIDs []string) error
-	// OpenSessionIDs lists the USING sessions of a resource whose lease ends
-	// before leaseBefore (the lease index).
-	OpenSessionIDs(ctx context.Context, resource string, leaseBefore time.Time) ([]string, error)
-	// Sessions reads sessions by id; ids the store does not hold are absent
-	// from the map.
-	Sessions(ctx context.Context, resource string, ids []string) (map[string]SessionState, error)
-	// RestoreSessions brings back open sessions the store lost, with a fresh
-	// lease, leaving the balance as it is; sessions it holds are left alone.
-	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
-	// MarkFailOpen flags a USING session whose ledger row could not be
-	// written but which a failMode OPEN policy keeps: reconciliation writes
-	// its row instead of giving the reservation back.
-	MarkFailOpen(ctx context.Context, resource, sessionID string) error
-	// FailOpenSessions lists the sessions flagged by MarkFailOpen and not
-	// yet acknowledged.
-	FailOpenSessions(ctx context.Context, resource string) ([]string, error)
-	// AckFailOpen forgets flagged sessions whose ledger rows are written.
-	AckFailOpen(ctx context.Context, resource string, ids []string) error
-	// Adjust adds the deltas to a period's balance if it exists; it reports
-	// whether it did.
-	Adjust(ctx context.Context, resource string, period Period, dCharged, dReserved int64) (bool, error)
+}
+
+// BalanceStore is what the Service uses of the balance store.
+type BalanceStore interface {
+	Reserver
+	Leases
+	BalanceReader
+	Seeder
+	Locker
+	LimitSetter
 }
 
 // SessionState is a session as the BalanceStore holds it. Amounts are in the
@@ -182,29 +199,40 @@ type SessionState struct {
 	FailOpen    bool // granted fail-open while the ledger was unreachable: its row is still to be written
 }
 
-// Ledger is the durable record of every session (MySQL), the source of truth
-// from which balances are rebuilt.
-type Ledger interface {
+// SessionWriter writes ledger rows (apply, finish).
+type SessionWriter interface {
 	// InsertSession writes a new USING row. Errors: ErrDuplicateSession.
 	InsertSession(ctx context.Context, rec UsageRecord) error
 	// FinishSession settles a USING or LEAKED row; a FINISHED row is left as is.
 	FinishSession(ctx context.Context, rec UsageRecord) error
-	// MarkLeaked moves USING rows to LEAKED; other rows are left as they are.
-	MarkLeaked(ctx context.Context, leaks []LeakedSession) error
+}
+
+// SessionReader reads one ledger row.
+type SessionReader interface {
 	// Session reads one row by session id. Errors: ErrSessionNotFound.
 	Session(ctx context.Context, sessionID string) (UsageRecord, error)
+}
+
+// PeriodLedger reads what seeding a period's balance needs.
+type PeriodLedger interface {
 	// PeriodTotals sums a period's rows of one resource.
 	PeriodTotals(ctx context.Context, resource string, periodStart time.Time) (PeriodTotals, error)
-	// OpenSessions lists the USING rows of a resource, any period.
-	OpenSessions(ctx context.Context, resource string) ([]UsageRecord, error)
 	// OpenSessionsPage lists at most limit USING rows of a resource, in
 	// ledger order after the position after (0: from the start), and the
 	// position to pass for the next page (the same position when the page
-	// is empty). Reconciliation walks open sessions with it so that its
-	// memory does not grow with their number.
+	// is empty). Seeding and reconciliation walk open sessions with it so
+	// that their memory does not grow with their number.
 	OpenSessionsPage(ctx context.Context, resource string, after int64, limit int) ([]UsageRecord, int64, error)
-	// SessionsByID reads rows by session id; ids without a row are absent.
-	SessionsByID(ctx context.Context, ids []string) (map[string]UsageRecord, error)
+}
+
+// Ledger is what the Service uses of the durable record of every session
+// (MySQL), the source of truth from which balances are rebuilt.
+// internal/mysqlstore implements it, and what the sweeper
+// (MarkLeaked) and reconciliation (SessionsByID) use besides.
+type Ledger interface {
+	SessionWriter
+	SessionReader
+	PeriodLedger
 }
 
 // PolicyStore keeps policies (MySQL).

@@ -37,15 +37,28 @@ func TestFullPassRepairsEverySessionAcrossChunks(t *testing.T) {
 	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{})
 
 	id := func(i int) string { return fmt.Sprintf("s-%04d", i) }
+	// Seed the period first, and apply from a few workers: 1,700 applies
+	// at once on a cold balance queue the seeding lock behind them for the
+	// client's pool, which fails them on a loaded machine.
+	if _, err := svc.Status(ctx, res); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, settled+lost)
-	for i := range settled + lost {
+	next := make(chan int)
+	for range 16 {
 		wg.Go(func() {
-			if _, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: res, Amount: 2, SessionID: id(i)}); err != nil {
-				errs <- err
+			for i := range next {
+				if _, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: res, Amount: 2, SessionID: id(i)}); err != nil {
+					errs <- err
+				}
 			}
 		})
 	}
+	for i := range settled + lost {
+		next <- i
+	}
+	close(next)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

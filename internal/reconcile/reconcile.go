@@ -44,6 +44,49 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
+// Store is what reconciliation uses of the balance store (Redis).
+type Store interface {
+	quota.Locker
+	quota.BalanceReader
+	quota.LimitSetter
+	// Cancel gives back a reservation (an orphan: no ledger row).
+	Cancel(ctx context.Context, resource, sessionID string) error
+	// RestoreSessions brings back open sessions the store lost, with a
+	// fresh lease, leaving the balance as it is.
+	RestoreSessions(ctx context.Context, resource string, open []quota.UsageRecord, lease time.Duration) error
+	// OpenSessionIDs lists the USING sessions of a resource whose lease ends
+	// before leaseBefore (the lease index).
+	OpenSessionIDs(ctx context.Context, resource string, leaseBefore time.Time) ([]string, error)
+	// Sessions reads sessions by id; ids the store does not hold are absent
+	// from the map.
+	Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error)
+	// FailOpenSessions lists the sessions flagged by MarkFailOpen and not
+	// yet acknowledged.
+	FailOpenSessions(ctx context.Context, resource string) ([]string, error)
+	// AckFailOpen forgets flagged sessions whose ledger rows are written.
+	AckFailOpen(ctx context.Context, resource string, ids []string) error
+	// Adjust adds the deltas to a period's balance if it exists; it reports
+	// whether it did.
+	Adjust(ctx context.Context, resource string, period quota.Period, dCharged, dReserved int64) (bool, error)
+}
+
+// Ledger is what reconciliation uses of the ledger (MySQL).
+type Ledger interface {
+	quota.SessionWriter
+	quota.PeriodLedger
+	// MarkLeaked moves USING rows to LEAKED; other rows are left as they are.
+	MarkLeaked(ctx context.Context, leaks []quota.LeakedSession) error
+	// SessionsByID reads rows by session id; ids without a row are absent.
+	SessionsByID(ctx context.Context, ids []string) (map[string]quota.UsageRecord, error)
+}
+
+// Policies is what reconciliation reads of the policy store.
+type Policies interface {
+	// GetPolicy errors: quota.ErrResourceNotFound.
+	GetPolicy(ctx context.Context, resource string) (quota.Policy, error)
+	ListPolicies(ctx context.Context) ([]quota.Policy, error)
+}
+
 // Config tunes a Reconciler.
 type Config struct {
 	Interval time.Duration // between periodic passes; 0 = only on demand
@@ -55,14 +98,16 @@ type Config struct {
 	// per resource whatever the number of live sessions (default 10).
 	// On-demand reconciliation is always full.
 	FullEvery int
+	// Breakers guard the calls to the stores (nil ones let every call through).
+	Breakers quota.Breakers
 }
 
 // Reconciler repairs Redis from the ledger.
 type Reconciler struct {
 	cfg      Config
-	store    quota.BalanceStore
-	ledger   quota.Ledger
-	policies quota.PolicyStore
+	store    Store
+	ledger   Ledger
+	policies Policies
 	sched    quota.Scheduler
 	log      *zap.Logger
 	now      func() time.Time
@@ -106,7 +151,7 @@ func (r Report) MarshalJSON() ([]byte, error) {
 // quota_reconcile_drift_<unit>{resource,field} (gauge, Redis minus ledger,
 // field charged|reserved), quota_reconcile_repairs_total{resource,kind} and
 // quota_reconcile_runs_total{result}.
-func New(cfg Config, store quota.BalanceStore, ledger quota.Ledger, policies quota.PolicyStore, sched quota.Scheduler, log *zap.Logger, reg prometheus.Registerer) *Reconciler {
+func New(cfg Config, store Store, ledger Ledger, policies Policies, sched quota.Scheduler, log *zap.Logger, reg prometheus.Registerer) *Reconciler {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
 	}
@@ -159,7 +204,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 func (r *Reconciler) All(ctx context.Context) ([]Report, error) { return r.all(ctx, true) }
 
 func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
-	pols, err := r.policies.ListPolicies(ctx)
+	pols, err := quota.Guard(r.cfg.Breakers.Ledger, func() ([]quota.Policy, error) { return r.policies.ListPolicies(ctx) })
 	if err != nil {
 		r.runs.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -203,11 +248,13 @@ func (r *Reconciler) pass(ctx context.Context, resource string, full bool) (Repo
 
 func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (Report, error) {
 	rep := Report{Resource: resource}
-	pol, err := r.policies.GetPolicy(ctx, resource)
+	pol, err := r.policy(ctx, resource)
 	if err != nil {
 		return rep, err
 	}
-	token, err := r.store.TryLock(ctx, resource, "reconcile", lockTTL)
+	token, err := quota.Guard(r.cfg.Breakers.Balances, func() (string, error) {
+		return r.store.TryLock(ctx, resource, "reconcile", lockTTL)
+	})
 	if err != nil {
 		return rep, err
 	}
@@ -218,6 +265,7 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
+		// Not through the breaker: releasing a lock is cleanup.
 		_ = r.store.Unlock(uctx, resource, "reconcile", token)
 	}()
 	if err := r.recordFailOpen(ctx, pol, &rep); err != nil {
@@ -226,29 +274,16 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	if err := r.syncLimit(ctx, pol, &rep); err != nil {
 		return rep, err
 	}
-	var dc, dr int64
 	if !full {
 		// Check sessions one by one only when the drift is real: the same
-		// on two probes Settle apart (in-flight noise rarely repeats).
-		dc, dr, err = r.probe(ctx, pol)
+		// on two reads Settle apart (in-flight noise rarely repeats).
+		first, second, err := r.readTwice(ctx, pol)
 		if err != nil {
 			return rep, err
 		}
-		if dc != 0 || dr != 0 {
-			select {
-			case <-ctx.Done():
-				return rep, ctx.Err()
-			case <-time.After(r.cfg.Settle):
-			}
-			dc2, dr2, err := r.probe(ctx, pol)
-			if err != nil {
-				return rep, err
-			}
-			full = dc2 == dc && dr2 == dr
+		if second == nil || second.drift() != first.drift() {
+			return r.quiet(pol, rep, first.drift()), nil
 		}
-	}
-	if !full {
-		return r.quiet(pol, rep, dc, dr)
 	}
 	if err := r.releaseOrphans(ctx, pol, &rep); err != nil {
 		return rep, err
@@ -265,311 +300,13 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	return rep, nil
 }
 
-// recordFailOpen writes the ledger rows of fail-open grants that Redis
-// counted while MySQL was unreachable, settling them as Redis did since. It
-// runs on every pass, before any drift is measured, so such a grant is never
-// mistaken for drift.
-func (r *Reconciler) recordFailOpen(ctx context.Context, pol quota.Policy, rep *Report) error {
-	resource := pol.ResourceName
-	ids, err := r.store.FailOpenSessions(ctx, resource)
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	rows, err := r.ledger.SessionsByID(ctx, ids)
-	if err != nil {
-		return err
-	}
-	states, err := r.store.Sessions(ctx, resource, ids)
-	if err != nil {
-		return err
-	}
-	var done []string
-	for _, id := range ids {
-		st, ok := states[id]
-		if _, written := rows[id]; written || !ok {
-			done = append(done, id) // landed after all, or expired from Redis
-			continue
-		}
-		rec := quota.UsageRecord{
-			ResourceName: resource, ClientID: st.ClientID, SessionID: id, PeriodStart: st.PeriodStart,
-			ApplyAmount: st.ApplyAmount, MinAmount: st.MinAmount, GrantedAmount: st.Granted,
-			ChargedAmount: st.Granted, StartTime: st.StartTime, Status: quota.StatusUsing,
-		}
-		if err := r.ledger.InsertSession(ctx, rec); err != nil && !errors.Is(err, quota.ErrDuplicateSession) {
-			return err
-		}
-		switch st.Status {
-		case quota.StatusFinished:
-			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, st.Actual, st.Refunded, st.Overage
-			rec.EndTime, rec.LeakRecovered = st.EndTime, st.WasLeaked
-			err = r.ledger.FinishSession(ctx, rec)
-		case quota.StatusLeaked:
-			err = r.ledger.MarkLeaked(ctx, []quota.LeakedSession{{
-				ResourceName: resource, SessionID: id, PeriodStart: st.PeriodStart, Granted: st.Granted, EndTime: st.EndTime,
-			}})
-		}
-		if err != nil {
-			return err
-		}
-		done = append(done, id)
-		rep.FailOpenRecorded++
-		r.repairs.WithLabelValues(resource, "fail_open_recorded").Inc()
-	}
-	return r.store.AckFailOpen(ctx, resource, done)
-}
+// redis makes one call to the balance store through its breaker.
+func (r *Reconciler) redis(fn func() error) error { return quota.GuardErr(r.cfg.Breakers.Balances, fn) }
 
-// syncLimit makes Redis' limit the policy's: concurrent PUTs of one policy
-// can finish their MySQL and Redis writes in different orders.
-func (r *Reconciler) syncLimit(ctx context.Context, pol quota.Policy, rep *Report) error {
-	per, err := r.sched.PeriodAt(pol, r.now())
-	if err != nil {
-		return err
-	}
-	bal, err := r.store.Balance(ctx, pol.ResourceName, per)
-	if err != nil || bal.Limit == pol.TotalLimit || (!bal.Exists && bal.Limit == 0) {
-		return err
-	}
-	// Read the policy again right before writing: a PUT may have landed.
-	cur, err := r.policies.GetPolicy(ctx, pol.ResourceName)
-	if err != nil || cur.TotalLimit == bal.Limit {
-		return err
-	}
-	if err := r.store.SetLimit(ctx, pol.ResourceName, cur.TotalLimit); err != nil {
-		return err
-	}
-	rep.LimitSynced = true
-	r.repairs.WithLabelValues(pol.ResourceName, "limit_synced").Inc()
-	return nil
-}
+// mysql makes one call to the ledger or policy store through its breaker.
+func (r *Reconciler) mysql(fn func() error) error { return quota.GuardErr(r.cfg.Breakers.Ledger, fn) }
 
-// probe reads the current period's drift once (Redis minus ledger).
-func (r *Reconciler) probe(ctx context.Context, pol quota.Policy) (int64, int64, error) {
-	per, err := r.sched.PeriodAt(pol, r.now())
-	if err != nil {
-		return 0, 0, err
-	}
-	bal, err := r.store.Balance(ctx, pol.ResourceName, per)
-	if err != nil || !bal.Exists {
-		return 0, 0, err
-	}
-	tot, err := r.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
-	if err != nil {
-		return 0, 0, err
-	}
-	return bal.Charged - tot.Charged, bal.Reserved - tot.Reserved, nil
-}
-
-// quiet reports a pass whose drift was zero or not stable (in-flight noise)
-// and so checked no session; dc and dr are the last probe's drift.
-func (r *Reconciler) quiet(pol quota.Policy, rep Report, dc, dr int64) (Report, error) {
-	rep.DriftCharged, rep.DriftReserved = dc, dr
-	if g, ok := r.drift[pol.QuotaType.Unit()]; ok {
-		g.WithLabelValues(pol.ResourceName, "charged").Set(float64(dc))
-		g.WithLabelValues(pol.ResourceName, "reserved").Set(float64(dr))
-	}
-	return rep, nil
-}
-
-// checkChunk is how many sessions one reconciliation step looks up at once
-// in Redis and in the ledger, so that its memory stays flat however many
-// sessions are open (a full pass over 150,000 open sessions at once once
-// took 390 MiB).
-const checkChunk = 500
-
-// inChunks calls fn with consecutive parts of items, at most n each.
-func inChunks[T any](items []T, n int, fn func(part []T) error) error {
-	for len(items) > 0 {
-		k := min(n, len(items))
-		if err := fn(items[:k]); err != nil {
-			return err
-		}
-		items = items[k:]
-	}
-	return nil
-}
-
-// releaseOrphans gives back Redis reservations that have no ledger row.
-func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *Report) error {
-	resource := pol.ResourceName
-	// Only sessions untouched (no apply, no heartbeat) for Grace can be
-	// orphans: their lease ends before now + lease − Grace.
-	ids, err := r.store.OpenSessionIDs(ctx, resource, r.now().Add(pol.LeaseDuration()-r.cfg.Grace))
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	return inChunks(ids, checkChunk, func(ids []string) error {
-		rows, err := r.ledger.SessionsByID(ctx, ids)
-		if err != nil {
-			return err
-		}
-		var missing []string
-		for _, id := range ids {
-			if _, ok := rows[id]; !ok {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) == 0 {
-			return nil
-		}
-		states, err := r.store.Sessions(ctx, resource, missing)
-		if err != nil {
-			return err
-		}
-		cutoff := r.now().Add(-r.cfg.Grace)
-		for _, id := range missing {
-			st, ok := states[id]
-			if !ok || st.Status != quota.StatusUsing || st.StartTime.After(cutoff) {
-				continue
-			}
-			// Read the ledger once more right before: the row may have landed.
-			if again, err := r.ledger.SessionsByID(ctx, []string{id}); err != nil || len(again) > 0 {
-				continue
-			}
-			if err := r.store.Cancel(ctx, resource, id); err != nil {
-				return err
-			}
-			rep.OrphansReleased++
-			r.repairs.WithLabelValues(resource, "orphan_released").Inc()
-		}
-		return nil
-	})
-}
-
-// settleLedger settles USING ledger rows from their Redis sessions, and
-// brings back sessions Redis lost.
-func (r *Reconciler) settleLedger(ctx context.Context, pol quota.Policy, rep *Report) error {
-	var after int64
-	for {
-		open, next, err := r.ledger.OpenSessionsPage(ctx, pol.ResourceName, after, checkChunk)
-		if err != nil || len(open) == 0 {
-			return err
-		}
-		if err := r.settleChunk(ctx, pol, open, rep); err != nil {
-			return err
-		}
-		if len(open) < checkChunk {
-			return nil
-		}
-		after = next
-	}
-}
-
-// settleChunk is settleLedger for some of the open ledger rows.
-func (r *Reconciler) settleChunk(ctx context.Context, pol quota.Policy, open []quota.UsageRecord, rep *Report) error {
-	resource := pol.ResourceName
-	ids := make([]string, len(open))
-	for i, row := range open {
-		ids[i] = row.SessionID
-	}
-	states, err := r.store.Sessions(ctx, resource, ids)
-	if err != nil {
-		return err
-	}
-	var lost []quota.UsageRecord
-	var leaked []quota.LeakedSession
-	for _, row := range open {
-		st, ok := states[row.SessionID]
-		switch {
-		case !ok:
-			lost = append(lost, row)
-		case st.Status == quota.StatusFinished:
-			rec := row
-			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, st.Actual, st.Refunded, st.Overage
-			rec.EndTime, rec.LeakRecovered = st.EndTime, st.WasLeaked
-			if err := r.ledger.FinishSession(ctx, rec); err != nil {
-				return err
-			}
-			rep.LedgerRowsSettled++
-			r.repairs.WithLabelValues(resource, "ledger_settled").Inc()
-		case st.Status == quota.StatusCancelled:
-			// The apply answered 503 and gave the reservation back, but its
-			// ledger row landed after all: settle it with nothing charged.
-			rec := row
-			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, 0, row.GrantedAmount, 0
-			rec.EndTime = st.EndTime
-			if err := r.ledger.FinishSession(ctx, rec); err != nil {
-				return err
-			}
-			rep.LedgerRowsSettled++
-			r.repairs.WithLabelValues(resource, "ledger_settled").Inc()
-		case st.Status == quota.StatusLeaked:
-			leaked = append(leaked, quota.LeakedSession{
-				ResourceName: resource, SessionID: row.SessionID, PeriodStart: row.PeriodStart,
-				Granted: row.GrantedAmount, EndTime: st.EndTime,
-			})
-		}
-	}
-	if len(leaked) > 0 {
-		if err := r.ledger.MarkLeaked(ctx, leaked); err != nil {
-			return err
-		}
-		rep.LedgerRowsSettled += len(leaked)
-		r.repairs.WithLabelValues(resource, "ledger_settled").Add(float64(len(leaked)))
-	}
-	if len(lost) > 0 {
-		if err := r.store.RestoreSessions(ctx, resource, lost, pol.LeaseDuration()); err != nil {
-			return err
-		}
-		rep.SessionsRestored += len(lost)
-		r.repairs.WithLabelValues(resource, "session_restored").Add(float64(len(lost)))
-	}
-	return nil
-}
-
-// balance measures the current period's drift twice, Settle apart, and
-// corrects it by delta when both reads agree.
-func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report) error {
-	per, err := r.sched.PeriodAt(pol, r.now())
-	if err != nil {
-		return err
-	}
-	rep.PeriodStart = per.Start
-	measure := func() (quota.Balance, quota.PeriodTotals, error) {
-		bal, err := r.store.Balance(ctx, pol.ResourceName, per)
-		if err != nil {
-			return bal, quota.PeriodTotals{}, err
-		}
-		tot, err := r.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
-		return bal, tot, err
-	}
-	bal, tot, err := measure()
-	if err != nil || !bal.Exists {
-		return err // no balance yet: it will be seeded from the ledger
-	}
-	dc, dr := bal.Charged-tot.Charged, bal.Reserved-tot.Reserved
-	if dc != 0 || dr != 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(r.cfg.Settle):
-		}
-		bal2, tot2, err := measure()
-		if err != nil {
-			return err
-		}
-		// Correct only when nothing moved on either side for Settle (longer
-		// than a ledger write may take): then no request was in flight
-		// between the stores, and the difference is real. Under steady
-		// traffic this waits for a quiet moment; the drift is reported
-		// meanwhile.
-		quiet := bal2.Exists && bal2.Charged == bal.Charged && bal2.Reserved == bal.Reserved &&
-			tot2 == tot
-		if quiet {
-			if rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, per, -dc, -dr); err != nil {
-				return err
-			}
-			if rep.BalanceAdjusted {
-				r.repairs.WithLabelValues(pol.ResourceName, "balance_adjusted").Inc()
-			}
-		}
-		bal, tot = bal2, tot2
-	}
-	rep.RedisCharged, rep.RedisReserved = bal.Charged, bal.Reserved
-	rep.LedgerCharged, rep.LedgerReserved = tot.Charged, tot.Reserved
-	rep.DriftCharged, rep.DriftReserved = dc, dr
-	if g, ok := r.drift[pol.QuotaType.Unit()]; ok {
-		g.WithLabelValues(pol.ResourceName, "charged").Set(float64(dc))
-		g.WithLabelValues(pol.ResourceName, "reserved").Set(float64(dr))
-	}
-	return nil
+// policy reads a policy, through the ledger's breaker.
+func (r *Reconciler) policy(ctx context.Context, resource string) (quota.Policy, error) {
+	return quota.Guard(r.cfg.Breakers.Ledger, func() (quota.Policy, error) { return r.policies.GetPolicy(ctx, resource) })
 }

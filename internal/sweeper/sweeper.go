@@ -42,9 +42,10 @@ type Ledger interface {
 
 // Config tunes a Sweeper.
 type Config struct {
-	Interval  time.Duration // between passes
-	Batch     int           // sessions per sweep call
-	Retention time.Duration // how long a LEAKED session stays in Redis for a late finish to true it up
+	Interval  time.Duration  // between passes
+	Batch     int            // sessions per sweep call
+	Retention time.Duration  // how long a LEAKED session stays in Redis for a late finish to true it up
+	Breakers  quota.Breakers // guard the calls to the stores; nil ones let every call through
 }
 
 // Sweeper runs the leak sweep on an interval.
@@ -104,7 +105,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 func (s *Sweeper) SweepOnce(ctx context.Context) int {
 	start := time.Now()
 	defer func() { s.duration.Observe(time.Since(start).Seconds()) }()
-	pols, err := s.policies.ListPolicies(ctx)
+	pols, err := quota.Guard(s.cfg.Breakers.Ledger, func() ([]quota.Policy, error) { return s.policies.ListPolicies(ctx) })
 	if err != nil {
 		s.fail("list policies", "", err)
 		return 0
@@ -125,7 +126,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) int {
 // sweepResource runs one sweep call; more reports a full batch of fresh
 // leaks (there may be more expired sessions waiting).
 func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int, more bool) {
-	leaks, err := s.store.Sweep(ctx, resource, s.cfg.Batch, s.cfg.Retention)
+	leaks, err := quota.Guard(s.cfg.Breakers.Balances, func() ([]quota.LeakedSession, error) {
+		return s.store.Sweep(ctx, resource, s.cfg.Batch, s.cfg.Retention)
+	})
 	if err != nil {
 		s.fail("sweep", resource, err)
 		return 0, false
@@ -141,7 +144,7 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 		}
 	}
 	s.leaked.WithLabelValues(resource).Add(float64(fresh))
-	if err := s.ledger.MarkLeaked(ctx, leaks); err != nil {
+	if err := quota.GuardErr(s.cfg.Breakers.Ledger, func() error { return s.ledger.MarkLeaked(ctx, leaks) }); err != nil {
 		s.fail("mark leaked", resource, err)
 		return fresh, false
 	}
@@ -149,7 +152,7 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	for i, l := range leaks {
 		ids[i] = l.SessionID
 	}
-	if err := s.store.AckLeaks(ctx, resource, ids); err != nil {
+	if err := quota.GuardErr(s.cfg.Breakers.Balances, func() error { return s.store.AckLeaks(ctx, resource, ids) }); err != nil {
 		s.fail("ack leaks", resource, err)
 		return fresh, false
 	}

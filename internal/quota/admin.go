@@ -1,0 +1,92 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Policy returns a resource's policy, from a short-lived cache
+// (Options.PolicyCacheTTL); while MySQL is unavailable an expired entry is
+// still used. Concurrent misses of one resource share one read: a cold cache
+// under load sends one query to MySQL, not one per request.
+//
+// Errors: ErrResourceNotFound, ErrUnavailable.
+func (s *Service) Policy(ctx context.Context, resource string) (Policy, error) {
+	return s.policies.get(ctx, resource)
+}
+
+// Policies lists every policy, sorted by name.
+func (s *Service) Policies(ctx context.Context) ([]Policy, error) {
+	ps, err := Guard(s.mysql, func() ([]Policy, error) { return s.store.ListPolicies(ctx) })
+	if err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	return ps, nil
+}
+
+// PutPolicy validates and stores a policy (create or update), then sets its
+// limit in the BalanceStore so the change applies to the current period at
+// once: remaining moves by the difference, usage stays. Defaults: timezone
+// UTC, leakThresholdSeconds 300. With an audit log, the change is recorded
+// (actor from ActorFrom(ctx), the policy before and after) once it is stored.
+//
+// Errors: *ValidationError, ErrUnavailable (the policy may be stored but the
+// limit not yet live, or the change not yet audited: retry the same PUT,
+// which stores the same policy and audits it again).
+func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error) {
+	if p.Timezone == "" {
+		p.Timezone = "UTC"
+	}
+	if p.LeakThresholdSeconds == 0 {
+		p.LeakThresholdSeconds = DefaultLeakThresholdSeconds
+	}
+	p.FailMode = p.FailMode.OrDefault()
+	if err := s.ValidatePolicy(p); err != nil {
+		return Policy{}, false, err
+	}
+	now := s.opt.Now().UTC().Truncate(time.Millisecond)
+	p.CreatedAt, p.UpdatedAt = now, now
+	audit, err := s.policyAudit(ctx, p.ResourceName, now)
+	if err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
+	}
+	var stored Policy
+	var created bool
+	err = GuardErr(s.mysql, func() (err error) {
+		stored, created, err = s.store.PutPolicy(ctx, p)
+		return err
+	})
+	if err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
+	}
+	if err := audit(stored, created); err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
+	}
+	s.policies.drop(p.ResourceName)
+	if err := GuardErr(s.redis, func() error { return s.balances.SetLimit(ctx, p.ResourceName, p.TotalLimit) }); err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: set limit: %w", p.ResourceName, err)
+	}
+	return stored, created, nil
+}
+
+// ValidatePolicy checks every field of a policy; it returns the first
+// *ValidationError.
+func (s *Service) ValidatePolicy(p Policy) error {
+	if err := ValidateResourceName(p.ResourceName); err != nil {
+		return err
+	}
+	if !p.QuotaType.Valid() {
+		return invalid("quotaType", "must be one of DURATION, COUNT, TOKENS, BANDWIDTH")
+	}
+	if err := ValidateAmount("totalLimit", p.TotalLimit, false); err != nil {
+		return err
+	}
+	if m := p.FailMode.OrDefault(); m != FailClosed && m != FailOpen {
+		return invalid("failMode", "must be CLOSED or OPEN")
+	}
+	if p.LeakThresholdSeconds < 1 || p.LeakThresholdSeconds > MaxLeakThresholdSeconds {
+		return invalid("leakThresholdSeconds", fmt.Sprintf("must be 1 to %d seconds", MaxLeakThresholdSeconds))
+	}
+	return s.sched.Validate(p.ResetCron, p.Timezone)
+}

@@ -1,0 +1,244 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// maxAttempts bounds the retries of one apply across period roll-over and
+// balance seeding; more means the stores disagree with each other.
+const maxAttempts = 4
+
+// ApplyRequest asks for Amount of a resource. Amounts are in the policy's
+// unit (seconds, calls, tokens or bytes).
+type ApplyRequest struct {
+	ResourceName string
+	Amount       int64  // 1 … 2^53−1
+	MinAmount    int64  // 0 = all-or-nothing; else grant min(Amount, remaining) if ≥ MinAmount
+	ClientID     string // optional, up to 128 chars of [A-Za-z0-9_.:@/-]
+	SessionID    string // optional idempotency key; generated when empty
+}
+
+// Decision is what an apply decided: a grant and the balances it drew
+// from, or a refusal and why. It is the part of the answer that grows with
+// new sources of quota (pools add their own Draws and refusal reasons).
+type Decision struct {
+	// Granted is the amount reserved, in the policy's unit; 0 when refused.
+	Granted int64
+	// Drawn lists the balances the grant was taken from, summing to
+	// Granted. Today it is one Draw from the resource's own balance; it is
+	// empty for a refusal and for a fail-open grant that no live balance
+	// counted (FailOpen with the BalanceStore unreachable).
+	Drawn []Draw
+	// Refusal is set when nothing was granted or changed.
+	Refusal *Refusal
+}
+
+// Refused reports whether the apply was refused.
+func (d Decision) Refused() bool { return d.Refusal != nil }
+
+// Draw is the part of a grant taken from one balance.
+type Draw struct {
+	// Pool names the balance: "" is the resource's own balance of the
+	// session's period.
+	Pool   string
+	Amount int64 // in the policy's unit
+}
+
+// ownBalance is the Drawn of a grant taken whole from the resource's own
+// balance.
+func ownBalance(granted int64) []Draw { return []Draw{{Amount: granted}} }
+
+// RefusalReason says why an apply granted nothing.
+type RefusalReason string
+
+// Refusal reasons.
+const (
+	// RefusedExhausted: the resource's balance for the period holds less than
+	// applyAmount (less than minAmount for a partial grant). HTTP 429
+	// QUOTA_EXHAUSTED.
+	RefusedExhausted RefusalReason = "EXHAUSTED"
+)
+
+// Refusal is why an apply was refused and when to come back.
+type Refusal struct {
+	Reason RefusalReason
+	// NextResetAt is when the refusing balance's period ends and it is
+	// refilled; zero when the policy never resets.
+	NextResetAt time.Time
+}
+
+// ApplyResponse is the answer to an apply: its Decision and the session
+// it made. When Refused, nothing was granted or changed and Remaining is
+// what remains.
+type ApplyResponse struct {
+	Decision
+	SessionID                string
+	Remaining                int64
+	LeaseExpiresAt           time.Time
+	HeartbeatIntervalSeconds int64
+	Replayed                 bool
+	QuotaType                QuotaType
+	// FailOpen: granted by a FailMode OPEN policy while the stores could not
+	// decide; Remaining is −1 (unknown). FailOpenRecorded says whether the
+	// ledger row was written; FailOpenCause is the backend error.
+	FailOpen         bool
+	FailOpenRecorded bool
+	FailOpenCause    error
+}
+
+func (r ApplyRequest) validate() error {
+	if err := ValidateResourceName(r.ResourceName); err != nil {
+		return err
+	}
+	if err := ValidateAmount("applyAmount", r.Amount, false); err != nil {
+		return err
+	}
+	if err := ValidateAmount("minAmount", r.MinAmount, true); err != nil {
+		return err
+	}
+	if r.MinAmount > r.Amount {
+		return invalid("minAmount", "must not exceed applyAmount")
+	}
+	if r.ClientID != "" {
+		if err := ValidateClientID(r.ClientID); err != nil {
+			return err
+		}
+	}
+	if r.SessionID != "" {
+		return validateSessionID(r.SessionID)
+	}
+	return nil
+}
+
+// Apply checks and reserves in one atomic step of the BalanceStore, then
+// records the session in the ledger before answering. A refused apply
+// (Refused) changes nothing. A repeated SessionID returns the first answer
+// and charges once.
+//
+// Errors: *ValidationError, ErrResourceNotFound, ErrSessionConflict (the
+// session id exists with another resource, amount or client), ErrUnavailable
+// (a backend failed; any reservation made was given back).
+func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, error) {
+	if err := req.validate(); err != nil {
+		return ApplyResponse{}, err
+	}
+	pol, err := s.Policy(ctx, req.ResourceName)
+	if err != nil {
+		return ApplyResponse{}, err
+	}
+	per, err := s.policies.periodAt(pol, s.opt.Now())
+	if err != nil {
+		return ApplyResponse{}, fmt.Errorf("apply %s: %w", req.ResourceName, err)
+	}
+	cmd := ApplyCmd{
+		ResourceName: req.ResourceName,
+		SessionID:    req.SessionID,
+		ClientID:     req.ClientID,
+		Amount:       req.Amount,
+		MinAmount:    req.MinAmount,
+		Period:       per,
+		Lease:        pol.LeaseDuration(),
+		FirstPeriod:  isFirstPeriod(pol, per),
+	}
+	if cmd.SessionID == "" {
+		cmd.SessionID = s.opt.NewSessionID()
+	}
+	resp, err := s.apply(ctx, pol, cmd)
+	if err != nil && pol.FailMode == FailOpen && isBackendFailure(err) {
+		return s.failOpen(ctx, pol, cmd, err), nil
+	}
+	if err == nil && resp.Refused() && req.SessionID != "" {
+		// Redis no longer holds the session (past QC_FINISHED_RETENTION, or
+		// lost), so it took a repeat for a new apply and refused it. If the
+		// ledger has the session, this is a repeat: answer it as one.
+		if row, lerr := s.session(ctx, cmd.SessionID); lerr == nil {
+			if !sameApply(row, cmd) {
+				return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
+			}
+			return ledgerReplay(pol, row, resp.Remaining), nil
+		}
+	}
+	return resp, err
+}
+
+// isFirstPeriod reports whether per is pol's first period, which starts at
+// its creation (to the millisecond, as stored).
+func isFirstPeriod(pol Policy, per Period) bool {
+	return per.Start.Equal(pol.CreatedAt.UTC().Truncate(time.Millisecond))
+}
+
+// sameApply reports whether a ledger row was written by an apply with cmd's
+// arguments (the rule that makes a repeated apply a replay, not a conflict).
+func sameApply(row UsageRecord, cmd ApplyCmd) bool {
+	return row.ResourceName == cmd.ResourceName && row.ApplyAmount == cmd.Amount &&
+		row.MinAmount == cmd.MinAmount && row.ClientID == cmd.ClientID
+}
+
+// ledgerReplay answers a repeated apply from the session's ledger row, when
+// Redis no longer has the session: its grant and lease as first answered,
+// and remaining as it is now (the ledger does not keep the first answer's).
+func ledgerReplay(pol Policy, row UsageRecord, remaining int64) ApplyResponse {
+	return ApplyResponse{
+		Decision:  Decision{Granted: row.GrantedAmount, Drawn: ownBalance(row.GrantedAmount)},
+		SessionID: row.SessionID, Remaining: remaining,
+		LeaseExpiresAt:           row.StartTime.Add(pol.LeaseDuration()),
+		HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),
+		Replayed:                 true, QuotaType: pol.QuotaType,
+	}
+}
+
+// failOpen grants an apply of a FailMode OPEN policy that the stores could
+// not decide: the whole amount, with no remaining known (−1). It writes the
+// ledger row if MySQL answers, so reconciliation can count the session in
+// Redis later; FailOpen in the answer says it was not counted live.
+func (s *Service) failOpen(ctx context.Context, pol Policy, cmd ApplyCmd, cause error) ApplyResponse {
+	now := s.opt.Now().UTC().Truncate(time.Millisecond)
+	rec := UsageRecord{
+		ResourceName: cmd.ResourceName, ClientID: cmd.ClientID, SessionID: cmd.SessionID,
+		PeriodStart: cmd.Period.Start, ApplyAmount: cmd.Amount, MinAmount: cmd.MinAmount,
+		GrantedAmount: cmd.Amount, ChargedAmount: cmd.Amount, StartTime: now, Status: StatusUsing,
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	recorded := s.insertSession(lctx, rec) == nil
+	return ApplyResponse{
+		Decision:  Decision{Granted: cmd.Amount},
+		SessionID: cmd.SessionID, Remaining: -1,
+		LeaseExpiresAt: now.Add(pol.LeaseDuration()), HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),
+		QuotaType: pol.QuotaType, FailOpen: true, FailOpenRecorded: recorded, FailOpenCause: cause,
+	}
+}
+
+// apply runs the check-and-reserve loop across period roll-over and seeding.
+func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyResponse, error) {
+	for range maxAttempts {
+		res, err := Guard(s.redis, func() (ApplyResult, error) { return s.balances.Apply(ctx, cmd) })
+		if err != nil {
+			return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
+		}
+		switch res.Outcome {
+		case ApplyWrongPeriod:
+			if cmd.Period, err = s.sched.PeriodAt(pol, res.Now); err != nil {
+				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
+			}
+			cmd.FirstPeriod = isFirstPeriod(pol, cmd.Period)
+			continue
+		case ApplyNeedBalance:
+			if err := s.seed(ctx, pol, cmd.Period); err != nil {
+				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
+			}
+			continue
+		case ApplyExhausted:
+			return ApplyResponse{
+				Decision:  Decision{Refusal: &Refusal{Reason: RefusedExhausted, NextResetAt: cmd.Period.End}},
+				Remaining: res.Remaining, QuotaType: pol.QuotaType,
+			}, nil
+		case ApplyGranted, ApplyReplayed:
+			return s.record(ctx, pol, cmd, res)
+		}
+		return ApplyResponse{}, fmt.Errorf("apply %s: unknown store outcome %d", cmd.ResourceName, res.Outcome)
+	}
+	return ApplyResponse{}, fmt.Errorf("apply %s: period or balance kept changing: %w", cmd.ResourceName, ErrUnavailable)
+}

@@ -1,0 +1,148 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// FinishRequest reports a session's real usage, in the policy's unit.
+type FinishRequest struct {
+	ResourceName string
+	SessionID    string
+	ClientID     string // the caller's client when API keys are on; "" = any
+	Actual       int64  // 0 … 2^53−1
+}
+
+// FinishResponse says what the finish settled. Charged is the actual usage;
+// Refunded = granted − actual when positive; Overage = actual − granted when
+// positive (charged, never capped).
+type FinishResponse struct {
+	SessionID string
+	Granted   int64
+	Charged   int64
+	Refunded  int64
+	Overage   int64
+	Remaining int64 // of the session's period
+	Replayed  bool
+	WasLeaked bool
+	QuotaType QuotaType
+}
+
+// Finish settles a session: the grant is replaced by the actual usage in the
+// session's own period (a session of an earlier period refunds there, never
+// into the current one), then the ledger row is settled. Repeats return the
+// first answer and refund once; a LEAKED session is trued up once.
+//
+// Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound,
+// ErrSessionConflict (a repeat with another actualUsedAmount), ErrUnavailable
+// (the ledger could not be written; a retry completes it).
+func (s *Service) Finish(ctx context.Context, req FinishRequest) (FinishResponse, error) {
+	if err := ValidateResourceName(req.ResourceName); err != nil {
+		return FinishResponse{}, err
+	}
+	if err := validateSessionID(req.SessionID); err != nil {
+		return FinishResponse{}, err
+	}
+	if err := ValidateAmount("actualUsedAmount", req.Actual, true); err != nil {
+		return FinishResponse{}, err
+	}
+	pol, err := s.Policy(ctx, req.ResourceName)
+	if err != nil {
+		return FinishResponse{}, err
+	}
+	res, err := s.finishInStore(ctx, req)
+	if errors.Is(err, ErrSessionNotFound) {
+		return s.finishFromLedger(ctx, pol, req)
+	}
+	if err != nil {
+		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
+	}
+	return s.settle(ctx, pol, req, res)
+}
+
+// finishInStore runs the BalanceStore's side of a finish.
+func (s *Service) finishInStore(ctx context.Context, req FinishRequest) (FinishResult, error) {
+	return Guard(s.redis, func() (FinishResult, error) {
+		return s.balances.Finish(ctx, FinishCmd{
+			ResourceName: req.ResourceName, SessionID: req.SessionID, ClientID: req.ClientID,
+			Actual: req.Actual, Retention: s.opt.FinishedRetention,
+		})
+	})
+}
+
+// settle writes the ledger side of a finish the BalanceStore did (or
+// replayed) and builds the answer.
+func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res FinishResult) (FinishResponse, error) {
+	rec := UsageRecord{
+		ResourceName:   req.ResourceName,
+		ClientID:       res.ClientID,
+		SessionID:      req.SessionID,
+		PeriodStart:    res.PeriodStart,
+		GrantedAmount:  res.Granted,
+		ChargedAmount:  res.Charged,
+		RefundedAmount: res.Refunded,
+		OverageAmount:  res.Overage,
+		StartTime:      res.StartTime,
+		EndTime:        res.EndTime,
+		Status:         StatusFinished,
+		LeakRecovered:  res.WasLeaked,
+	}
+	// Always settle the row, also on a replay: the first finish may have
+	// settled Redis and then failed to reach the ledger.
+	if err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(ctx, rec) }); err != nil {
+		return FinishResponse{}, fmt.Errorf("finish %s: record: %w", req.ResourceName, err)
+	}
+	return FinishResponse{
+		SessionID: req.SessionID, Granted: res.Granted, Charged: res.Charged,
+		Refunded: res.Refunded, Overage: res.Overage, Remaining: res.Remaining,
+		Replayed: res.Replayed, WasLeaked: res.WasLeaked, QuotaType: pol.QuotaType,
+	}, nil
+}
+
+// finishFromLedger answers a finish for a session the BalanceStore no longer
+// holds: a repeat after its retention is answered from the ledger row.
+func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRequest) (FinishResponse, error) {
+	row, err := s.session(ctx, req.SessionID)
+	if err != nil {
+		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
+	}
+	if row.ResourceName != req.ResourceName || !owns(req.ClientID, row.ClientID) {
+		return FinishResponse{}, fmt.Errorf("finish %s: session %s: %w", req.ResourceName, req.SessionID, ErrSessionNotFound)
+	}
+	if row.Status == StatusLeaked {
+		// Swept, and past the retention in which a late finish may true it up.
+		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
+	}
+	if row.Status == StatusUsing {
+		// The row is open but Redis lost the session: bring it back (with
+		// the period's balance, if that is gone too) and settle it there.
+		if err := s.restoreSession(ctx, pol, row); err != nil {
+			return FinishResponse{}, fmt.Errorf("finish %s: restore session %s: %w", req.ResourceName, req.SessionID, err)
+		}
+		if res, err := s.finishInStore(ctx, req); err == nil {
+			return s.settle(ctx, pol, req, res)
+		}
+	}
+	if row.Status != StatusFinished {
+		return FinishResponse{}, fmt.Errorf("finish %s: session %s is %s in the ledger but missing from the balance store: %w",
+			req.ResourceName, req.SessionID, row.Status, ErrUnavailable)
+	}
+	if row.ChargedAmount != req.Actual {
+		return FinishResponse{}, fmt.Errorf("finish %s: session %s was finished with another amount: %w",
+			req.ResourceName, req.SessionID, ErrSessionConflict)
+	}
+	per, err := s.sched.PeriodAt(pol, row.PeriodStart)
+	if err != nil {
+		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
+	}
+	bal, err := s.balance(ctx, req.ResourceName, per)
+	if err != nil {
+		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
+	}
+	return FinishResponse{
+		SessionID: req.SessionID, Granted: row.GrantedAmount, Charged: row.ChargedAmount,
+		Refunded: row.RefundedAmount, Overage: row.OverageAmount, Remaining: bal.Remaining(),
+		Replayed: true, WasLeaked: row.LeakRecovered, QuotaType: pol.QuotaType,
+	}, nil
+}

@@ -1,0 +1,49 @@
+package quota
+
+// Breaker guards the calls to one backend; internal/breaker's circuit
+// breaker is the production one. Allow says whether a call may go ahead:
+// when it may not, err matches ErrCircuitOpen (a *CircuitOpenError) and the
+// call is not made; when it may, done must be called once with the call's
+// error, which the breaker judges.
+type Breaker interface {
+	Allow() (done func(err error), err error)
+}
+
+// Breakers are the breakers in front of the two backends. A nil one lets
+// every call through.
+type Breakers struct {
+	Balances Breaker // the balance store (Redis)
+	Ledger   Breaker // the ledger, policy store and audit log (MySQL)
+}
+
+// Guard makes one backend call, fn, through b (nil: no breaker). It is the
+// one place a breaker is applied: every consumer of a store (the Service,
+// the sweeper, reconciliation) calls the store through it, so a new store
+// method needs no breaker code of its own.
+func Guard[T any](b Breaker, fn func() (T, error)) (T, error) {
+	if b == nil {
+		return fn()
+	}
+	done, err := b.Allow()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := fn()
+	done(err)
+	return v, err
+}
+
+// GuardErr is Guard for a call that returns only an error.
+func GuardErr(b Breaker, fn func() error) error {
+	if b == nil {
+		return fn()
+	}
+	done, err := b.Allow()
+	if err != nil {
+		return err
+	}
+	err = fn()
+	done(err)
+	return err
+}

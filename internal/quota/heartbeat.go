@@ -1,0 +1,64 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// HeartbeatResponse carries the renewed lease.
+type HeartbeatResponse struct {
+	SessionID      string
+	Status         Status
+	LeaseExpiresAt time.Time
+}
+
+// Heartbeat renews a USING session's lease to now + leakThresholdSeconds
+// (store clock). It touches the BalanceStore only. A clientID other than ""
+// (set when API keys are on) must own the session.
+//
+// Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound (also when
+// the session belongs to another resource), *NotActiveError (FINISHED or
+// LEAKED), ErrUnavailable.
+func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID string) (HeartbeatResponse, error) {
+	if err := ValidateResourceName(resource); err != nil {
+		return HeartbeatResponse{}, err
+	}
+	if err := validateSessionID(sessionID); err != nil {
+		return HeartbeatResponse{}, err
+	}
+	pol, err := s.Policy(ctx, resource)
+	if err != nil {
+		return HeartbeatResponse{}, err
+	}
+	renew := func() (time.Time, error) {
+		return Guard(s.redis, func() (time.Time, error) {
+			return s.balances.Heartbeat(ctx, resource, sessionID, clientID, pol.LeaseDuration())
+		})
+	}
+	exp, err := renew()
+	if errors.Is(err, ErrSessionNotFound) {
+		// Past its retention in the store a settled session is known to the
+		// ledger only; it is still not active.
+		row, lerr := s.session(ctx, sessionID)
+		if lerr == nil && row.ResourceName == resource && owns(clientID, row.ClientID) {
+			if row.Status != StatusUsing {
+				return HeartbeatResponse{}, &NotActiveError{SessionID: sessionID, Status: row.Status}
+			}
+			// Open in the ledger but gone from Redis (Redis lost its state):
+			// bring it back now and renew it.
+			if rerr := s.restoreSession(ctx, pol, row); rerr == nil {
+				if exp, err = renew(); err == nil {
+					return HeartbeatResponse{SessionID: sessionID, Status: StatusUsing, LeaseExpiresAt: exp}, nil
+				}
+			}
+			return HeartbeatResponse{}, fmt.Errorf("heartbeat %s: session %s is being restored from the ledger: %w",
+				resource, sessionID, ErrUnavailable)
+		}
+	}
+	if err != nil {
+		return HeartbeatResponse{}, fmt.Errorf("heartbeat %s: %w", resource, err)
+	}
+	return HeartbeatResponse{SessionID: sessionID, Status: StatusUsing, LeaseExpiresAt: exp}, nil
+}

@@ -1,0 +1,131 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// record writes the ledger row of a granted (or replayed) apply. A replay
+// writes it too, idempotently: the first request may still be writing it,
+// and a replay must not answer before the row is durable.
+func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res ApplyResult) (ApplyResponse, error) {
+	rec := UsageRecord{
+		ResourceName:  cmd.ResourceName,
+		ClientID:      cmd.ClientID,
+		SessionID:     cmd.SessionID,
+		PeriodStart:   res.PeriodStart,
+		ApplyAmount:   cmd.Amount,
+		MinAmount:     cmd.MinAmount,
+		GrantedAmount: res.Granted,
+		ChargedAmount: res.Granted,
+		StartTime:     res.StartTime,
+		Status:        StatusUsing,
+	}
+	resp := ApplyResponse{
+		Decision:                 Decision{Granted: res.Granted, Drawn: ownBalance(res.Granted)},
+		SessionID:                cmd.SessionID,
+		Remaining:                res.Remaining,
+		LeaseExpiresAt:           res.LeaseExpiresAt,
+		HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),
+		Replayed:                 res.Outcome == ApplyReplayed,
+		QuotaType:                pol.QuotaType,
+	}
+	err := s.insertSession(ctx, rec)
+	if err == nil {
+		return resp, nil
+	}
+	if !errors.Is(err, ErrDuplicateSession) {
+		// The outcome may be unknown (the connection died after the
+		// commit): read the row back before giving the reservation back.
+		if s.landed(ctx, rec) {
+			return resp, nil
+		}
+		if res.Outcome == ApplyGranted && pol.FailMode == FailOpen && isBackendFailure(err) &&
+			s.markFailOpen(ctx, cmd) == nil {
+			// Redis counts it; reconciliation writes the ledger row.
+			resp.FailOpen, resp.FailOpenCause = true, err
+			return resp, nil
+		}
+		if res.Outcome == ApplyGranted {
+			// If the row did land after all, the cancelled session's
+			// tombstone lets reconciliation settle it with nothing charged.
+			s.cancel(cmd.ResourceName, cmd.SessionID)
+		}
+		return ApplyResponse{}, fmt.Errorf("apply %s: record session: %w", cmd.ResourceName, err)
+	}
+	// The id is in the ledger already: the same session (a replay whose first
+	// request wrote it, or one whose Redis state expired) or another one.
+	row, gerr := s.session(ctx, cmd.SessionID)
+	if gerr != nil {
+		if res.Outcome == ApplyGranted {
+			s.cancel(cmd.ResourceName, cmd.SessionID)
+		}
+		return ApplyResponse{}, fmt.Errorf("apply %s: read session: %w", cmd.ResourceName, gerr)
+	}
+	same := sameApply(row, cmd)
+	if res.Outcome == ApplyReplayed && same {
+		return resp, nil
+	}
+	if same && row.Status == StatusUsing && row.GrantedAmount == res.Granted &&
+		row.PeriodStart.Equal(res.PeriodStart) {
+		// The row is this session's: an earlier attempt wrote it but lost the
+		// answer, and its reservation was given back (or Redis lost it). The
+		// fresh reservation makes the two stores agree again: keep it.
+		return resp, nil
+	}
+	// A fresh reservation collided with an older row: give it back and answer
+	// from the ledger (a replay) or refuse (another session's id).
+	s.cancel(cmd.ResourceName, cmd.SessionID)
+	if !same {
+		return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
+	}
+	remaining := res.Remaining
+	if res.Outcome == ApplyGranted {
+		remaining += res.Granted // the reservation just given back
+	}
+	return ledgerReplay(pol, row, remaining), nil
+}
+
+// markFailOpen flags a kept fail-open reservation, on its own deadline.
+func (s *Service) markFailOpen(ctx context.Context, cmd ApplyCmd) error {
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	return GuardErr(s.redis, func() error { return s.balances.MarkFailOpen(mctx, cmd.ResourceName, cmd.SessionID) })
+}
+
+// landed reports whether rec's row is in the ledger after an insert whose
+// outcome is unknown. It asks once, on its own short deadline.
+func (s *Service) landed(ctx context.Context, rec UsageRecord) bool {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	row, err := s.session(lctx, rec.SessionID)
+	return err == nil && row.ResourceName == rec.ResourceName && row.Status == StatusUsing &&
+		row.GrantedAmount == rec.GrantedAmount && row.PeriodStart.Equal(rec.PeriodStart)
+}
+
+// cancel gives back a reservation whose ledger row could not be written. It
+// runs on its own deadline: the request's context may be the reason.
+func (s *Service) cancel(resource, sessionID string) {
+	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
+	defer stop()
+	// If this fails too, the reservation stays until the sweeper finds its
+	// lease expired; the caller got an error, so it is never used.
+	_ = GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, resource, sessionID) })
+}
+
+// insertSession writes a new ledger row, through the ledger's breaker.
+func (s *Service) insertSession(ctx context.Context, rec UsageRecord) error {
+	return GuardErr(s.mysql, func() error { return s.ledger.InsertSession(ctx, rec) })
+}
+
+// session reads a ledger row, through the ledger's breaker.
+func (s *Service) session(ctx context.Context, id string) (UsageRecord, error) {
+	return Guard(s.mysql, func() (UsageRecord, error) { return s.ledger.Session(ctx, id) })
+}
+
+// balance reads a period's balance, through the balance store's breaker.
+func (s *Service) balance(ctx context.Context, resource string, per Period) (Balance, error) {
+	return Guard(s.redis, func() (Balance, error) { return s.balances.Balance(ctx, resource, per) })
+}

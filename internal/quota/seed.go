@@ -1,0 +1,147 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// seedLockTTL bounds how long one instance may hold a period's seeding lock;
+// a holder that died is replaced after it.
+const seedLockTTL = 10 * time.Second
+
+// seedPage is how many open sessions seeding reads from the ledger and
+// restores at a time.
+const seedPage = 500
+
+// awaitPoll is how often an instance waiting for another one's seeding
+// reads the balance.
+const awaitPoll = 20 * time.Millisecond
+
+// seed writes a period's balance from the ledger if it is not in the store:
+// at the start of every period, and after Redis lost its state (restart,
+// flush, eviction). The balance is limit − charged − reserved of the
+// period's ledger rows, and the resource's open sessions come back with it.
+// Within an instance one caller per period does the work (the rest wait for
+// it and share its error); across instances a Redis lock lets one seed while
+// the others wait for its balance. The seed script writes only an absent
+// balance, so a balance is never reset to the full limit or counted twice.
+func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
+	key := pol.ResourceName + "@" + strconv.FormatInt(per.ID(), 10)
+	_, err, _ := s.seeding.Do(key, func() (any, error) {
+		// Shared by every waiter: not bound to the first caller's
+		// cancellation, but to the seeding lock's lifetime.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), seedLockTTL)
+		defer cancel()
+		return nil, s.seedOnce(sctx, pol, per)
+	})
+	if err != nil {
+		return fmt.Errorf("seed period %d: %w", per.ID(), err)
+	}
+	return nil
+}
+
+func (s *Service) seedOnce(ctx context.Context, pol Policy, per Period) error {
+	lock := "seed:" + strconv.FormatInt(per.ID(), 10)
+	token, err := Guard(s.redis, func() (string, error) {
+		return s.balances.TryLock(ctx, pol.ResourceName, lock, seedLockTTL)
+	})
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		return s.awaitBalance(ctx, pol.ResourceName, per)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		// Not through the breaker: releasing a lock is cleanup, and an open
+		// breaker would keep it held until it expires (it expires anyway).
+		_ = s.balances.Unlock(uctx, pol.ResourceName, lock, token)
+	}()
+	totals, err := Guard(s.mysql, func() (PeriodTotals, error) {
+		return s.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
+	})
+	if err != nil {
+		return err
+	}
+	open, after, err := s.openSessions(ctx, pol.ResourceName, 0)
+	if err != nil {
+		return err
+	}
+	wrote, err := Guard(s.redis, func() (bool, error) {
+		return s.balances.Seed(ctx, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
+	})
+	if err != nil || !wrote {
+		return err // !wrote: another seeder won and restores the sessions
+	}
+	for len(open) == seedPage {
+		if open, after, err = s.openSessions(ctx, pol.ResourceName, after); err != nil {
+			return err
+		}
+		if len(open) == 0 {
+			break
+		}
+		if err := GuardErr(s.redis, func() error {
+			return s.balances.RestoreSessions(ctx, pol.ResourceName, open, pol.LeaseDuration())
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openSessions reads one page of a resource's open ledger rows.
+func (s *Service) openSessions(ctx context.Context, resource string, after int64) ([]UsageRecord, int64, error) {
+	var rows []UsageRecord
+	err := GuardErr(s.mysql, func() (err error) {
+		rows, after, err = s.ledger.OpenSessionsPage(ctx, resource, after, seedPage)
+		return err
+	})
+	return rows, after, err
+}
+
+// awaitBalance waits while another instance seeds the period.
+func (s *Service) awaitBalance(ctx context.Context, resource string, per Period) error {
+	deadline := s.opt.Now().Add(seedLockTTL)
+	for {
+		bal, err := s.balance(ctx, resource, per)
+		if err != nil {
+			return err
+		}
+		if bal.Exists {
+			return nil
+		}
+		if s.opt.Now().After(deadline) {
+			return fmt.Errorf("balance of %s is being rebuilt by another instance: %w", resource, ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(awaitPoll):
+		}
+	}
+}
+
+// restoreSession brings back an open session that Redis lost: when the
+// current period has no balance, by seeding it (which restores every open
+// session of the resource from the ledger); else this one session, whose
+// reservation the balance already holds (it was reserved before the loss,
+// or the balance was rebuilt from the ledger, where the row is USING).
+func (s *Service) restoreSession(ctx context.Context, pol Policy, row UsageRecord) error {
+	per, err := s.policies.periodAt(pol, s.opt.Now())
+	if err != nil {
+		return err
+	}
+	bal, err := s.balance(ctx, pol.ResourceName, per)
+	if err != nil {
+		return err
+	}
+	if !bal.Exists {
+		return s.seed(ctx, pol, per)
+	}
+	return GuardErr(s.redis, func() error {
+		return s.balances.RestoreSessions(ctx, pol.ResourceName, []UsageRecord{row}, pol.LeaseDuration())
+	})
+}

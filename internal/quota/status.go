@@ -1,0 +1,49 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+)
+
+// StatusResponse is a resource's current period. Amounts are in the policy's
+// unit; Remaining may be negative after an overage or a lowered limit.
+type StatusResponse struct {
+	Policy         Policy
+	Used           int64 // charged: finished and leaked sessions, overage included
+	Reserved       int64 // grants of USING sessions of this period
+	Remaining      int64
+	ActiveSessions int64
+	Period         Period
+}
+
+// Status reads the current period's balance. It never charges; it seeds the
+// period's balance from the ledger when the store has none yet.
+//
+// Errors: *ValidationError, ErrResourceNotFound, ErrUnavailable.
+func (s *Service) Status(ctx context.Context, resource string) (StatusResponse, error) {
+	if err := ValidateResourceName(resource); err != nil {
+		return StatusResponse{}, err
+	}
+	pol, err := s.Policy(ctx, resource)
+	if err != nil {
+		return StatusResponse{}, err
+	}
+	per, err := s.policies.periodAt(pol, s.opt.Now())
+	if err != nil {
+		return StatusResponse{}, fmt.Errorf("status %s: %w", resource, err)
+	}
+	bal, err := s.balance(ctx, resource, per)
+	if err == nil && !bal.Exists {
+		if err = s.seed(ctx, pol, per); err == nil {
+			bal, err = s.balance(ctx, resource, per)
+		}
+	}
+	if err != nil {
+		return StatusResponse{}, fmt.Errorf("status %s: %w", resource, err)
+	}
+	pol.TotalLimit = bal.Limit
+	return StatusResponse{
+		Policy: pol, Used: bal.Charged, Reserved: bal.Reserved, Remaining: bal.Remaining(),
+		ActiveSessions: bal.ActiveSessions, Period: per,
+	}, nil
+}
