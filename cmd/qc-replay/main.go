@@ -25,6 +25,7 @@
 //	qc-replay [--url http://127.0.0.1:8080] [--trace file.csv] [--resource llm_tokens]
 //	          [--limit N] [--max-tokens 512] [--concurrency 16] [--speedup 0] [--rows 0]
 //	          [--admin-token T] [--api-key K] [--client-id qc-replay] [--timeout 10s]
+//	qc-replay pools [flags]   (business lines, pools and elasticity on a simulated clock; see pools.go)
 package main
 
 import (
@@ -122,16 +123,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // the trace, print the report and check the balance. It returns an error
 // when anything failed, including the check and any non-429 call error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "pools" {
+		return runPools(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	rows, err := LoadTrace(cfg.Trace, cfg.Rows)
+	rows, err := loadRows(cfg.Trace, cfg.Rows)
 	if err != nil {
 		return err
-	}
-	if len(rows) == 0 {
-		return fmt.Errorf("trace %s: no rows", cfg.Trace)
 	}
 	c, err := client.New(cfg.URL,
 		client.WithAPIKey(cfg.APIKey),

@@ -72,6 +72,15 @@ func LoadTrace(path string, maxRows int) ([]Row, error) {
 	return rows, nil
 }
 
+// loadRows is LoadTrace that also refuses a trace without rows.
+func loadRows(path string, maxRows int) ([]Row, error) {
+	rows, err := LoadTrace(path, maxRows)
+	if err == nil && len(rows) == 0 {
+		err = fmt.Errorf("trace %s: no rows", path)
+	}
+	return rows, err
+}
+
 // ReadTrace reads a CSV trace with a header row naming (in any order, among
 // any other columns) TIMESTAMP, ContextTokens and GeneratedTokens. It reads
 // at most maxRows data rows when maxRows > 0. A missing column, a malformed

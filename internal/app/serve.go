@@ -28,6 +28,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
+	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/reconcile"
 	"github.com/quotacenter/quota-center/internal/redisstore"
@@ -164,8 +165,10 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
 	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
+	poolAdmin := poolctl.NewAdmin(b.ledger, rs, sched, nil)
+	poolRunner := poolctl.New(b.ledger, rs, b.ledger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
-		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg,
+		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Reconcile: func(ctx context.Context, resource string) (any, error) {
@@ -241,10 +244,14 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	swCtx, stopSweeper := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		_ = sw.Run(swCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		_ = poolRunner.Run(swCtx)
 	}()
 	go func() {
 		defer wg.Done()

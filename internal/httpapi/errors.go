@@ -25,6 +25,7 @@ const (
 	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"
 	CodeSessionNotActive   = "SESSION_NOT_ACTIVE"
 	CodeSessionConflict    = "SESSION_CONFLICT"
+	CodeConflict           = "CONFLICT" // pools: a line with open sessions, a reclaim in another state, too little buffer
 	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
 	CodeRequestTimeout     = "REQUEST_TIMEOUT"
 	CodeUnsupportedMedia   = "UNSUPPORTED_MEDIA_TYPE"
@@ -49,6 +50,9 @@ type errorBody struct {
 func classify(err error) (int, string) {
 	var ve *quota.ValidationError
 	var na *quota.NotActiveError
+	if status, code, ok := classifyPools(err); ok {
+		return status, code
+	}
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, CodeInvalidArgument

@@ -35,6 +35,9 @@ type Deps struct {
 	// Reconcile runs reconciliation now for one resource ("" = all) and
 	// returns a JSON-ready report (POST /admin/reconcile).
 	Reconcile func(ctx context.Context, resource string) (any, error)
+	// Pools serves the business lines, grants, buffer and reclaims
+	// endpoints (nil: none).
+	Pools PoolAdmin
 }
 
 // Server is the HTTP API. Handler returns its routes.
@@ -47,6 +50,7 @@ type Server struct {
 	maxBody   int64
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, error)
+	pools     PoolAdmin // nil: no pools endpoints
 	draining  atomic.Bool
 	mux       *chi.Mux
 }
@@ -66,7 +70,7 @@ func New(d Deps) *Server {
 		d.Ready = func(context.Context) error { return nil }
 	}
 	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, maxBody: d.MaxBodyBytes,
-		auth: newAuth(d.Auth), reconcile: d.Reconcile}
+		auth: newAuth(d.Auth), reconcile: d.Reconcile, pools: d.Pools}
 	s.mux = s.routes()
 	return s
 }
@@ -105,6 +109,7 @@ func (s *Server) routes() *chi.Mux {
 		r.Get("/admin/policies/{resourceName}", s.handleGetPolicy)
 		r.Put("/admin/policies/{resourceName}", s.handlePutPolicy)
 		r.Get("/admin/audit", s.handleAudit)
+		s.poolRoutes(r)
 		if s.reconcile != nil {
 			r.Post("/admin/reconcile", s.handleReconcile)
 		}

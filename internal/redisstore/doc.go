@@ -14,6 +14,8 @@
 //	qc:{r}:leaked        set     swept sessions whose ledger row is not yet LEAKED
 //	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance, reconciling)
 //	qc:{r}:failopen      set     fail-open sessions whose ledger rows are still to be written
+//	qc:{r}:pl            hash    pools: layout and live moves of the business lines (pool_apply.lua)
+//	qc:{r}:gr            hash    pools: temporary grants and what is held of each
 //
 // On Redis Cluster each call runs on the master of the resource's slot; a
 // failed call has the client learn the slot map again (a failover). Wait

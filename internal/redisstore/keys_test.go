@@ -15,6 +15,8 @@ var scriptVars = map[string]**redis.Script{
 	"cancel.lua": &cancelScript, "seed.lua": &seedScript, "balance.lua": &balanceScript,
 	"expired.lua": &expiredScript, "sweep.lua": &sweepScript, "unlock.lua": &unlockScript,
 	"adjust.lua": &adjustScript, "lock.lua": &lockScript, "failopen.lua": &failOpenScript,
+	"pool_apply.lua": &poolApplyScript, "pool_layout.lua": &poolLayoutScript, "pool_seed.lua": &poolSeedScript,
+	"pool_move.lua": &poolMoveScript,
 }
 
 // keyCheck is put in front of a script by declaredKeysOnly: every

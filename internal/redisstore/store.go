@@ -244,7 +244,7 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 	var f finishReply
 	for try := 1; ; try++ {
 		v, err := s.runHot(ctx, finishScript,
-			[]string{sessionKey(r, c.SessionID), leasesKey(r), limitKey(r), balanceKey(r, per)},
+			[]string{sessionKey(r, c.SessionID), leasesKey(r), limitKey(r), balanceKey(r, per), grantsKey(r)},
 			itoa(c.Actual), itoa(c.Retention.Milliseconds()), c.SessionID, c.ClientID, itoa(per))
 		if err != nil {
 			return quota.FinishResult{}, wrap("finish", err)

@@ -2,6 +2,7 @@
 -- KEYS[1] qc:{r}:s:<sessionId>   KEYS[2] qc:{r}:leases   KEYS[3] qc:{r}:limit
 -- KEYS[4] qc:{r}:b:<periodMs>    the balance of the period the caller expects
 --         the session in (a guess: the session hash holds its period; checked here)
+-- KEYS[5] qc:{r}:gr   the resource's temporary grants (pools; see pool_apply.lua)
 -- ARGV[1] actual   ARGV[2] retention ms   ARGV[3] sessionId
 -- ARGV[4] clientId of the caller ("" = any); another client's session is "not found"
 -- ARGV[5] periodMs of KEYS[4]
@@ -34,6 +35,59 @@ if s[3] ~= ARGV[5] then
   return {8, s[3]}
 end
 
+-- Pools (internal/pools, Model.Finish): a session applied by pool_apply.lua
+-- ('dd' set) gives its unused part back to the pools it came from, in the
+-- reverse of the draw order (grants, buffer, shared, dedicated); an overage
+-- is charged to its line's dedicated part (to the limit, for a resource
+-- without lines). The session keeps what it stays charged to (dd, ds, db,
+-- dg, gl), for the ledger. Counters of a period not yet seeded (ps) are not
+-- touched: the seed rebuilds them from the ledger.
+local function settlePools(sk, bkey, gkey, granted, actual)
+  local p = redis.call('HMGET', sk, 'line', 'dd', 'ds', 'db', 'dg', 'gl')
+  if not p[2] then return end
+  local line = p[1] or ''
+  local d, sh, b, g = tonumber(p[2]), tonumber(p[3]), tonumber(p[4]), tonumber(p[5])
+  local live = redis.call('HGET', bkey, 'ps') == '1'
+  local function add(field, n)
+    if live and n ~= 0 then redis.call('HINCRBY', bkey, field, string.format('%d', n)) end
+  end
+  local gl = {}
+  for id, n in string.gmatch(p[6] or '', '([^=;]+)=(%d+)') do gl[#gl + 1] = {id, tonumber(n)} end
+  if actual <= granted then
+    local refund = granted - actual
+    for i = #gl, 1, -1 do
+      local x = math.min(refund, gl[i][2])
+      if x > 0 then
+        gl[i][2] = gl[i][2] - x
+        refund = refund - x
+        g = g - x
+        redis.call('HINCRBY', gkey, 'u:' .. gl[i][1], string.format('%d', -x))
+        add('gsum', -x)
+        if line ~= '' then add('ug:' .. line, -x) end
+      end
+    end
+    local x = math.min(refund, b); b = b - x; refund = refund - x
+    if line ~= '' then add('ub:' .. line, -x) end
+    if line == '' then
+      -- a resource without lines: 'db' holds what was drawn from the limit
+    else
+      x = math.min(refund, sh); sh = sh - x; refund = refund - x
+      add('us:' .. line, -x); add('su', -x)
+      x = math.min(refund, d); d = d - x; refund = refund - x
+      add('ud:' .. line, -x)
+    end
+  else
+    local o = actual - granted
+    if line == '' then b = b + o else d = d + o; add('ud:' .. line, o) end
+  end
+  local out = {}
+  for _, e in ipairs(gl) do
+    if e[2] > 0 then out[#out + 1] = e[1] .. '=' .. string.format('%d', e[2]) end
+  end
+  redis.call('HSET', sk, 'dd', string.format('%d', d), 'ds', string.format('%d', sh),
+    'db', string.format('%d', b), 'dg', string.format('%d', g), 'gl', table.concat(out, ';'))
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local granted = tonumber(s[2])
@@ -63,6 +117,7 @@ if redis.call('EXISTS', bkey) == 1 then
   bl, bc, br = redis.call('GET', KEYS[3]) or '0', b[1], b[2]
 end
 
+settlePools(KEYS[1], bkey, KEYS[5], granted, actual)
 redis.call('HSET', KEYS[1], 'status', 'FINISHED', 'actual', ARGV[1],
   'refunded', string.format('%d', refunded), 'overage', string.format('%d', overage),
   'flimit', bl, 'fcharged', bc, 'freserved', br, 'end', string.format('%d', now), 'leaked', leaked)

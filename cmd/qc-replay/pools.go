@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+)
+
+// poolsConfig is the command line of `qc-replay pools`.
+type poolsConfig struct {
+	Trace       string
+	Rows        int
+	Lines       int
+	Bursts      []float64
+	BurstMin    int
+	Period      time.Duration
+	Limit       int64
+	LimitFactor float64
+	MaxTokens   int64
+	Settings    pools.Settings
+	Events      bool
+}
+
+func parsePoolsFlags(args []string, stderr io.Writer) (poolsConfig, error) {
+	c := poolsConfig{Settings: pools.DefaultSettings()}
+	fs := flag.NewFlagSet("qc-replay pools", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Trace, "trace", defaultTrace, "trace CSV with columns TIMESTAMP, ContextTokens, GeneratedTokens")
+	fs.IntVar(&c.Rows, "rows", 0, "use only the first N rows (0: all)")
+	fs.IntVar(&c.Lines, "lines", 12, "business lines (a quarter CORE, a third GROWTH, the rest EXPLORE)")
+	burst := fs.String("burst", "3,4,5", "comma-separated burst factors, one burst per factor (\"\" = none)")
+	fs.IntVar(&c.BurstMin, "burst-minutes", 5, "length of each burst, minutes")
+	fs.DurationVar(&c.Period, "period", time.Minute, "quota period (the limit is per period: tokens per minute by default)")
+	fs.Int64Var(&c.Limit, "limit", 0, "limit per period; 0 = the trace's mean demand per period (bursts excluded) × --limit-factor")
+	fs.Float64Var(&c.LimitFactor, "limit-factor", 1.0, "see --limit")
+	fs.Int64Var(&c.MaxTokens, "max-tokens", 512, "tokens reserved per request on top of ContextTokens")
+	fs.Int64Var(&c.Settings.SharedPercent, "shared", 60, "sharedPercent")
+	fs.Int64Var(&c.Settings.DedicatedPercent, "dedicated", 30, "dedicatedPercent")
+	fs.Int64Var(&c.Settings.BufferPercent, "buffer", 10, "bufferPercent")
+	fs.Int64Var(&c.Settings.BorrowLimitPercent, "borrow-limit", 50, "borrowLimitPercent (of a line's dedicated part)")
+	fs.BoolVar(&c.Events, "events", false, "print the controller's decisions of the elastic run")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return c, &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	for _, f := range strings.Split(*burst, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v < 1 || v > 20 {
+			return c, &usageError{fmt.Sprintf("--burst: %q is not a factor in 1 … 20", f)}
+		}
+		c.Bursts = append(c.Bursts, v)
+	}
+	switch {
+	case c.Lines < 3 || c.Lines > pools.MaxLines:
+		return c, &usageError{fmt.Sprintf("--lines must be 3 … %d", pools.MaxLines)}
+	case c.Rows < 0:
+		return c, &usageError{"--rows must not be negative"}
+	case c.BurstMin < 1:
+		return c, &usageError{"--burst-minutes must be at least 1"}
+	case c.Period < time.Second:
+		return c, &usageError{"--period must be at least 1s"}
+	case c.Limit < 0 || c.Limit > pools.MaxAmount:
+		return c, &usageError{"--limit must be in 0 … 2^53-1"}
+	case c.LimitFactor <= 0:
+		return c, &usageError{"--limit-factor must be positive"}
+	case c.MaxTokens < 0:
+		return c, &usageError{"--max-tokens must not be negative"}
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return c, &usageError{err.Error()}
+	}
+	return c, nil
+}
+
+// seed003 are the figures seed 003 reports for static quotas and for pools
+// with tiers and elasticity (it gives no separate pools-only figure).
+var seed003 = map[pools.Scheme][3]string{
+	pools.SchemeStatic:  {"32%", "8.7%", "68%"},
+	pools.SchemePools:   {"–", "–", "–"},
+	pools.SchemeElastic: {"11%", "0.9%", "89%"},
+}
+
+// runPools is `qc-replay pools`: split the trace into business lines, inject
+// bursts, and compare static quotas, pools, and pools with tiers and
+// elasticity on a simulated clock.
+func runPools(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parsePoolsFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	rows, err := loadRows(cfg.Trace, cfg.Rows)
+	if err != nil {
+		return err
+	}
+	tr := make([]pools.TraceRow, len(rows))
+	for i, r := range rows {
+		tr[i] = pools.TraceRow{AtMs: r.Time.Sub(rows[0].Time).Milliseconds(), Context: r.ContextTokens, Generated: r.GeneratedTokens}
+	}
+	opt := pools.SplitOptions{Lines: cfg.Lines, MaxTokens: cfg.MaxTokens, BurstFactors: cfg.Bursts, BurstMs: int64(cfg.BurstMin) * 60_000}
+	w := pools.SplitTrace(tr, opt)
+	periodMs := cfg.Period.Milliseconds()
+	limit := cfg.Limit
+	if limit == 0 {
+		base := pools.SplitTrace(tr, pools.SplitOptions{Lines: cfg.Lines, MaxTokens: cfg.MaxTokens})
+		periods := tr[len(tr)-1].AtMs/periodMs + 1
+		limit = max(1, int64(float64(base.Demand())/float64(periods)*cfg.LimitFactor))
+	}
+	fmt.Fprintf(stdout, "qc-replay pools: %d rows of %s → %d requests on %d lines, bursts %v × %d min, period %s, limit %d per period\n",
+		len(rows), cfg.Trace, len(w.Requests), cfg.Lines, cfg.Bursts, cfg.BurstMin, cfg.Period, limit)
+	fmt.Fprintf(stdout, "pools: shared %d%% / dedicated %d%% / buffer %d%%, borrowLimit %d%% of dedicated\n",
+		cfg.Settings.SharedPercent, cfg.Settings.DedicatedPercent, cfg.Settings.BufferPercent, cfg.Settings.BorrowLimitPercent)
+	for _, b := range w.Bursts {
+		fmt.Fprintf(stdout, "burst: %s ×%g from %s to %s\n", b.Line, b.Factor, time.Duration(b.StartMs)*time.Millisecond, time.Duration(b.EndMs)*time.Millisecond)
+	}
+	var results []pools.Result
+	for _, s := range []pools.Scheme{pools.SchemeStatic, pools.SchemePools, pools.SchemeElastic} {
+		r, err := pools.Simulate(w, pools.SimConfig{Scheme: s, Limit: limit, PeriodMs: periodMs, Settings: cfg.Settings})
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	printPoolsTable(stdout, results)
+	if cfg.Events {
+		for _, e := range results[2].Events {
+			fmt.Fprintf(stdout, "event %8s %-18s %-10s %10d %s\n", time.Duration(e.AtMs)*time.Millisecond, e.Kind, e.Line, e.Amount, e.Reason)
+		}
+	}
+	return nil
+}
+
+func printPoolsTable(out io.Writer, results []pools.Result) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scheme\tidle %\trefused in bursts %\tutilisation %\trefused %\tCORE refused (critical)\treaction s (n)\tseed 003: idle / burst refused / util\t")
+	for _, r := range results {
+		react := "–"
+		if s, n := r.MeanReactionSeconds("any"); n > 0 {
+			react = fmt.Sprintf("%.0f (%d)", s, n)
+		}
+		sd := seed003[r.Scheme]
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d (%d)\t%s\t%s / %s / %s\t\n", r.Scheme, r.IdlePct(), r.BurstRefusedPct(),
+			r.UtilisationPct(), r.RefusedPct(), r.CoreRefused, r.CoreCritRefused, react, sd[0], sd[1], sd[2])
+	}
+	tw.Flush()
+	for _, r := range results {
+		fmt.Fprintf(out, "%s: %d requests, %d refused %v; %d periods, %d offered, %d charged\n",
+			r.Scheme, r.Requests, r.Refused, r.RefusedByReason, r.Periods, r.QuotaOffered, r.Charged)
+	}
+}

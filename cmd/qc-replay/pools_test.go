@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writePoolsTrace(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+	t0 := time.Date(2023, 11, 16, 18, 0, 0, 0, time.UTC)
+	for i := range n {
+		fmt.Fprintf(&b, "%s,%d,%d\n", t0.Add(time.Duration(i)*700*time.Millisecond).Format("2006-01-02 15:04:05.0000000"), 200+(i*7919)%4000, i%200)
+	}
+	p := filepath.Join(t.TempDir(), "trace.csv")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPoolsReportsTheThreeSchemes(t *testing.T) {
+	trace := writePoolsTrace(t, 4000)
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"pools", "--trace", trace, "--borrow-limit", "300", "--events"}, &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{"12 lines", "burst: core-2 ×3", "static", "pools", "elastic", "32% / 8.7% / 68%", "11% / 0.9% / 89%"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	var again bytes.Buffer
+	_ = run(context.Background(), []string{"pools", "--trace", trace, "--borrow-limit", "300", "--events"}, &again, &errb)
+	if again.String() != s {
+		t.Error("two runs of the same trace differ")
+	}
+}
+
+func TestPoolsRefusesBadFlags(t *testing.T) {
+	trace := writePoolsTrace(t, 10)
+	for _, args := range [][]string{
+		{"--lines", "2"},
+		{"--burst", "0.5"},
+		{"--burst", "x"},
+		{"--period", "10ms"},
+		{"--limit", "-1"},
+		{"--limit-factor", "0"},
+		{"--shared", "50"},
+		{"--borrow-limit", "5000"},
+		{"stray"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), append([]string{"pools", "--trace", trace}, args...), &out, &errb)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%v: err = %v, want a usage error", args, err)
+		}
+	}
+}

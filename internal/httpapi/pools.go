@@ -1,0 +1,327 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/quotacenter/quota-center/internal/poolctl"
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// PoolAdmin is the pools' admin surface (internal/poolctl.Admin).
+type PoolAdmin interface {
+	Config(ctx context.Context, resource string) (poolctl.Config, error)
+	PutLine(ctx context.Context, resource string, l pools.LineSpec) (pools.LineLayout, bool, error)
+	DeleteLine(ctx context.Context, resource, line string) error
+	PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error)
+	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error)
+	VoidGrant(ctx context.Context, resource, id string) error
+	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
+	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
+	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
+}
+
+// poolRoutes adds the pools' admin endpoints to an admin router.
+func (s *Server) poolRoutes(r chi.Router) {
+	if s.pools == nil {
+		return
+	}
+	r.Get("/admin/policies/{resourceName}/lines", s.handleLines)
+	r.Put("/admin/policies/{resourceName}/lines/{line}", s.handlePutLine)
+	r.Delete("/admin/policies/{resourceName}/lines/{line}", s.handleDeleteLine)
+	r.Get("/admin/policies/{resourceName}/pools", s.handleLines)
+	r.Put("/admin/policies/{resourceName}/pools", s.handlePutPools)
+	r.Post("/admin/policies/{resourceName}/grants", s.handleGrantOf(false))
+	r.Get("/admin/policies/{resourceName}/grants", s.handleGrants)
+	r.Delete("/admin/policies/{resourceName}/grants/{id}", s.handleVoidGrant)
+	r.Post("/admin/policies/{resourceName}/buffer/release", s.handleGrantOf(true))
+	r.Get("/admin/policies/{resourceName}/reclaims", s.handleReclaims)
+	r.Post("/admin/policies/{resourceName}/reclaims/{id}/confirm", s.handleReclaimStep(true))
+	r.Post("/admin/policies/{resourceName}/reclaims/{id}/cancel", s.handleReclaimStep(false))
+	r.Get("/admin/policies/{resourceName}/pool-events", s.handlePoolEvents)
+}
+
+type lineJSON struct {
+	BusinessLine string     `json:"businessLine"`
+	Tier         pools.Tier `json:"tier"`
+	Weight       int64      `json:"weight,omitempty"`
+	Dedicated    int64      `json:"dedicated"` // the part it holds (explicit or by weight)
+	BorrowCap    int64      `json:"borrowLimit"`
+}
+
+type poolsJSON struct {
+	Success  bool           `json:"success"`
+	Code     string         `json:"code"`
+	Resource string         `json:"resourceName"`
+	Settings pools.Settings `json:"pools"`
+	Shared   int64          `json:"shared"`
+	Dedic    int64          `json:"dedicated"`
+	Buffer   int64          `json:"buffer"`
+	Lines    []lineJSON     `json:"lines"`
+}
+
+func linesJSON(c poolctl.Config) []lineJSON {
+	w := map[string]int64{}
+	for _, l := range c.Lines {
+		w[l.Name] = l.Weight
+	}
+	out := make([]lineJSON, 0, len(c.Layout.Lines))
+	for _, l := range c.Layout.Lines {
+		out = append(out, lineJSON{BusinessLine: l.Name, Tier: l.Tier, Weight: w[l.Name], Dedicated: l.Dedicated, BorrowCap: l.BorrowCap})
+	}
+	return out
+}
+
+func (s *Server) writePools(w http.ResponseWriter, r *http.Request, status int) {
+	c, err := s.pools.Config(r.Context(), chi.URLParam(r, "resourceName"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, poolsJSON{Success: true, Code: CodeSuccess, Resource: c.Policy.ResourceName, Settings: c.Settings,
+		Shared: c.Layout.Shared, Dedic: c.Layout.Dedicated, Buffer: c.Layout.Buffer, Lines: linesJSON(c)})
+}
+
+// handleLines answers GET …/lines and GET …/pools: the settings, the
+// pools' sizes and every line.
+func (s *Server) handleLines(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawQuery != "" {
+		s.writeError(w, r, &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters"})
+		return
+	}
+	s.writePools(w, r, http.StatusOK)
+}
+
+func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Tier      pools.Tier      `json:"tier"`
+		Weight    json.RawMessage `json:"weight"`
+		Dedicated json.RawMessage `json:"dedicated"`
+	}
+	err := decode(r, &body)
+	var spec pools.LineSpec
+	if err == nil {
+		spec = pools.LineSpec{Name: chi.URLParam(r, "line"), Tier: body.Tier}
+		if spec.Weight, err = parseAmount("weight", body.Weight, false); err == nil {
+			spec.Dedicated, err = parseAmount("dedicated", body.Dedicated, false)
+		}
+		if err == nil && spec.Weight == 0 && spec.Dedicated == 0 && len(body.Weight) == 0 && len(body.Dedicated) == 0 {
+			spec.Weight = 1 // neither given: weight 1
+		}
+	}
+	if err == nil {
+		var created bool
+		if _, created, err = s.pools.PutLine(r.Context(), chi.URLParam(r, "resourceName"), spec); err == nil {
+			status := http.StatusOK
+			if created {
+				status = http.StatusCreated
+			}
+			s.writePools(w, r, status)
+			return
+		}
+	}
+	s.writeError(w, r, err)
+}
+
+func (s *Server) handleDeleteLine(w http.ResponseWriter, r *http.Request) {
+	if err := s.pools.DeleteLine(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "line")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writePools(w, r, http.StatusOK)
+}
+
+func (s *Server) handlePutPools(w http.ResponseWriter, r *http.Request) {
+	body := pools.DefaultSettings()
+	err := decode(r, &body)
+	if err == nil {
+		if _, err = s.pools.PutSettings(r.Context(), chi.URLParam(r, "resourceName"), body); err == nil {
+			s.writePools(w, r, http.StatusOK)
+			return
+		}
+	}
+	s.writeError(w, r, err)
+}
+
+type grantJSON struct {
+	ID           string `json:"id"`
+	Kind         string `json:"kind"`
+	BusinessLine string `json:"businessLine,omitempty"`
+	Amount       int64  `json:"amount"`
+	Used         int64  `json:"used"`
+	EffectiveAt  string `json:"effectiveAt"`
+	ExpiresAt    string `json:"expiresAt,omitempty"`
+	Reason       string `json:"reason"`
+	CreatedAt    string `json:"createdAt"`
+	VoidedAt     string `json:"voidedAt,omitempty"`
+	Active       bool   `json:"active"`
+}
+
+func toGrantJSON(g pools.GrantRecord, now int64) grantJSON {
+	j := grantJSON{ID: g.ID, Kind: string(g.Kind), BusinessLine: g.Line, Amount: g.Amount, Used: g.Used,
+		EffectiveAt: ts(time.UnixMilli(g.EffectiveMs)), Reason: g.Reason, CreatedAt: ts(time.UnixMilli(g.CreatedMs)),
+		Active: g.Active(now)}
+	if g.ExpiresMs < pools.MaxAmount {
+		j.ExpiresAt = ts(time.UnixMilli(g.ExpiresMs))
+	}
+	if g.VoidedMs != 0 {
+		j.VoidedAt = ts(time.UnixMilli(g.VoidedMs))
+	}
+	return j
+}
+
+// parseTime reads an optional RFC 3339 time as Unix ms (0 when absent).
+func parseTime(field, v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return 0, &quota.ValidationError{Field: field, Reason: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"}
+	}
+	return t.UnixMilli(), nil
+}
+
+func (s *Server) decodeGrant(r *http.Request) (poolctl.GrantRequest, error) {
+	var body struct {
+		Amount       json.RawMessage `json:"amount"`
+		BusinessLine string          `json:"businessLine"`
+		EffectiveAt  string          `json:"effectiveAt"`
+		ExpiresAt    string          `json:"expiresAt"`
+		Reason       string          `json:"reason"`
+	}
+	var g poolctl.GrantRequest
+	err := decode(r, &body)
+	if err == nil {
+		g.Amount, err = parseAmount("amount", body.Amount, true)
+	}
+	if err == nil {
+		g.EffectiveMs, err = parseTime("effectiveAt", body.EffectiveAt)
+	}
+	if err == nil {
+		g.ExpiresMs, err = parseTime("expiresAt", body.ExpiresAt)
+	}
+	g.Line, g.Reason = body.BusinessLine, body.Reason
+	return g, err
+}
+
+// handleGrantOf answers POST …/grants (release false) and POST
+// …/buffer/release (release true): 201 with the record under key.
+func (s *Server) handleGrantOf(release bool) http.HandlerFunc {
+	add, key := s.pools.AddGrant, "grant"
+	if release {
+		add, key = s.pools.Release, "release"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		g, err := s.decodeGrant(r)
+		if err == nil {
+			var rec pools.GrantRecord
+			if rec, err = add(r.Context(), chi.URLParam(r, "resourceName"), g); err == nil {
+				writeJSON(w, http.StatusCreated, map[string]any{"success": true, "code": CodeSuccess,
+					key: toGrantJSON(rec, time.Now().UnixMilli())})
+				return
+			}
+		}
+		s.writeError(w, r, err)
+	}
+}
+
+func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
+	gs, err := s.pools.Grants(r.Context(), chi.URLParam(r, "resourceName"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := time.Now().UnixMilli()
+	out := make([]grantJSON, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, toGrantJSON(g, now))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success bool        `json:"success"`
+		Code    string      `json:"code"`
+		Grants  []grantJSON `json:"grants"`
+	}{true, CodeSuccess, out})
+}
+
+func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
+	if err := s.pools.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success bool   `json:"success"`
+		Code    string `json:"code"`
+	}{true, CodeSuccess})
+}
+
+func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
+	rs, err := s.pools.Reclaims(r.Context(), chi.URLParam(r, "resourceName"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success  bool            `json:"success"`
+		Code     string          `json:"code"`
+		Reclaims []pools.Reclaim `json:"reclaims"`
+	}{true, CodeSuccess, rs})
+}
+
+func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rc, err := s.pools.SetReclaim(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct {
+			Success bool          `json:"success"`
+			Code    string        `json:"code"`
+			Reclaim pools.Reclaim `json:"reclaim"`
+		}{true, CodeSuccess, rc})
+	}
+}
+
+func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			s.writeError(w, r, &quota.ValidationError{Field: "limit", Reason: "must be 1 … 500"})
+			return
+		}
+		limit = n
+	}
+	evs, err := s.pools.Events(r.Context(), chi.URLParam(r, "resourceName"), limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success bool              `json:"success"`
+		Code    string            `json:"code"`
+		Events  []pools.PoolEvent `json:"events"`
+	}{true, CodeSuccess, evs})
+}
+
+// classifyPools maps the pools' errors: unknown line, grant or reclaim 404;
+// a busy line, a reclaim in the wrong state, too little buffer 409.
+func classifyPools(err error) (int, string, bool) {
+	switch {
+	case errors.Is(err, pools.ErrUnknownLine), errors.Is(err, pools.ErrUnknownGrant), errors.Is(err, pools.ErrUnknownReclaim):
+		return http.StatusNotFound, CodeNotFound, true
+	case errors.Is(err, poolctl.ErrLineBusy), errors.Is(err, pools.ErrReclaimState), errors.Is(err, poolctl.ErrBufferShort):
+		return http.StatusConflict, CodeConflict, true
+	}
+	return 0, "", false
+}

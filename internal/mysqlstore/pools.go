@@ -1,0 +1,307 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+)
+
+// PoolSettings reads a resource's pool settings; ok is false when none were
+// set (pools.DefaultSettings apply). Errors: quota.ErrUnavailable.
+func (s *Store) PoolSettings(ctx context.Context, resource string) (ps pools.Settings, ok bool, err error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var r struct {
+		Shared    int64  `db:"shared_percent"`
+		Dedicated int64  `db:"dedicated_percent"`
+		Buffer    int64  `db:"buffer_percent"`
+		Borrow    int64  `db:"borrow_limit_percent"`
+		Elastic   string `db:"elasticity"`
+		Threshold int64  `db:"reclaim_threshold_percent"`
+		Confirm   int64  `db:"reclaim_confirm_seconds"`
+		DryRun    bool   `db:"reclaim_dry_run"`
+	}
+	err = s.db.GetContext(ctx, &r, `SELECT shared_percent, dedicated_percent, buffer_percent, borrow_limit_percent,
+		elasticity, reclaim_threshold_percent, reclaim_confirm_seconds, reclaim_dry_run
+		FROM quota_pool_settings WHERE resource_name = ?`, resource)
+	if errors.Is(err, sql.ErrNoRows) {
+		return pools.DefaultSettings(), false, nil
+	}
+	if err != nil {
+		return ps, false, translate("get pool settings "+resource, err)
+	}
+	return pools.Settings{SharedPercent: r.Shared, DedicatedPercent: r.Dedicated, BufferPercent: r.Buffer,
+		BorrowLimitPercent: r.Borrow, Elasticity: pools.Elasticity(r.Elastic), ReclaimThresholdPercent: r.Threshold,
+		ReclaimConfirmSeconds: r.Confirm, ReclaimDryRun: r.DryRun}, true, nil
+}
+
+// PutPoolSettings stores a resource's pool settings (validated by the
+// caller). Errors: quota.ErrUnavailable.
+func (s *Store) PutPoolSettings(ctx context.Context, resource string, ps pools.Settings, at time.Time) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	_, err := s.db.ExecContext(ctx, `REPLACE INTO quota_pool_settings (resource_name, shared_percent, dedicated_percent,
+		buffer_percent, borrow_limit_percent, elasticity, reclaim_threshold_percent, reclaim_confirm_seconds,
+		reclaim_dry_run, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		resource, ps.SharedPercent, ps.DedicatedPercent, ps.BufferPercent, ps.BorrowLimitPercent, string(ps.Elasticity),
+		ps.ReclaimThresholdPercent, ps.ReclaimConfirmSeconds, ps.ReclaimDryRun, msOf(at))
+	return orNil("put pool settings "+resource, err)
+}
+
+// Lines reads a resource's business lines, by name. Errors:
+// quota.ErrUnavailable.
+func (s *Store) Lines(ctx context.Context, resource string) ([]pools.LineSpec, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []struct {
+		Line      string `db:"line"`
+		Tier      string `db:"tier"`
+		Weight    int64  `db:"weight"`
+		Dedicated int64  `db:"dedicated"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT line, tier, weight, dedicated FROM quota_line
+		WHERE resource_name = ? ORDER BY line`, resource); err != nil {
+		return nil, translate("list lines "+resource, err)
+	}
+	out := make([]pools.LineSpec, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, pools.LineSpec{Name: r.Line, Tier: pools.Tier(r.Tier), Weight: r.Weight, Dedicated: r.Dedicated})
+	}
+	return out, nil
+}
+
+// PutLine creates or replaces one line and reports whether it was created.
+// Errors: quota.ErrUnavailable.
+func (s *Store) PutLine(ctx context.Context, resource string, l pools.LineSpec, at time.Time) (bool, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, `UPDATE quota_line SET tier = ?, weight = ?, dedicated = ?, updated_ms = ?
+		WHERE resource_name = ? AND line = ?`, string(l.Tier), l.Weight, l.Dedicated, msOf(at), resource, l.Name)
+	if err != nil {
+		return false, translate("put line "+resource, err)
+	}
+	var existing int
+	if n, _ := res.RowsAffected(); n == 0 {
+		// 0 rows: absent, or (MySQL without CLIENT_FOUND_ROWS) unchanged.
+		if err := s.db.GetContext(ctx, &existing, `SELECT COUNT(*) FROM quota_line WHERE resource_name = ? AND line = ?`,
+			resource, l.Name); err != nil {
+			return false, translate("put line "+resource, err)
+		}
+		if existing == 0 {
+			_, err = s.db.ExecContext(ctx, `INSERT INTO quota_line (resource_name, line, tier, weight, dedicated, created_ms, updated_ms)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, resource, l.Name, string(l.Tier), l.Weight, l.Dedicated, msOf(at), msOf(at))
+			return err == nil, orNil("put line "+resource, err)
+		}
+	}
+	return false, nil
+}
+
+// DeleteLine removes a line. Errors: pools.ErrUnknownLine when there is no
+// such line, quota.ErrUnavailable.
+func (s *Store) DeleteLine(ctx context.Context, resource, line string) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, `DELETE FROM quota_line WHERE resource_name = ? AND line = ?`, resource, line)
+	if err != nil {
+		return orNil("delete line "+resource, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("delete line %s/%s: %w", resource, line, pools.ErrUnknownLine)
+	}
+	return nil
+}
+
+// OpenLineSessions counts the USING and LEAKED ledger rows of a line (a
+// LEAKED row can still be finished). Errors: quota.ErrUnavailable.
+func (s *Store) OpenLineSessions(ctx context.Context, resource, line string) (int64, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var n int64
+	err := s.db.GetContext(ctx, &n, `SELECT COUNT(*) FROM quota_usage WHERE status = 'USING'
+		AND resource_name = ? AND business_line = ?`, resource, line)
+	return n, orNil("count line sessions "+resource, err)
+}
+
+type grantRow struct {
+	ID        string        `db:"id"`
+	Kind      string        `db:"kind"`
+	Line      string        `db:"line"`
+	Amount    int64         `db:"amount"`
+	Effective int64         `db:"effective_ms"`
+	Expires   int64         `db:"expires_ms"`
+	Reason    string        `db:"reason"`
+	Voided    sql.NullInt64 `db:"voided_ms"`
+	Created   int64         `db:"created_ms"`
+}
+
+// Grants reads a resource's grants and buffer releases that expire after
+// since (Unix ms), by expiry. Errors: quota.ErrUnavailable.
+func (s *Store) Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []grantRow
+	if err := s.db.SelectContext(ctx, &rows, `SELECT id, kind, line, amount, effective_ms, expires_ms, reason, voided_ms, created_ms
+		FROM quota_grant WHERE resource_name = ? AND expires_ms > ? ORDER BY expires_ms, id`, resource, since); err != nil {
+		return nil, translate("list grants "+resource, err)
+	}
+	out := make([]pools.GrantRecord, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, pools.GrantRecord{
+			Grant: pools.Grant{ID: r.ID, Line: r.Line, Amount: r.Amount, EffectiveMs: r.Effective, ExpiresMs: r.Expires, Voided: r.Voided.Valid},
+			Kind:  pools.GrantKind(r.Kind), Reason: r.Reason, CreatedMs: r.Created, VoidedMs: r.Voided.Int64,
+		})
+	}
+	return out, nil
+}
+
+// InsertGrant records a grant or release. Errors: quota.ErrUnavailable.
+func (s *Store) InsertGrant(ctx context.Context, resource string, g pools.GrantRecord) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO quota_grant (id, resource_name, kind, line, amount, effective_ms,
+		expires_ms, reason, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.ID, resource, string(g.Kind), g.Line, g.Amount, g.EffectiveMs, g.ExpiresMs, g.Reason, g.CreatedMs)
+	return orNil("insert grant "+resource, err)
+}
+
+// VoidGrant marks a grant voided at at (Unix ms). Errors:
+// pools.ErrUnknownGrant when the resource has no such unvoided grant,
+// quota.ErrUnavailable.
+func (s *Store) VoidGrant(ctx context.Context, resource, id string, at int64) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, `UPDATE quota_grant SET voided_ms = ? WHERE resource_name = ? AND id = ? AND voided_ms IS NULL`,
+		at, resource, id)
+	if err != nil {
+		return orNil("void grant "+resource, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("void grant %s/%s: %w", resource, id, pools.ErrUnknownGrant)
+	}
+	return nil
+}
+
+// RecordPoolEvents appends events of a resource. Errors:
+// quota.ErrUnavailable.
+func (s *Store) RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	for _, e := range evs {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO quota_pool_event (resource_name, at_ms, kind, line, amount, reason)
+			VALUES (?, ?, ?, ?, ?, ?)`, resource, e.AtMs, e.Kind, e.Line, e.Amount, truncate(e.Reason, 500)); err != nil {
+			return orNil("record pool event "+resource, err)
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// PoolEvents reads a resource's latest pool events, newest first, at most
+// limit. Errors: quota.ErrUnavailable.
+func (s *Store) PoolEvents(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []struct {
+		ID     int64  `db:"id"`
+		At     int64  `db:"at_ms"`
+		Kind   string `db:"kind"`
+		Line   string `db:"line"`
+		Amount int64  `db:"amount"`
+		Reason string `db:"reason"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT id, at_ms, kind, line, amount, reason FROM quota_pool_event
+		WHERE resource_name = ? ORDER BY id DESC LIMIT ?`, resource, limit); err != nil {
+		return nil, translate("list pool events "+resource, err)
+	}
+	out := make([]pools.PoolEvent, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, pools.PoolEvent{ID: r.ID, Resource: resource, Event: pools.Event{AtMs: r.At, Kind: r.Kind, Line: r.Line, Amount: r.Amount, Reason: r.Reason}})
+	}
+	return out, nil
+}
+
+// Reclaims reads a resource's reclaims, newest first, at most limit.
+// Errors: quota.ErrUnavailable.
+func (s *Store) Reclaims(ctx context.Context, resource string, limit int) ([]pools.Reclaim, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []struct {
+		ID     string `db:"id"`
+		From   string `db:"from_line"`
+		To     string `db:"to_line"`
+		Amount int64  `db:"amount"`
+		State  string `db:"state"`
+		DryRun bool   `db:"dry_run"`
+		Warned int64  `db:"warned_ms"`
+		Update int64  `db:"updated_ms"`
+		Reason string `db:"reason"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT id, from_line, to_line, amount, state, dry_run, warned_ms, updated_ms, reason
+		FROM quota_reclaim WHERE resource_name = ? ORDER BY warned_ms DESC, id DESC LIMIT ?`, resource, limit); err != nil {
+		return nil, translate("list reclaims "+resource, err)
+	}
+	out := make([]pools.Reclaim, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, pools.Reclaim{ID: r.ID, From: r.From, To: r.To, Amount: r.Amount, State: pools.ReclaimState(r.State),
+			DryRun: r.DryRun, WarnedMs: r.Warned, UpdateMs: r.Update, Reason: r.Reason})
+	}
+	return out, nil
+}
+
+// PutReclaim creates or updates a reclaim. Errors: quota.ErrUnavailable.
+func (s *Store) PutReclaim(ctx context.Context, resource string, r pools.Reclaim) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	_, err := s.db.ExecContext(ctx, `REPLACE INTO quota_reclaim (id, resource_name, from_line, to_line, amount, state,
+		dry_run, warned_ms, updated_ms, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, resource, r.From, r.To, r.Amount, string(r.State), r.DryRun, r.WarnedMs, r.UpdateMs, truncate(r.Reason, 500))
+	return orNil("put reclaim "+resource, err)
+}
+
+// PoolTotals sums what the sessions of one period of a resource hold of
+// each pool, per line (the USING and LEAKED rows' grants, the FINISHED
+// rows' charges), from the ledger's drawn_* columns: what the period's pool
+// counters are rebuilt from. Errors: quota.ErrUnavailable.
+func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []struct {
+		Line      string `db:"business_line"`
+		Dedicated int64  `db:"d"`
+		Shared    int64  `db:"s"`
+		Buffer    int64  `db:"b"`
+		Grant     int64  `db:"g"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT business_line, COALESCE(SUM(drawn_dedicated), 0) AS d,
+		COALESCE(SUM(drawn_shared), 0) AS s, COALESCE(SUM(drawn_buffer), 0) AS b, COALESCE(SUM(drawn_grant), 0) AS g
+		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ? GROUP BY business_line`,
+		resource, msOf(periodStart)); err != nil {
+		return nil, translate("pool totals "+resource, err)
+	}
+	out := make(map[string]pools.Drawn, len(rows))
+	for _, r := range rows {
+		out[r.Line] = pools.Drawn{Dedicated: r.Dedicated, Shared: r.Shared, Buffer: r.Buffer, Grant: r.Grant}
+	}
+	return out, nil
+}
+
+// orNil is translate for an err that may be nil.
+func orNil(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return translate(op, err)
+}

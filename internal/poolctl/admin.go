@@ -1,0 +1,436 @@
+package poolctl
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// Audit actions of the pools' admin surface.
+const (
+	ActionLinePut        = "line.put"
+	ActionLineDelete     = "line.delete"
+	ActionPoolsPut       = "pools.put"
+	ActionGrantAdd       = "grant.add"
+	ActionGrantVoid      = "grant.void"
+	ActionBufferRelease  = "buffer.release"
+	ActionReclaimConfirm = "reclaim.confirm"
+	ActionReclaimCancel  = "reclaim.cancel"
+)
+
+// ErrLineBusy: a line with open sessions cannot be deleted (HTTP 409).
+var ErrLineBusy = errors.New("business line has open sessions")
+
+// ConfigStore is the pools' part of the policy store (MySQL).
+type ConfigStore interface {
+	GetPolicy(ctx context.Context, resource string) (quota.Policy, error)
+	Lines(ctx context.Context, resource string) ([]pools.LineSpec, error)
+	PutLine(ctx context.Context, resource string, l pools.LineSpec, at time.Time) (bool, error)
+	DeleteLine(ctx context.Context, resource, line string) error
+	OpenLineSessions(ctx context.Context, resource, line string) (int64, error)
+	PoolSettings(ctx context.Context, resource string) (pools.Settings, bool, error)
+	PutPoolSettings(ctx context.Context, resource string, s pools.Settings, at time.Time) error
+	Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error)
+	InsertGrant(ctx context.Context, resource string, g pools.GrantRecord) error
+	VoidGrant(ctx context.Context, resource, id string, at int64) error
+	Reclaims(ctx context.Context, resource string, limit int) ([]pools.Reclaim, error)
+	PutReclaim(ctx context.Context, resource string, r pools.Reclaim) error
+	PoolEvents(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
+	RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error
+	RecordAudit(ctx context.Context, e quota.AuditEntry) error
+}
+
+// LiveStore is the pools' part of the balance store (Redis).
+type LiveStore interface {
+	SetPoolLayout(ctx context.Context, resource string, lay pools.Layout) error
+	PutGrant(ctx context.Context, resource string, g pools.Grant) error
+	VoidGrant(ctx context.Context, resource, id string) error
+	MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error)
+	PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error)
+}
+
+// Admin is the operators' side of the pools: lines, settings, grants,
+// buffer releases and reclaims. Every change is validated first (a bad
+// input is a *quota.ValidationError and changes nothing), stored in the
+// policy store, mirrored to Redis, and audited.
+type Admin struct {
+	cfg   ConfigStore
+	live  LiveStore
+	sched Scheduler
+	now   func() time.Time
+}
+
+// NewAdmin returns the admin surface; now is time.Now when nil.
+func NewAdmin(cfg ConfigStore, live LiveStore, sched Scheduler, now func() time.Time) *Admin {
+	if now == nil {
+		now = time.Now
+	}
+	return &Admin{cfg: cfg, live: live, sched: sched, now: now}
+}
+
+// asValidation turns a *pools.InputError into a *quota.ValidationError.
+func asValidation(err error) error {
+	var ie *pools.InputError
+	if errors.As(err, &ie) {
+		return &quota.ValidationError{Field: ie.Field, Reason: ie.Reason}
+	}
+	return err
+}
+
+func (a *Admin) audit(ctx context.Context, action, resource string, before, after any) error {
+	enc := func(v any) json.RawMessage {
+		if v == nil {
+			return nil
+		}
+		b, _ := json.Marshal(v)
+		return b
+	}
+	return a.cfg.RecordAudit(context.WithoutCancel(ctx), quota.AuditEntry{At: a.now().UTC().Truncate(time.Millisecond),
+		Actor: quota.ActorFrom(ctx), Action: action, Resource: resource, Before: enc(before), After: enc(after)})
+}
+
+// Config is a resource's pool configuration and its layout.
+type Config struct {
+	Policy   quota.Policy
+	Settings pools.Settings
+	Lines    []pools.LineSpec
+	Layout   pools.Layout
+}
+
+// Config reads a resource's pool configuration. Errors:
+// quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) Config(ctx context.Context, resource string) (Config, error) {
+	pol, err := a.cfg.GetPolicy(ctx, resource)
+	if err != nil {
+		return Config{}, err
+	}
+	set, _, err := a.cfg.PoolSettings(ctx, resource)
+	if err != nil {
+		return Config{}, err
+	}
+	lines, err := a.cfg.Lines(ctx, resource)
+	if err != nil {
+		return Config{}, err
+	}
+	lay, err := pools.Plan(pol.TotalLimit, set, lines)
+	if err != nil {
+		return Config{}, fmt.Errorf("pools of %s: %w", resource, err)
+	}
+	return Config{Policy: pol, Settings: set, Lines: lines, Layout: lay}, nil
+}
+
+// Relayout writes a resource's layout to Redis (after its limit, settings
+// or lines changed, or after Redis lost it).
+func (a *Admin) Relayout(ctx context.Context, resource string) error {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return err
+	}
+	return a.live.SetPoolLayout(ctx, resource, c.Layout)
+}
+
+// PutLine creates or replaces a line and reports whether it was created.
+// Errors: *quota.ValidationError (the line, or the layout it would make),
+// quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) PutLine(ctx context.Context, resource string, l pools.LineSpec) (pools.LineLayout, bool, error) {
+	if err := l.Validate(); err != nil {
+		return pools.LineLayout{}, false, asValidation(err)
+	}
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return pools.LineLayout{}, false, err
+	}
+	var before *pools.LineSpec
+	lines := make([]pools.LineSpec, 0, len(c.Lines)+1)
+	for _, x := range c.Lines {
+		if x.Name == l.Name {
+			before = &x
+			continue
+		}
+		lines = append(lines, x)
+	}
+	lay, err := pools.Plan(c.Policy.TotalLimit, c.Settings, append(lines, l))
+	if err != nil {
+		return pools.LineLayout{}, false, asValidation(err)
+	}
+	created, err := a.cfg.PutLine(ctx, resource, l, a.now())
+	if err != nil {
+		return pools.LineLayout{}, false, err
+	}
+	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
+		return pools.LineLayout{}, false, err
+	}
+	ll, _ := lay.Line(l.Name)
+	return ll, created, a.audit(ctx, ActionLinePut, resource, before, l)
+}
+
+// DeleteLine removes a line that holds no open session. Errors:
+// pools.ErrUnknownLine, ErrLineBusy, quota.ErrResourceNotFound,
+// quota.ErrUnavailable.
+func (a *Admin) DeleteLine(ctx context.Context, resource, line string) error {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return err
+	}
+	var before *pools.LineSpec
+	var rest []pools.LineSpec
+	for _, x := range c.Lines {
+		if x.Name == line {
+			before = &x
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	if before == nil {
+		return fmt.Errorf("line %s of %s: %w", line, resource, pools.ErrUnknownLine)
+	}
+	n, err := a.cfg.OpenLineSessions(ctx, resource, line)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("line %s of %s holds %d open sessions: %w", line, resource, n, ErrLineBusy)
+	}
+	lay, err := pools.Plan(c.Policy.TotalLimit, c.Settings, rest)
+	if err != nil {
+		return asValidation(err)
+	}
+	if err := a.cfg.DeleteLine(ctx, resource, line); err != nil {
+		return err
+	}
+	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
+		return err
+	}
+	return a.audit(ctx, ActionLineDelete, resource, before, nil)
+}
+
+// PutSettings replaces a resource's pool settings. Errors:
+// *quota.ValidationError, quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error) {
+	if err := s.Validate(); err != nil {
+		return pools.Layout{}, asValidation(err)
+	}
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return pools.Layout{}, err
+	}
+	lay, err := pools.Plan(c.Policy.TotalLimit, s, c.Lines)
+	if err != nil {
+		return pools.Layout{}, asValidation(err)
+	}
+	if err := a.cfg.PutPoolSettings(ctx, resource, s, a.now()); err != nil {
+		return pools.Layout{}, err
+	}
+	if len(c.Lines) > 0 {
+		if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
+			return pools.Layout{}, err
+		}
+	}
+	return lay, a.audit(ctx, ActionPoolsPut, resource, c.Settings, s)
+}
+
+// GrantRequest is a temporary grant or a buffer release to make. Times are
+// Unix ms; EffectiveMs 0 = now.
+type GrantRequest struct {
+	Amount      int64
+	Line        string // "" = every line (grant) or the shared pool (release)
+	EffectiveMs int64
+	ExpiresMs   int64 // grants: required; releases: 0 = until returned by hand
+	Reason      string
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// checkGrant validates a request; releases use the same rules.
+func (a *Admin) checkGrant(c Config, g GrantRequest, release bool) (GrantRequest, error) {
+	now := a.now().UnixMilli()
+	if g.EffectiveMs == 0 {
+		g.EffectiveMs = now
+	}
+	switch {
+	case g.Amount < 1 || g.Amount > pools.MaxAmount:
+		return g, &quota.ValidationError{Field: "amount", Reason: "must be 1 … 2^53-1"}
+	case !release && g.ExpiresMs == 0:
+		return g, &quota.ValidationError{Field: "expiresAt", Reason: "is required"}
+	case g.ExpiresMs != 0 && g.ExpiresMs <= g.EffectiveMs:
+		return g, &quota.ValidationError{Field: "expiresAt", Reason: "must be after effectiveAt"}
+	case g.ExpiresMs != 0 && g.ExpiresMs <= now:
+		return g, &quota.ValidationError{Field: "expiresAt", Reason: "must be in the future"}
+	case len(g.Reason) > 500:
+		return g, &quota.ValidationError{Field: "reason", Reason: "must be at most 500 bytes"}
+	}
+	if g.Line != "" {
+		if _, ok := c.Layout.Line(g.Line); !ok {
+			return g, &quota.ValidationError{Field: "businessLine", Reason: "is not a line of " + c.Policy.ResourceName}
+		}
+	}
+	if release && len(c.Lines) == 0 {
+		return g, &quota.ValidationError{Field: "resourceName", Reason: "has no business lines, hence no buffer"}
+	}
+	return g, nil
+}
+
+// AddGrant records a temporary grant (resources with or without lines).
+// Errors: *quota.ValidationError, quota.ErrResourceNotFound,
+// quota.ErrUnavailable.
+func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if req, err = a.checkGrant(c, req, false); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("g"), Line: req.Line, Amount: req.Amount,
+		EffectiveMs: req.EffectiveMs, ExpiresMs: req.ExpiresMs}, Kind: pools.KindGrant, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
+	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if err := a.live.PutGrant(ctx, resource, g.Grant); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	return g, a.audit(ctx, ActionGrantAdd, resource, nil, g)
+}
+
+// Grants lists a resource's grants and releases not yet expired, with
+// what is held of each grant now.
+func (a *Admin) Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := a.cfg.Grants(ctx, resource, a.now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	per, err := a.sched.PeriodAt(c.Policy, a.now())
+	if err != nil {
+		return nil, err
+	}
+	if m, err := a.live.PoolModel(ctx, resource, per, c.Layout); err == nil {
+		used := map[string]int64{}
+		for _, g := range m.Grants {
+			used[g.ID] = g.Used
+		}
+		for i := range gs {
+			gs[i].Used = used[gs[i].ID]
+		}
+	}
+	return gs, nil
+}
+
+// VoidGrant ends a grant now. Errors: pools.ErrUnknownGrant,
+// quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) VoidGrant(ctx context.Context, resource, id string) error {
+	if _, err := a.cfg.GetPolicy(ctx, resource); err != nil {
+		return err
+	}
+	if err := a.cfg.VoidGrant(ctx, resource, id, a.now().UnixMilli()); err != nil {
+		return err
+	}
+	if err := a.live.VoidGrant(ctx, resource, id); err != nil {
+		return err
+	}
+	return a.audit(ctx, ActionGrantVoid, resource, map[string]string{"id": id}, nil)
+}
+
+// ErrBufferShort: a release asks for more than the free buffer (HTTP 409).
+var ErrBufferShort = errors.New("not enough free buffer")
+
+// Release lends part of the buffer to a line or to the shared pool, until
+// ExpiresMs (the controller returns it then, as far as it is not held).
+// Errors: *quota.ValidationError, ErrBufferShort, quota.ErrResourceNotFound,
+// quota.ErrUnavailable.
+func (a *Admin) Release(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if req, err = a.checkGrant(c, req, true); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	per, err := a.sched.PeriodAt(c.Policy, a.now())
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	moved, free, err := a.live.MovePools(ctx, resource, per, pools.Move{Op: "release", Line: req.Line, Amount: req.Amount})
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if moved == 0 {
+		return pools.GrantRecord{}, fmt.Errorf("release %d of %s: %d free: %w", req.Amount, resource, free, ErrBufferShort)
+	}
+	exp := req.ExpiresMs
+	if exp == 0 {
+		exp = pools.MaxAmount // until returned by hand
+	}
+	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("b"), Line: req.Line, Amount: moved, EffectiveMs: req.EffectiveMs, ExpiresMs: exp},
+		Kind: pools.KindRelease, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
+	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
+		return g, err
+	}
+	_ = a.cfg.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: g.CreatedMs, Kind: "RELEASE", Line: req.Line, Amount: moved,
+		Reason: "operator: " + req.Reason}})
+	return g, a.audit(ctx, ActionBufferRelease, resource, nil, g)
+}
+
+// Reclaims lists a resource's reclaims, newest first.
+func (a *Admin) Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error) {
+	if _, err := a.cfg.GetPolicy(ctx, resource); err != nil {
+		return nil, err
+	}
+	return a.cfg.Reclaims(ctx, resource, 100)
+}
+
+// Events lists a resource's latest pool decisions, newest first.
+func (a *Admin) Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error) {
+	if _, err := a.cfg.GetPolicy(ctx, resource); err != nil {
+		return nil, err
+	}
+	return a.cfg.PoolEvents(ctx, resource, limit)
+}
+
+// SetReclaim confirms (CONFIRMED: the controller executes it at its next
+// tick) or cancels a reclaim. Errors: pools.ErrUnknownReclaim,
+// pools.ErrReclaimState, quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error) {
+	rs, err := a.Reclaims(ctx, resource)
+	if err != nil {
+		return pools.Reclaim{}, err
+	}
+	for _, r := range rs {
+		if r.ID != id {
+			continue
+		}
+		before := r
+		switch {
+		case confirm && r.State == pools.ReclaimWarned:
+			r.State = pools.ReclaimConfirmed
+		case !confirm && (r.State == pools.ReclaimWarned || r.State == pools.ReclaimConfirmed):
+			r.State = pools.ReclaimCancelled
+		default:
+			return r, fmt.Errorf("reclaim %s is %s: %w", id, r.State, pools.ErrReclaimState)
+		}
+		r.UpdateMs = a.now().UnixMilli()
+		if err := a.cfg.PutReclaim(ctx, resource, r); err != nil {
+			return r, err
+		}
+		action := ActionReclaimCancel
+		if confirm {
+			action = ActionReclaimConfirm
+		}
+		return r, a.audit(ctx, action, resource, before, r)
+	}
+	return pools.Reclaim{}, fmt.Errorf("reclaim %s of %s: %w", id, resource, pools.ErrUnknownReclaim)
+}

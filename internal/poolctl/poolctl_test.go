@@ -1,0 +1,154 @@
+package poolctl_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
+	"github.com/quotacenter/quota-center/internal/poolctl"
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/redisstore"
+)
+
+// world is one resource with two GROWTH lines (limit 100 000: dedicated
+// 15 000 each, borrowing limit 7 500, buffer 10 000) on miniredis and SQLite.
+type world struct {
+	ctx   context.Context
+	rs    *redisstore.Store
+	db    *mysqlstore.Store
+	pol   quota.Policy
+	per   quota.Period
+	clock time.Time
+	n     int
+}
+
+func newWorld(t *testing.T, el pools.Elasticity) *world {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	db, err := mysqlstore.OpenSQLite(ctx, ":memory:", mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{ctx: ctx, rs: redisstore.New(rdb), db: db, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w.pol = quota.Policy{ResourceName: "llm", QuotaType: quota.TypeTokens, TotalLimit: 100_000, Timezone: "UTC",
+		LeakThresholdSeconds: 300, FailMode: quota.FailClosed, CreatedAt: w.clock.Add(-time.Hour), UpdatedAt: w.clock}
+	if _, _, err := db.PutPolicy(ctx, w.pol); err != nil {
+		t.Fatal(err)
+	}
+	set := pools.DefaultSettings()
+	set.Elasticity = el
+	lines := []pools.LineSpec{{Name: "a", Tier: pools.TierGrowth, Weight: 1}, {Name: "b", Tier: pools.TierGrowth, Weight: 1}}
+	for _, l := range lines {
+		if _, err := db.PutLine(ctx, "llm", l, w.clock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.PutPoolSettings(ctx, "llm", set, w.clock); err != nil {
+		t.Fatal(err)
+	}
+	lay, _ := pools.Plan(w.pol.TotalLimit, set, lines)
+	// A period around miniredis' clock (the real one), never ending.
+	w.per = quota.Period{Start: time.Now().Add(-time.Hour).Truncate(time.Millisecond)}
+	if _, err := w.rs.Seed(ctx, "llm", w.per, w.pol.TotalLimit, quota.PeriodTotals{}, nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.rs.SetPoolLayout(ctx, "llm", lay); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.rs.SeedPools(ctx, "llm", w.per, nil); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// sched gives the world's period whatever the time.
+type sched struct{ per quota.Period }
+
+func (s sched) PeriodAt(quota.Policy, time.Time) (quota.Period, error) { return s.per, nil }
+
+func (w *world) use(t *testing.T, line string, amount int64) {
+	t.Helper()
+	w.n++
+	c := quota.ApplyCmd{ResourceName: "llm", SessionID: "s" + time.Duration(w.n).String(), Amount: amount, Period: w.per, Lease: time.Minute}
+	r, err := w.rs.ApplyPools(w.ctx, c, line, true, true)
+	if err != nil || r.Reason != "" {
+		t.Fatalf("apply %s %d: %v %+v", line, amount, err, r)
+	}
+}
+
+func (w *world) runner() *poolctl.Runner {
+	return poolctl.New(w.db, w.rs, w.db, sched{w.per}, zap.NewNop(), prometheus.NewRegistry(), 0, func() time.Time { return w.clock })
+}
+
+func TestReactiveBurstLendsTheBufferAndIsRecorded(t *testing.T) {
+	w := newWorld(t, pools.ElasticityReactive)
+	r := w.runner()
+	var all []pools.Event
+	for i, amount := range []int64{0, 100, 100, 6000} {
+		w.use(t, "a", max(amount, 1))
+		evs, err := r.Tick(w.ctx, w.pol)
+		if err != nil {
+			t.Fatalf("tick %d: %v", i, err)
+		}
+		all = append(all, evs...)
+		w.clock = w.clock.Add(30 * time.Second)
+	}
+	var lent int64
+	for _, e := range all {
+		if e.Kind == "LEND_REACTIVE" {
+			lent += e.Amount
+		}
+	}
+	m, err := w.rs.PoolModel(w.ctx, "llm", w.per, pools.Layout{Lines: []pools.LineLayout{{Name: "a"}, {Name: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lent != 10_000 || m.Lines["a"].Buffer != 10_000 {
+		t.Fatalf("lent %d, buffer of a %d; events %+v", lent, m.Lines["a"].Buffer, all)
+	}
+	evs, err := w.db.PoolEvents(w.ctx, "llm", 10)
+	if err != nil || len(evs) == 0 || evs[0].Kind != "LEND_REACTIVE" {
+		t.Fatalf("recorded events %+v %v", evs, err)
+	}
+}
+
+func TestElasticityOffAndTheLockKeepTheWorldStill(t *testing.T) {
+	w := newWorld(t, pools.ElasticityOff)
+	r := w.runner()
+	for _, amount := range []int64{1, 100, 100, 6000} {
+		w.use(t, "a", amount)
+		if evs, err := r.Tick(w.ctx, w.pol); err != nil || len(evs) != 0 {
+			t.Fatalf("OFF made moves: %+v %v", evs, err)
+		}
+		w.clock = w.clock.Add(30 * time.Second)
+	}
+
+	w2 := newWorld(t, pools.ElasticityReactive)
+	tok, err := w2.rs.TryLock(w2.ctx, "llm", poolctl.LockName, time.Minute)
+	if err != nil || tok == "" {
+		t.Fatalf("lock: %q %v", tok, err)
+	}
+	r2 := w2.runner()
+	for _, amount := range []int64{1, 100, 100, 6000} {
+		w2.use(t, "a", amount)
+		if evs, err := r2.Tick(w2.ctx, w2.pol); err != nil || len(evs) != 0 {
+			t.Fatalf("ran without the lock: %+v %v", evs, err)
+		}
+		w2.clock = w2.clock.Add(30 * time.Second)
+	}
+}

@@ -1,0 +1,346 @@
+package pools
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Controller timing and thresholds (seed 003 §3–4).
+const (
+	TickMs            int64 = 10_000  // the controller runs every 10 s
+	SampleMs          int64 = 30_000  // each line's consumption rate is sampled every 30 s
+	HorizonMs         int64 = 300_000 // predictive elasticity looks 5 minutes ahead
+	ReactiveHoldMs    int64 = 300_000 // a reactive release lasts 5 minutes
+	WatermarkStep     int64 = 500     // raise / lower by 5 points (basis points)
+	WatermarkNear     int64 = 500     // "within 5 points of the watermark"
+	WatermarkFloor    int64 = 3000    // reactive lowering never goes below 30 %
+	HalfLifeMs        int64 = 60_000  // a raised or lowered watermark returns to its tier's value with this half-life
+	PredictLendAbove        = 0.80    // lend when the forecast passes 80 % of what the line may use
+	ModePredictiveErr       = 0.15    // forecast error within ±15 %: predictive
+	ModeReactiveErr         = 0.30    // beyond 30 %: reactive
+	ReturnPerTick           = 0.10    // after a peak, 10 % of what was lent goes back every 10 s
+	ReclaimIdleBelow        = 0.50    // lenders use under 50 % of their dedicated part
+	ReclaimMaxShare         = 0.20    // at most 20 % of a line's dedicated part per reclaim
+	holtAlpha               = 0.5     // Holt's level smoothing
+	holtBeta                = 0.3     // Holt's trend smoothing
+)
+
+// Mode is the elasticity mode a line is in now.
+type Mode string
+
+// Modes of a line.
+const (
+	ModePredictive Mode = "PREDICTIVE"
+	ModeReactive   Mode = "REACTIVE"
+	ModeOff        Mode = "OFF"
+)
+
+// ReclaimState is a reclaim's step.
+type ReclaimState string
+
+// Reclaim steps: WARNED → CONFIRMED → EXECUTED, or CANCELLED.
+const (
+	ReclaimWarned    ReclaimState = "WARNED"
+	ReclaimConfirmed ReclaimState = "CONFIRMED"
+	ReclaimExecuted  ReclaimState = "EXECUTED"
+	ReclaimCancelled ReclaimState = "CANCELLED"
+	ReclaimReturned  ReclaimState = "RETURNED" // executed, then given back to the lender
+)
+
+// Reclaim is one move of idle dedicated quota from a lender to a line that
+// needs it.
+type Reclaim struct {
+	ID       string       `json:"id"`
+	From     string       `json:"fromLine"`
+	To       string       `json:"toLine"`
+	Amount   int64        `json:"amount"` // proposed; once EXECUTED, what moved
+	State    ReclaimState `json:"state"`
+	DryRun   bool         `json:"dryRun"`
+	WarnedMs int64        `json:"warnedAtMs"`
+	UpdateMs int64        `json:"updatedAtMs"`
+	Reason   string       `json:"reason"`
+}
+
+// Event is one controller decision, with its reason; the service audits it
+// and counts it in metrics.
+type Event struct {
+	AtMs   int64  `json:"atMs"`
+	Kind   string `json:"kind"` // WATERMARK_RAISED, WATERMARK_LOWERED, WATERMARK_DECAYED, LEND_PREDICTIVE, LEND_REACTIVE, RETURN, MODE, RECLAIM_*, GIVE_BACK
+	Line   string `json:"businessLine,omitempty"`
+	To     string `json:"toLine,omitempty"` // RECLAIM_EXECUTED, GIVE_BACK: the borrowing line
+	Amount int64  `json:"amount,omitempty"` // buffer lent or returned, quota reclaimed, or the new watermark (basis points)
+	Reason string `json:"reason"`
+}
+
+// lineCtl is the controller's memory of one line.
+type lineCtl struct {
+	lastConsumed  int64
+	rates         []float64 // last samples, units per second, oldest first (at most 4)
+	level, trend  float64   // Holt's state
+	holtReady     bool
+	forecast      float64 // forecast for the next sample
+	errEWMA       float64
+	mode          Mode
+	predLent      int64 // buffer lent by predictive elasticity
+	reactLent     int64 // buffer lent by reactive elasticity
+	peakLent      int64 // largest amount lent in this episode: returns are 10 % of it per tick
+	reactiveUntil int64
+	burstBase     float64 // the rate before the burst that started the reactive release
+	raised        bool    // the watermark was raised at the last sample
+}
+
+// Controller makes the periodic decisions for one resource. It is not safe
+// for concurrent use; the service runs one per resource under a lock.
+type Controller struct {
+	Settings  Settings
+	PeriodMs  int64 // the policy's period length (ms); ≤ 0 = longer than any horizon
+	lines     map[string]*lineCtl
+	lastTick  int64
+	sampled   int64 // when rates were last sampled (ms), valid when didSample
+	didSample bool
+	Reclaims  []*Reclaim
+	nextID    int
+}
+
+// NewController returns a controller for the settings; periodMs is the
+// length of one period (0 for periods of a day or more).
+func NewController(s Settings, periodMs int64) *Controller {
+	return &Controller{Settings: s, PeriodMs: periodMs, lines: map[string]*lineCtl{}, lastTick: math.MinInt64}
+}
+
+func (c *Controller) line(name string) *lineCtl {
+	lc := c.lines[name]
+	if lc == nil {
+		lc = &lineCtl{mode: ModePredictive}
+		c.lines[name] = lc
+	}
+	return lc
+}
+
+// ModeOf returns the line's elasticity mode now.
+func (c *Controller) ModeOf(line string) Mode {
+	switch c.Settings.Elasticity {
+	case ElasticityOff:
+		return ModeOff
+	case ElasticityPredictive:
+		return ModePredictive
+	case ElasticityReactive:
+		return ModeReactive
+	}
+	return c.line(line).mode
+}
+
+// Tick runs the decisions due at now (ms) against m and returns them. Call
+// it every TickMs; rates are sampled every SampleMs of the calls' clock.
+// With elasticity OFF it does nothing (reclaims included, except confirming
+// or cancelling ones already open).
+func (c *Controller) Tick(m *Model, now int64) []Event {
+	var evs []Event
+	emit := emitter(&evs, now)
+	names := make([]string, 0, len(m.Lines))
+	for n := range m.Lines {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	c.advanceReclaims(m, now, emit)
+	if c.Settings.Elasticity == ElasticityOff {
+		return evs
+	}
+	if !c.didSample || now-c.sampled >= SampleMs {
+		dt := float64(SampleMs) / 1000
+		if c.didSample {
+			dt = float64(now-c.sampled) / 1000
+		}
+		for _, n := range names {
+			c.sampleLine(m, n, now, dt, c.didSample, emit)
+		}
+		c.sampled, c.didSample = now, true
+		c.reclaim(m, now, names, emit)
+	}
+	for _, n := range names {
+		c.returnBuffer(m, n, now, emit)
+	}
+	c.lastTick = now
+	return evs
+}
+
+// emitFunc records a decision and returns it, for the caller to add To.
+type emitFunc func(kind, line string, amount int64, format string, a ...any) *Event
+
+func emitter(evs *[]Event, now int64) emitFunc {
+	return func(kind, line string, amount int64, format string, a ...any) *Event {
+		*evs = append(*evs, Event{AtMs: now, Kind: kind, Line: line, Amount: amount, Reason: fmt.Sprintf(format, a...)})
+		return &(*evs)[len(*evs)-1]
+	}
+}
+
+func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, have bool, emit emitFunc) {
+	l, lc := m.Lines[name], c.line(name)
+	rate := float64(l.Consumed-lc.lastConsumed) / dt
+	lc.lastConsumed = l.Consumed
+	if !have {
+		return
+	}
+	prev := -1.0
+	if len(lc.rates) > 0 {
+		prev = lc.rates[len(lc.rates)-1]
+	}
+	lc.rates = append(lc.rates, rate)
+	if len(lc.rates) > 4 {
+		lc.rates = lc.rates[1:]
+	}
+	// Forecast error of the last forecast, smoothed; picks the mode (AUTO).
+	prevLevel := lc.level
+	if lc.holtReady {
+		e := math.Abs(lc.forecast-rate) / math.Max(rate, math.Max(lc.forecast, 1e-9))
+		lc.errEWMA = 0.5*lc.errEWMA + 0.5*e
+		if c.Settings.Elasticity == ElasticityAuto {
+			switch {
+			case lc.errEWMA <= ModePredictiveErr && lc.mode != ModePredictive:
+				lc.mode = ModePredictive
+				emit("MODE", name, 0, "forecast error %.0f%% ≤ 15%%: predictive", lc.errEWMA*100)
+			case lc.errEWMA > ModeReactiveErr && lc.mode != ModeReactive:
+				lc.mode = ModeReactive
+				emit("MODE", name, 0, "forecast error %.0f%% > 30%%: reactive", lc.errEWMA*100)
+			}
+		}
+		lc.level = holtAlpha*rate + (1-holtAlpha)*(lc.level+lc.trend)
+		lc.trend = holtBeta*(lc.level-prevLevel) + (1-holtBeta)*lc.trend
+	} else {
+		lc.level, lc.trend, lc.holtReady = rate, 0, true
+	}
+	lc.forecast = math.Max(0, lc.level+lc.trend)
+	mode := c.ModeOf(name)
+	c.watermark(l, lc, name, now, emit)
+
+	// Reactive: the rate doubled within one sample (30 s), measured against
+	// the smoothed rate before it (one noisy sample is not a burst), and the
+	// line is pressing on its quota (a quarter of a period's worth or more).
+	if (mode == ModeReactive || c.Settings.Elasticity == ElasticityAuto) && prev > 0 && rate >= 2*max(prev, prevLevel) &&
+		rate*c.periodSeconds() >= 0.25*float64(l.MayUse()-l.Buffer) && lc.reactiveUntil <= now {
+		if free := m.BufferFree(); free > 0 {
+			_ = m.Release(name, free)
+			lc.reactLent += free
+			lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
+			emit("LEND_REACTIVE", name, free, "rate %.0f/s is %.1f× the rate 30 s before: the remaining buffer for 5 minutes (alert)", rate, rate/prev)
+		}
+		lc.reactiveUntil, lc.burstBase = now+ReactiveHoldMs, max(prev, prevLevel)
+	}
+	// Still high after the reactive release: lower the watermark gently.
+	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && lc.burstBase > 0 && rate >= 2*lc.burstBase &&
+		l.Watermark-WatermarkStep >= WatermarkFloor {
+		l.Watermark -= WatermarkStep
+		emit("WATERMARK_LOWERED", name, l.Watermark, "rate still %.1f× its pre-burst rate 5 minutes after the release", rate/lc.burstBase)
+	}
+	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && rate < 2*lc.burstBase {
+		lc.reactiveUntil, lc.burstBase = 0, 0
+	}
+	if mode == ModePredictive {
+		c.predict(m, l, lc, name, emit)
+	}
+}
+
+// periodSeconds is the length of one period in seconds, or the horizon for
+// long periods.
+func (c *Controller) periodSeconds() float64 {
+	if c.PeriodMs > 0 && c.PeriodMs <= HorizonMs {
+		return float64(c.PeriodMs) / 1000
+	}
+	return float64(HorizonMs) / 1000
+}
+
+// watermark raises a line's watermark 5 points when its rate rose in 3
+// samples in a row and its use is within 5 points of the watermark (never
+// above 95 %), and otherwise lets a moved watermark return to its tier's
+// value with a 60 s half-life.
+func (c *Controller) watermark(l *LineState, lc *lineCtl, name string, now int64, emit emitFunc) {
+	base := l.Tier.BaseWatermark()
+	r := lc.rates
+	rising := len(r) == 4 && r[1] > r[0] && r[2] > r[1] && r[3] > r[2]
+	usedBP := int64(0)
+	if l.MayUse() > 0 {
+		usedBP = l.Used() * 10000 / l.MayUse()
+	}
+	if rising && usedBP >= l.Watermark-WatermarkNear && l.Watermark < MaxWatermark {
+		l.Watermark = min(l.Watermark+WatermarkStep, MaxWatermark)
+		lc.raised = true
+		emit("WATERMARK_RAISED", name, l.Watermark, "rate rose in 3 samples in a row and use is %d.%02d%%, within 5 points", usedBP/100, usedBP%100)
+		return
+	}
+	lc.raised = false
+	if l.Watermark == base || (lc.reactiveUntil != 0 && now >= lc.reactiveUntil) {
+		return
+	}
+	// Half-life decay: the gap shrinks by 2^(−30 s / 60 s) per sample.
+	gap := float64(l.Watermark - base)
+	next := base + int64(math.Round(gap*math.Pow(0.5, float64(SampleMs)/float64(HalfLifeMs))))
+	if abs(next-base) < 10 {
+		next = base
+	}
+	if next != l.Watermark {
+		l.Watermark = next
+		emit("WATERMARK_DECAYED", name, l.Watermark, "no rise: back towards the tier's %d.%02d%% (half-life 60 s)", base/100, base%100)
+	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// predict lends buffer ahead of a forecast peak: when the forecast use over
+// the next 5 minutes passes 80 % of what the line may use in that time.
+func (c *Controller) predict(m *Model, l *LineState, lc *lineCtl, name string, emit emitFunc) {
+	// Average forecast rate over the horizon (Holt: level + trend·h, h = 1 … k).
+	k := float64(HorizonMs / SampleMs)
+	f := math.Max(0, lc.level+lc.trend*(k+1)/2)
+	per := c.periodSeconds()
+	demand := f * per // forecast use in one period (or in the horizon, for long periods)
+	baseMay := float64(l.MayUse() - l.Buffer)
+	if c.PeriodMs <= 0 || c.PeriodMs > HorizonMs {
+		baseMay = float64(l.MayUse() - l.Buffer - l.Used())
+	}
+	need := int64(math.Ceil(demand - PredictLendAbove*baseMay))
+	if demand <= PredictLendAbove*baseMay || need <= lc.predLent {
+		return
+	}
+	x := min(need-lc.predLent, m.BufferFree())
+	if x <= 0 {
+		return
+	}
+	_ = m.Release(name, x)
+	lc.predLent += x
+	lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
+	emit("LEND_PREDICTIVE", name, x, "forecast %.0f per period is above 80%% of %.0f (Holt, 5 minutes ahead): the line is told quota is getting tight", demand, baseMay)
+}
+
+// returnBuffer gives back 10 % of the episode's lent buffer every tick once
+// the line is past its peak (forecast below 80 %, no reactive hold).
+func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFunc) {
+	lc, l := c.line(name), m.Lines[name]
+	if lc.predLent+lc.reactLent == 0 || lc.reactiveUntil > now {
+		return
+	}
+	if c.ModeOf(name) == ModePredictive && lc.predLent > 0 {
+		k := float64(HorizonMs / SampleMs)
+		f := math.Max(0, lc.level+lc.trend*(k+1)/2) * c.periodSeconds()
+		if f > PredictLendAbove*float64(l.MayUse()-l.Buffer) {
+			return // still at the peak
+		}
+	}
+	step := max(1, int64(math.Ceil(float64(lc.peakLent)*ReturnPerTick)))
+	got := m.Return(name, min(step, lc.predLent+lc.reactLent))
+	if got == 0 {
+		return
+	}
+	fromReact := min(got, lc.reactLent)
+	lc.reactLent -= fromReact
+	lc.predLent -= got - fromReact
+	if lc.predLent+lc.reactLent == 0 {
+		lc.peakLent = 0
+	}
+	emit("RETURN", name, got, "past the peak: 10%% of the lent buffer back every 10 s")
+}

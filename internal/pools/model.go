@@ -1,0 +1,358 @@
+package pools
+
+import (
+	"errors"
+	"slices"
+	"strings"
+)
+
+// Reason says why an apply was refused.
+type Reason string
+
+// Refusal reasons (HTTP 429 QUOTA_EXHAUSTED with "reason").
+const (
+	// ReasonLineExhausted: the line has used all it may use (its dedicated
+	// part, its borrowing limit, buffer lent to it, grants).
+	ReasonLineExhausted Reason = "LINE_EXHAUSTED"
+	// ReasonWatermark: the line is above its tier's reject watermark and this
+	// apply fell in the refused proportion (Refuses).
+	ReasonWatermark Reason = "WATERMARK"
+	// ReasonPoolExhausted: the line may still borrow, but the shared pool
+	// is used up.
+	ReasonPoolExhausted Reason = "POOL_EXHAUSTED"
+	// ReasonExhausted: a resource without lines has nothing left (limit and
+	// grants).
+	ReasonExhausted Reason = "EXHAUSTED"
+)
+
+// GrantDraw is what one session holds of one temporary grant.
+type GrantDraw struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+}
+
+// Drawn is which pools a session's grant came from (at apply), or what it
+// was charged to (after finish). Amounts are in the policy's unit.
+type Drawn struct {
+	Dedicated int64       `json:"dedicated"`
+	Shared    int64       `json:"shared"`
+	Buffer    int64       `json:"buffer"`
+	Grant     int64       `json:"grant"`            // sum of Grants
+	Grants    []GrantDraw `json:"grants,omitempty"` // per grant, in draw order (expiry first)
+	Base      int64       `json:"-"`                // resources without lines: drawn from the limit
+}
+
+// Total is the sum over every pool.
+func (d Drawn) Total() int64 { return d.Base + d.Dedicated + d.Shared + d.Buffer + d.Grant }
+
+// Grant is a temporary grant: extra quota usable from EffectiveMs
+// (inclusive) to ExpiresMs (exclusive), by one line or (Line "") by all.
+type Grant struct {
+	ID          string `json:"id"`
+	Line        string `json:"businessLine,omitempty"`
+	Amount      int64  `json:"amount"`
+	EffectiveMs int64  `json:"effectiveAtMs"`
+	ExpiresMs   int64  `json:"expiresAtMs"`
+	Used        int64  `json:"used"` // held by sessions (reserved or charged)
+	Voided      bool   `json:"voided"`
+}
+
+// Active reports whether the grant may be drawn at now (ms).
+func (g *Grant) Active(now int64) bool {
+	return !g.Voided && g.EffectiveMs <= now && now < g.ExpiresMs
+}
+
+// LineState is one line: its layout, what the controller and operators
+// moved, and what it holds in the current period.
+type LineState struct {
+	LineLayout
+	Watermark int64 `json:"watermark"` // reject watermark now, basis points of MayUse
+	Lent      int64 `json:"lent"`      // dedicated part moved away by reclaim
+	Reclaimed int64 `json:"reclaimed"` // other lines' dedicated parts moved here by reclaim
+	Buffer    int64 `json:"buffer"`    // buffer lent to the line (elasticity, release)
+
+	// Held in the current period (reserved + charged), by pool.
+	UsedDedicated int64 `json:"usedDedicated"`
+	UsedShared    int64 `json:"usedShared"` // = borrowed
+	UsedBuffer    int64 `json:"usedBuffer"`
+	UsedGrant     int64 `json:"usedGrant"`
+	Reserved      int64 `json:"reserved"`
+	Charged       int64 `json:"charged"`
+	// Consumed counts every amount granted, all periods; the controller
+	// samples it for the line's rate.
+	Consumed int64 `json:"consumed"`
+}
+
+// OwnDedicated is the dedicated part the line holds now: its layout's, less
+// what was lent, plus what was reclaimed to it.
+func (l *LineState) OwnDedicated() int64 { return l.Dedicated - l.Lent + l.Reclaimed }
+
+// MayUse is what the line may use in a period, grants aside: its dedicated
+// part now, its borrowing limit and buffer lent to it. Watermarks are
+// fractions of it.
+func (l *LineState) MayUse() int64 { return l.OwnDedicated() + l.BorrowCap + l.Buffer }
+
+// Used is what the line holds, grants aside.
+func (l *LineState) Used() int64 { return l.UsedDedicated + l.UsedShared + l.UsedBuffer }
+
+// Session is one granted apply as the model keeps it.
+type Session struct {
+	ID       string
+	Line     string
+	Granted  int64
+	Drawn    Drawn // at apply; after finish, what it was charged to
+	Finished bool
+	Leaked   bool
+	Period   int64
+	Actual   int64
+}
+
+// Model is the reference model of one resource's pools: the decisions the
+// Lua scripts make, in plain Go. It is not safe for concurrent use.
+type Model struct {
+	Layout     Layout
+	Lines      map[string]*LineState
+	Watermarks bool // false: tiers are ignored (no watermark refusals)
+	// SharedBuffer is buffer released to the shared pool.
+	SharedBuffer int64
+	SharedUsed   int64 // held from the shared pool in the current period, all lines
+	BaseUsed     int64 // resources without lines: held from the limit in the current period
+	Grants       []*Grant
+	Sessions     map[string]*Session
+	Period       int64 // current period id (any increasing number)
+}
+
+// NewModel returns a model of the layout, every line at its tier's
+// watermark, in period 0.
+func NewModel(lay Layout, watermarks bool) *Model {
+	m := &Model{Layout: lay, Lines: map[string]*LineState{}, Watermarks: watermarks, Sessions: map[string]*Session{}}
+	for _, l := range lay.Lines {
+		m.Lines[l.Name] = &LineState{LineLayout: l, Watermark: l.Tier.BaseWatermark()}
+	}
+	return m
+}
+
+// NewPeriod starts period id: every pool's holdings go back to zero; what
+// the controller and operators moved stays.
+func (m *Model) NewPeriod(id int64) {
+	m.Period = id
+	m.SharedUsed, m.BaseUsed = 0, 0
+	for _, l := range m.Lines {
+		l.UsedDedicated, l.UsedShared, l.UsedBuffer, l.UsedGrant, l.Reserved, l.Charged = 0, 0, 0, 0, 0, 0
+	}
+}
+
+// SharedCap is the shared pool's size now: its layout plus buffer released
+// to it.
+func (m *Model) SharedCap() int64 { return m.Layout.Shared + m.SharedBuffer }
+
+// BufferFree is the buffer not lent to any line or to the shared pool.
+func (m *Model) BufferFree() int64 {
+	free := m.Layout.Buffer - m.SharedBuffer
+	for _, l := range m.Lines {
+		free -= l.Buffer
+	}
+	return free
+}
+
+// ApplyReq is one apply as the model sees it.
+type ApplyReq struct {
+	SessionID    string
+	Line         string // "" on a resource without lines
+	Amount       int64  // 1 … MaxAmount
+	Min          int64  // 0 = all or nothing; else the least grant accepted
+	Critical     bool
+	Continuation bool
+	Now          int64 // ms, the store's clock (grants' windows)
+}
+
+// Decision is the model's answer to an apply.
+type Decision struct {
+	Granted int64
+	Drawn   Drawn
+	Reason  Reason // "" when granted
+}
+
+// ErrUnknownLine: the apply names no line of the resource (or names one on
+// a resource without lines).
+var ErrUnknownLine = errors.New("unknown business line")
+
+// Apply decides one apply and, when granted, records it. A session id seen
+// before answers its first decision again (nothing changes).
+func (m *Model) Apply(r ApplyReq) (Decision, error) {
+	if s, ok := m.Sessions[r.SessionID]; ok {
+		return Decision{Granted: s.Granted, Drawn: s.Drawn}, nil
+	}
+	var d Decision
+	if len(m.Lines) == 0 {
+		if r.Line != "" {
+			return d, ErrUnknownLine
+		}
+		d = m.applyPlain(r)
+	} else {
+		l, ok := m.Lines[r.Line]
+		if !ok {
+			return d, ErrUnknownLine
+		}
+		d = m.applyLine(l, r)
+	}
+	if d.Reason == "" {
+		m.Sessions[r.SessionID] = &Session{ID: r.SessionID, Line: r.Line, Granted: d.Granted, Drawn: d.Drawn, Period: m.Period}
+	}
+	return d, nil
+}
+
+// want returns how much to grant out of avail, or false to refuse.
+func want(r ApplyReq, avail int64) (int64, bool) {
+	if avail >= r.Amount {
+		return r.Amount, true
+	}
+	if r.Min > 0 && avail >= r.Min {
+		return avail, true
+	}
+	return 0, false
+}
+
+// activeGrants lists the grants the line may draw at now, those that expire
+// first first (ties by id).
+func (m *Model) activeGrants(line string, now int64) []*Grant {
+	var gs []*Grant
+	for _, g := range m.Grants {
+		if g.Active(now) && (g.Line == "" || g.Line == line) && g.Used < g.Amount {
+			gs = append(gs, g)
+		}
+	}
+	slices.SortFunc(gs, func(a, b *Grant) int {
+		if a.ExpiresMs != b.ExpiresMs {
+			if a.ExpiresMs < b.ExpiresMs {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return gs
+}
+
+// drawGrants takes up to n from gs in order and returns what it took.
+func drawGrants(gs []*Grant, n int64, d *Drawn) int64 {
+	taken := int64(0)
+	for _, g := range gs {
+		if n == 0 {
+			break
+		}
+		x := min(n, g.Amount-g.Used)
+		g.Used += x
+		d.Grants = append(d.Grants, GrantDraw{ID: g.ID, Amount: x})
+		d.Grant += x
+		n -= x
+		taken += x
+	}
+	return taken
+}
+
+func grantRoom(gs []*Grant) int64 {
+	var n int64
+	for _, g := range gs {
+		n += g.Amount - g.Used
+	}
+	return n
+}
+
+// applyPlain: a resource without lines draws from the limit, then grants.
+func (m *Model) applyPlain(r ApplyReq) Decision {
+	gs := m.activeGrants("", r.Now)
+	base := max(0, m.Layout.Limit-m.BaseUsed)
+	n, ok := want(r, base+grantRoom(gs))
+	if !ok {
+		return Decision{Reason: ReasonExhausted}
+	}
+	d := Decision{Granted: n}
+	d.Drawn.Base = min(n, base)
+	m.BaseUsed += d.Drawn.Base
+	drawGrants(gs, n-d.Drawn.Base, &d.Drawn)
+	return d
+}
+
+// Refuses reports whether a line holding used of mayUse, at watermark wm
+// (basis points), refuses the apply of session sid: not below the
+// watermark, and the session's Bucket below the refused proportion
+// (0 at the watermark, everything at 100 %). The float arithmetic is the
+// same, in the same order, as in the Lua script, so both agree bit for bit.
+func Refuses(used, mayUse, wm int64, sid string) bool {
+	if mayUse <= 0 {
+		return false
+	}
+	x := float64(used) / float64(mayUse) * 100
+	w := float64(wm) / 100
+	if x < w {
+		return false
+	}
+	frac := (x - w) / (100 - w)
+	if frac >= 1 {
+		return true
+	}
+	return float64(Bucket(sid)) < frac*10000
+}
+
+// Bucket maps a session id to 0 … 9999: h ← (31·h + byte) mod 4294967291
+// over its bytes, then h mod 10000. Every intermediate value stays below
+// 2^53, so Lua's doubles compute it exactly.
+func Bucket(sid string) int64 {
+	var h int64
+	for i := 0; i < len(sid); i++ {
+		h = (h*31 + int64(sid[i])) % 4294967291
+	}
+	return h % 10000
+}
+
+// sharedRoom is what the shared pool still has for line l. With tiers on,
+// a line below CORE may fill the shared pool only up to its tier's base
+// watermark (GROWTH 80 %, EXPLORE 60 %): the rest is kept for the tiers
+// above it, as LiteLLM keeps a priority reservation.
+func (m *Model) sharedRoom(l *LineState) int64 {
+	c := m.SharedCap()
+	if m.Watermarks && l.Tier != TierCore {
+		// ⌊c·wm/10000⌋ without a product past 2^53 (Lua's doubles).
+		w := l.Tier.BaseWatermark()
+		c = (c-c%10000)/10000*w + c%10000*w/10000
+	}
+	return c - m.SharedUsed
+}
+
+func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
+	exempt := r.Continuation || (l.Tier == TierCore && r.Critical)
+	if m.Watermarks && !exempt && Refuses(l.Used(), l.MayUse(), l.Watermark, r.SessionID) {
+		return Decision{Reason: ReasonWatermark}
+	}
+	gs := m.activeGrants(l.Name, r.Now)
+	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
+	borrow := max(0, l.BorrowCap-l.UsedShared)
+	availS := max(0, min(borrow, m.sharedRoom(l)))
+	availB := max(0, l.Buffer-l.UsedBuffer)
+	availG := grantRoom(gs)
+	n, ok := want(r, availD+availS+availB+availG)
+	if !ok {
+		if _, could := want(r, availD+borrow+availB+availG); could {
+			return Decision{Reason: ReasonPoolExhausted}
+		}
+		return Decision{Reason: ReasonLineExhausted}
+	}
+	d := Decision{Granted: n}
+	rest := n
+	d.Drawn.Dedicated = min(rest, availD)
+	rest -= d.Drawn.Dedicated
+	d.Drawn.Shared = min(rest, availS)
+	rest -= d.Drawn.Shared
+	d.Drawn.Buffer = min(rest, availB)
+	rest -= d.Drawn.Buffer
+	drawGrants(gs, rest, &d.Drawn)
+	l.UsedDedicated += d.Drawn.Dedicated
+	l.UsedShared += d.Drawn.Shared
+	l.UsedBuffer += d.Drawn.Buffer
+	l.UsedGrant += d.Drawn.Grant
+	m.SharedUsed += d.Drawn.Shared
+	l.Reserved += n
+	l.Consumed += n
+	return d
+}

@@ -1,0 +1,270 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+var (
+	poolApplyScript  = load("pool_apply.lua")
+	poolLayoutScript = load("pool_layout.lua")
+	poolSeedScript   = load("pool_seed.lua")
+)
+
+func poolKey(r string) string   { return prefix(r) + "pl" }
+func grantsKey(r string) string { return prefix(r) + "gr" }
+
+// PoolApply is the apply of a resource with business lines or temporary
+// grants (pool_apply.lua): which pools the grant drew from, or why it was
+// refused. Outcome and fields are those of Apply; a replay answers the first
+// apply's Drawn.
+type PoolApply struct {
+	quota.ApplyResult
+	Reason pools.Reason
+	Drawn  pools.Drawn
+}
+
+// ApplyPools runs pool_apply.lua for c on line (""on a resource without
+// lines). Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, and
+// failures wrapped as in Apply.
+func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, critical, continuation bool) (PoolApply, error) {
+	r := c.ResourceName
+	per := c.Period.ID()
+	v, err := s.runHot(ctx, poolApplyScript,
+		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r)},
+		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation))
+	if err != nil {
+		return PoolApply{}, wrap("apply", err)
+	}
+	a, err := decodePoolApply(v)
+	if err != nil {
+		return PoolApply{}, wrap("apply", err)
+	}
+	var res PoolApply
+	switch a.code {
+	case poolGranted, poolReplayed, poolRefused:
+		res.Outcome = map[poolCode]quota.ApplyOutcome{poolGranted: quota.ApplyGranted, poolReplayed: quota.ApplyReplayed, poolRefused: quota.ApplyExhausted}[a.code]
+		res.Granted, res.Remaining, res.LeaseExpiresAt, res.StartTime, res.PeriodStart, res.Now =
+			a.n[1], a.n[2], ms(a.n[3]), ms(a.n[4]), ms(a.n[5]), ms(a.n[6])
+		res.Reason = pools.Reason(a.reason)
+		res.Drawn = pools.Drawn{Dedicated: a.n[8], Shared: a.n[9], Buffer: a.n[10], Grant: a.n[11], Grants: parseGrantList(a.grants)}
+		if line == "" {
+			res.Drawn.Base, res.Drawn.Buffer = res.Drawn.Buffer, 0
+		}
+	case poolWrongPeriod:
+		res.Outcome, res.Now = quota.ApplyWrongPeriod, ms(a.n[6])
+	case poolNeedBalance:
+		res.Outcome, res.Now = quota.ApplyNeedBalance, ms(a.n[6])
+	case poolConflict:
+		return PoolApply{}, fmt.Errorf("session %s exists with other arguments: %w", c.SessionID, quota.ErrSessionConflict)
+	case poolUnknownLine:
+		return PoolApply{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
+	}
+	return res, nil
+}
+
+// poolCode is pool_apply.lua's first reply element.
+type poolCode int64
+
+const (
+	poolGranted     poolCode = 1
+	poolReplayed    poolCode = 2
+	poolRefused     poolCode = 3 // the reason follows
+	poolWrongPeriod poolCode = 4
+	poolNeedBalance poolCode = 5 // the balance, the limit or the pool counters are not seeded
+	poolConflict    poolCode = 6
+	poolUnknownLine poolCode = 8
+)
+
+type poolApplyReply struct {
+	code   poolCode
+	n      [12]int64
+	reason string
+	grants string
+}
+
+// decodePoolApply reads pool_apply.lua's reply: 13 elements for codes 1–3,
+// 7 for 4 and 5, 1 for 6 and 8.
+func decodePoolApply(v any) (poolApplyReply, error) {
+	r := readReply("pool_apply.lua", v, 1, 13)
+	a := poolApplyReply{code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
+	want := map[poolCode]int{poolGranted: 13, poolReplayed: 13, poolRefused: 13, poolWrongPeriod: 7, poolNeedBalance: 7, poolConflict: 1, poolUnknownLine: 1}[a.code]
+	if r.err == nil && r.len() != want {
+		r.fail("code %d with %d elements, want %d", a.code, r.len(), want)
+	}
+	for i := 1; i < r.len() && i < 12; i++ {
+		if i != 7 {
+			a.n[i] = r.int(i)
+		}
+	}
+	if r.len() == 13 {
+		a.reason, a.grants = r.str(7), r.str(12)
+	}
+	return a, r.err
+}
+
+func luaBool(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// parseGrantList reads "id=n;id=n".
+func parseGrantList(s string) []pools.GrantDraw {
+	if s == "" {
+		return nil
+	}
+	var out []pools.GrantDraw
+	for _, part := range strings.Split(s, ";") {
+		id, n, _ := strings.Cut(part, "=")
+		v, _ := strconv.ParseInt(n, 10, 64)
+		out = append(out, pools.GrantDraw{ID: id, Amount: v})
+	}
+	return out
+}
+
+// formatGrantList writes "id=n;id=n".
+func formatGrantList(gs []pools.GrantDraw) string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = g.ID + "=" + itoa(g.Amount)
+	}
+	return strings.Join(parts, ";")
+}
+
+// SetPoolLayout writes a resource's layout (pool_layout.lua): the shared
+// pool and each line's tier, dedicated part and borrowing limit; lines not
+// in lay are removed. What the controller and operators moved (watermarks,
+// lent, reclaimed, buffer) stays, a new line starting at its tier's
+// watermark. An empty layout (no lines) removes the pools.
+func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout) error {
+	args := []any{itoa(lay.Shared), itoa(lay.Buffer)}
+	if len(lay.Lines) == 0 {
+		args = []any{"-"}
+	}
+	for _, l := range lay.Lines {
+		args = append(args, l.Name, string(l.Tier), itoa(l.Dedicated), itoa(l.BorrowCap), itoa(l.Tier.BaseWatermark()))
+	}
+	return wrap("pool layout", poolLayoutScript.Run(ctx, s.rdb, []string{poolKey(resource)}, args...).Err())
+}
+
+// PoolCounters is what one period's sessions hold of each pool, per line
+// (rebuilt from the ledger's drawn columns).
+type PoolCounters map[string]pools.Drawn
+
+// SeedPools writes a period's pool counters if they are not there yet
+// (pool_seed.lua) and reports whether it did. The period's balance must
+// exist (Seed first).
+func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c PoolCounters) (bool, error) {
+	var args []any
+	for line, d := range c {
+		args = append(args, line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
+	}
+	v, err := poolSeedScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, args...).Result()
+	if err != nil {
+		return false, wrap("pool seed", err)
+	}
+	n, err := flag("pool_seed.lua", v, int64(-1), 0, 1)
+	if err != nil {
+		return false, wrap("pool seed", err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("pool seed %s: the period's balance is not seeded", resource)
+	}
+	return n == 1, nil
+}
+
+// PutGrant writes a temporary grant (its used counter is kept). The caller
+// validates it (pools.Model.AddGrant's rules) and keeps it in the policy store.
+func (s *Store) PutGrant(ctx context.Context, resource string, g pools.Grant) error {
+	v := itoa(g.Amount) + "|" + itoa(g.EffectiveMs) + "|" + itoa(g.ExpiresMs) + "|" + g.Line
+	return wrap("grant", s.rdb.HSet(ctx, grantsKey(resource), g.ID, v).Err())
+}
+
+// VoidGrant stops a grant from being drawn; what sessions hold of it stays
+// counted until they finish.
+func (s *Store) VoidGrant(ctx context.Context, resource, id string) error {
+	return wrap("grant", s.rdb.HDel(ctx, grantsKey(resource), id).Err())
+}
+
+// PoolModel reads a resource's pools into a pools.Model: the layout and live
+// moves (qc:{r}:pl), the period's counters and the grants. lay gives the
+// lines' tiers and parts as the policy store has them; Redis's values win
+// where both exist. Sessions are not read.
+func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error) {
+	pipe := s.rdb.Pipeline()
+	pl := pipe.HGetAll(ctx, poolKey(resource))
+	bal := pipe.HGetAll(ctx, balanceKey(resource, per.ID()))
+	gr := pipe.HGetAll(ctx, grantsKey(resource))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, wrap("pool state", err)
+	}
+	p, b, g := pl.Val(), bal.Val(), gr.Val()
+	get := func(h map[string]string, k string) int64 {
+		v, _ := strconv.ParseInt(h[k], 10, 64)
+		return v
+	}
+	m := pools.NewModel(lay, true)
+	m.Period = per.ID()
+	m.SharedBuffer = get(p, "sbuf")
+	m.SharedUsed = get(b, "su")
+	if len(lay.Lines) == 0 {
+		m.BaseUsed = get(b, "charged") + get(b, "reserved") - get(b, "gsum")
+	}
+	for name, l := range m.Lines {
+		if w, ok := p["w:"+name]; ok {
+			l.Watermark, _ = strconv.ParseInt(w, 10, 64)
+		}
+		l.Lent, l.Reclaimed, l.Buffer, l.Consumed = get(p, "l:"+name), get(p, "r:"+name), get(p, "b:"+name), get(p, "n:"+name)
+		l.UsedDedicated, l.UsedShared, l.UsedBuffer, l.UsedGrant = get(b, "ud:"+name), get(b, "us:"+name), get(b, "ub:"+name), get(b, "ug:"+name)
+	}
+	for id, v := range g {
+		if strings.HasPrefix(id, "u:") {
+			continue
+		}
+		parts := strings.SplitN(v, "|", 4)
+		if len(parts) != 4 {
+			continue
+		}
+		gt := &pools.Grant{ID: id, Line: parts[3], Used: get(g, "u:"+id)}
+		gt.Amount, _ = strconv.ParseInt(parts[0], 10, 64)
+		gt.EffectiveMs, _ = strconv.ParseInt(parts[1], 10, 64)
+		gt.ExpiresMs, _ = strconv.ParseInt(parts[2], 10, 64)
+		m.Grants = append(m.Grants, gt)
+	}
+	return m, nil
+}
+
+var poolMoveScript = load("pool_move.lua")
+
+// MovePools applies m in the resource's current period per and returns
+// what it moved and the free buffer after. Errors: pools.ErrUnknownLine.
+func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error) {
+	args := []any{m.Op, m.Line}
+	switch m.Op {
+	case "reclaim", "giveback":
+		args = append(args, m.To, itoa(m.Amount))
+	default:
+		args = append(args, itoa(m.Amount))
+	}
+	v, err := poolMoveScript.Run(ctx, s.rdb, []string{poolKey(resource), balanceKey(resource, per.ID())}, args...).Result()
+	if err != nil {
+		return 0, 0, wrap("pool move", err)
+	}
+	r := readReply("pool_move.lua", v, 2, 2)
+	moved, free = r.int(0), r.int(1)
+	if r.err != nil {
+		return 0, 0, wrap("pool move", r.err)
+	}
+	if moved < 0 {
+		return 0, free, fmt.Errorf("pool move %s %q: %w", m.Op, m.Line, pools.ErrUnknownLine)
+	}
+	return moved, free, nil
+}

@@ -1,0 +1,236 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// poolWorld is one resource with lines, prepared on a backend and in the
+// reference model alike.
+type poolWorld struct {
+	e     *env
+	per   quota.Period
+	lay   pools.Layout
+	model *pools.Model
+	names []string
+	now   int64    // store clock at set-up, ms
+	open  []string // granted, not finished
+}
+
+func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []pools.LineSpec) *poolWorld {
+	t.Helper()
+	lay, err := pools.Plan(limit, s, lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &poolWorld{e: e, per: e.current(t), lay: lay, model: pools.NewModel(lay, true), now: e.now(t).UnixMilli()}
+	for _, l := range lay.Lines {
+		w.names = append(w.names, l.Name)
+	}
+	e.seed(t, w.per, limit, quota.PeriodTotals{})
+	if err := e.s.SetPoolLayout(ctxT(t), e.res, lay); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, nil); err != nil || !ok {
+		t.Fatalf("SeedPools: %v %v", ok, err)
+	}
+	return w
+}
+
+func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolApply) {
+	t.Helper()
+	want, werr := w.model.Apply(r)
+	c := w.e.cmd(r.SessionID, r.Amount, r.Min, w.per)
+	got, gerr := w.e.s.ApplyPools(ctxT(t), c, r.Line, r.Critical, r.Continuation)
+	if !errors.Is(gerr, werr) && !(werr == nil && gerr == nil) {
+		t.Fatalf("apply %+v: store error %v, model error %v", r, gerr, werr)
+	}
+	if werr != nil {
+		return want, got
+	}
+	if want.Reason == "" && got.Outcome == quota.ApplyGranted {
+		w.open = append(w.open, r.SessionID)
+	}
+	if got.Reason != want.Reason || got.Granted != want.Granted || !sameDrawn(got.Drawn, want.Drawn) {
+		t.Fatalf("apply %+v:\n store %s granted %d drawn %+v\n model %s granted %d drawn %+v",
+			r, got.Reason, got.Granted, got.Drawn, want.Reason, want.Granted, want.Drawn)
+	}
+	return want, got
+}
+
+func sameDrawn(a, b pools.Drawn) bool {
+	return a.Base == b.Base && a.Dedicated == b.Dedicated && a.Shared == b.Shared && a.Buffer == b.Buffer &&
+		a.Grant == b.Grant && slices.Equal(a.Grants, b.Grants)
+}
+
+// check compares every counter the store keeps with the model's.
+func (w *poolWorld) check(t *testing.T, step int) {
+	t.Helper()
+	got, err := w.e.s.PoolModel(ctxT(t), w.e.res, w.per, w.lay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SharedUsed != w.model.SharedUsed || got.SharedBuffer != w.model.SharedBuffer {
+		t.Fatalf("step %d: shared used %d / buffer %d, model %d / %d", step, got.SharedUsed, got.SharedBuffer, w.model.SharedUsed, w.model.SharedBuffer)
+	}
+	if len(w.lay.Lines) == 0 && got.BaseUsed != w.model.BaseUsed {
+		t.Fatalf("step %d: base used %d, model %d", step, got.BaseUsed, w.model.BaseUsed)
+	}
+	for _, n := range w.names {
+		g, m := *got.Lines[n], *w.model.Lines[n]
+		m.Reserved, m.Charged = 0, 0 // the store keeps these per period, not per line
+		if !reflect.DeepEqual(g, m) {
+			t.Fatalf("step %d: line %s\n store %+v\n model %+v", step, n, g, m)
+		}
+	}
+	used := map[string]int64{}
+	for _, g := range got.Grants {
+		used[g.ID] = g.Used
+	}
+	for _, g := range w.model.Grants {
+		if !g.Voided && used[g.ID] != g.Used {
+			t.Fatalf("step %d: grant %s used %d, model %d", step, g.ID, used[g.ID], g.Used)
+		}
+	}
+}
+
+func (w *poolWorld) addGrant(t *testing.T, g pools.Grant) {
+	t.Helper()
+	if err := w.model.AddGrant(g); err != nil {
+		return
+	}
+	if err := w.e.s.PutGrant(ctxT(t), w.e.res, g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPoolApplyMatchesTheModel drives random applies and grants through
+// pool_apply.lua and through pools.Model and demands identical decisions
+// and counters, on real Redis and miniredis.
+func TestPoolApplyMatchesTheModel(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		for seed := range uint64(4) {
+			rng := rand.New(rand.NewPCG(seed, 13))
+			limit := int64(1000 + rng.IntN(100_000))
+			lines := pools.LineNames(3 + rng.IntN(5))
+			if seed == 3 {
+				lines = nil // a resource without lines, with grants
+			}
+			s := pools.DefaultSettings()
+			s.BorrowLimitPercent = []int64{0, 50, 300, 1000}[rng.IntN(4)]
+			w := newPoolWorld(t, e, limit, s, lines)
+			if seed > 0 {
+				// later seeds use fresh resources: same backend, new names
+				e.res = newResource(t, e.rdb)
+				w = newPoolWorld(t, e, limit, s, lines)
+			}
+			hour := int64(time.Hour / time.Millisecond)
+			for step := range 150 {
+				switch op := rng.IntN(14); {
+				case op >= 12 && len(w.open) > 0:
+					w.finish(t, rng)
+				case op >= 10 && len(w.names) > 1:
+					w.move(t, rng)
+				case op < 8:
+					line := ""
+					if len(w.names) > 0 {
+						line = w.names[rng.IntN(len(w.names))]
+					}
+					if rng.IntN(40) == 0 {
+						line = "no-such-line"
+					}
+					w.apply(t, pools.ApplyReq{SessionID: fmt.Sprintf("s%d-%d", seed, step), Line: line,
+						Amount: 1 + rng.Int64N(limit/8+1), Min: rng.Int64N(2) * (1 + rng.Int64N(limit/20+1)),
+						Critical: rng.IntN(3) > 0, Continuation: rng.IntN(4) == 0, Now: w.now})
+				default:
+					// Active (expiring at various times), future or expired grants.
+					eff := w.now - hour + rng.Int64N(3)*hour*3/2
+					var line string
+					if len(w.names) > 0 && rng.IntN(2) == 0 {
+						line = w.names[rng.IntN(len(w.names))]
+					}
+					w.addGrant(t, pools.Grant{ID: fmt.Sprintf("g%d", step), Line: line, Amount: 1 + rng.Int64N(limit/10+1),
+						EffectiveMs: eff, ExpiresMs: eff + hour/2 + rng.Int64N(4)*hour})
+				}
+				w.check(t, step)
+			}
+		}
+	})
+}
+
+// finish settles a random open session in both, with up to 1.5 × its grant.
+func (w *poolWorld) finish(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	i := rng.IntN(len(w.open))
+	id := w.open[i]
+	w.open = append(w.open[:i], w.open[i+1:]...)
+	granted := w.model.Sessions[id].Granted
+	actual := rng.Int64N(granted*3/2 + 1)
+	if _, err := w.model.Finish(id, actual); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: w.e.res, SessionID: id, Actual: actual, Retention: time.Hour})
+	if err != nil || got.Charged != actual {
+		t.Fatalf("finish %s: %+v %v", id, got, err)
+	}
+}
+
+// move makes one random release, return, reclaim or give-back in the
+// model and the store and demands the same amount moved.
+func (w *poolWorld) move(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	a, b := w.names[rng.IntN(len(w.names))], w.names[rng.IntN(len(w.names))]
+	amount := 1 + rng.Int64N(w.lay.Limit/10+1)
+	var want int64
+	var m pools.Move
+	switch rng.IntN(4) {
+	case 0:
+		line := []string{"", a}[rng.IntN(2)]
+		m = pools.Move{Op: "release", Line: line, Amount: amount}
+		if w.model.Release(line, amount) == nil {
+			want = amount
+		}
+	case 1:
+		line := []string{"", a}[rng.IntN(2)]
+		m = pools.Move{Op: "return", Line: line, Amount: amount}
+		want = w.model.Return(line, amount)
+	case 2:
+		m = pools.Move{Op: "reclaim", Line: a, To: b, Amount: amount}
+		want = w.model.Reclaim(a, b, amount)
+	default:
+		m = pools.Move{Op: "giveback", Line: a, To: b, Amount: amount}
+		want = w.model.GiveBack(a, b, amount)
+	}
+	got, free, err := w.e.s.MovePools(ctxT(t), w.e.res, w.per, m)
+	if a == b && (m.Op == "reclaim" || m.Op == "giveback") {
+		if !errors.Is(err, pools.ErrUnknownLine) {
+			t.Fatalf("%+v: err %v", m, err)
+		}
+		return
+	}
+	if err != nil || got != want || free != w.model.BufferFree() {
+		t.Fatalf("%+v: store moved %d (free %d, err %v), model %d (free %d)", m, got, free, err, want, w.model.BufferFree())
+	}
+}
+
+// forEachServer is forEachBackend on real Redis and miniredis without
+// auto-pipelining (the pool scripts' decisions do not depend on it, and the
+// randomized tests are long).
+func forEachServer(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	t.Parallel()
+	for _, b := range []string{"redis", "miniredis"} {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newEnv(t, b))
+		})
+	}
+}

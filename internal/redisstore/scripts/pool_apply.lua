@@ -1,0 +1,179 @@
+-- pool_apply.lua: an apply on a resource with business lines or temporary
+-- grants: which pools it draws from, or why it is refused, in one step;
+-- idempotent by session id. The rules and their reference model are in
+-- internal/pools (Model.Apply); a randomized test holds the two together.
+-- KEYS[1] qc:{r}:limit   KEYS[2] qc:{r}:b:<periodMs>   KEYS[3] qc:{r}:s:<sessionId>
+-- KEYS[4] qc:{r}:leases  KEYS[5] qc:{r}:pl (layout and live moves)   KEYS[6] qc:{r}:gr (grants)
+-- ARGV[1] amount  ARGV[2] minAmount  ARGV[3] clientId  ARGV[4] period start ms
+-- ARGV[5] period end ms (0 = never)  ARGV[6] lease ms  ARGV[7] sessionId
+-- ARGV[8] "1" = first period   ARGV[9] businessLine ("" = none)
+-- ARGV[10] "1" = critical   ARGV[11] "1" = continuation
+-- qc:{r}:pl: shared, sbuf (buffer released to shared) and per line L:
+--   t:L tier (CORE|GROWTH|EXPLORE), d:L dedicated part, c:L borrow cap, w:L watermark (bp),
+--   l:L lent by reclaim, r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods)
+-- qc:{r}:b:<p> adds: ps = "1" once the pool counters are seeded, su shared held,
+--   ud:L us:L ub:L ug:L held from dedicated / shared / buffer / grants, gsum held from grants
+-- qc:{r}:gr: <id> = "amount|effectiveMs|expiresMs|line", u:<id> = held (all periods)
+-- Returns {code, granted, remaining, leaseMs, startMs, periodMs, nowMs, reason,
+--          dedicated, shared, buffer, grant, grantList}
+--   codes as apply.lua (1 granted, 2 replayed, 3 refused, 4 wrong period,
+--   5 need balance, 6 conflict) and 8 unknown line. reason: LINE_EXHAUSTED,
+--   WATERMARK, POOL_EXHAUSTED, EXHAUSTED. remaining: what the line (or the
+--   resource) could still be granted after this apply. grantList "id=n;id=n".
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function fmt(n) return string.format('%d', n) end
+local function num(v) return tonumber(v or '0') or 0 end
+
+local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start',
+  'period', 'status', 'line', 'dd', 'ds', 'db', 'dg', 'gl')
+if s[9] == 'CANCELLED' then
+  redis.call('DEL', KEYS[3])
+  s[1] = false
+end
+if s[1] then
+  if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] or (s[10] or '') ~= ARGV[9] then
+    return {6}
+  end
+  return {2, num(s[4]), num(s[5]), num(s[6]), num(s[7]), num(s[8]), now, '',
+    num(s[11]), num(s[12]), num(s[13]), num(s[14]), s[15] or ''}
+end
+local pstart, pend = tonumber(ARGV[4]), tonumber(ARGV[5])
+if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
+  return {4, 0, 0, 0, 0, 0, now}
+end
+local limit = redis.call('GET', KEYS[1])
+if not limit or redis.call('HGET', KEYS[2], 'ps') ~= '1' then
+  return {5, 0, 0, 0, 0, 0, now}
+end
+limit = tonumber(limit)
+local line = ARGV[9]
+local amount, min = tonumber(ARGV[1]), tonumber(ARGV[2])
+
+-- Active grants this line may draw, the one that expires first first.
+local function grants()
+  local out = {}
+  local all = redis.call('HGETALL', KEYS[6])
+  local used = {}
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'u:' then used[string.sub(all[i], 3)] = tonumber(all[i + 1]) end
+  end
+  for i = 1, #all, 2 do
+    local id = all[i]
+    if string.sub(id, 1, 2) ~= 'u:' then
+      local a, e, x, l = string.match(all[i + 1], '^(%d+)|(%d+)|(%d+)|(.*)$')
+      a, e, x = tonumber(a), tonumber(e), tonumber(x)
+      local u = used[id] or 0
+      if e <= now and now < x and (l == '' or l == line) and u < a then
+        out[#out + 1] = {id = id, room = a - u, exp = x}
+      end
+    end
+  end
+  table.sort(out, function(p, q)
+    if p.exp ~= q.exp then return p.exp < q.exp end
+    return p.id < q.id
+  end)
+  return out
+end
+local function want(avail)
+  if avail >= amount then return amount end
+  if min > 0 and avail >= min then return avail end
+  return nil
+end
+-- Refused by the watermark: the same float arithmetic as pools.Refuses.
+local function bucket(sid)
+  local h = 0
+  for i = 1, #sid do h = (h * 31 + string.byte(sid, i)) % 4294967291 end
+  return h % 10000
+end
+local function refuses(used, may, wm)
+  if may <= 0 then return false end
+  local x = used / may * 100
+  local w = wm / 100
+  if x < w then return false end
+  local frac = (x - w) / (100 - w)
+  if frac >= 1 then return true end
+  return bucket(ARGV[7]) < frac * 10000
+end
+local function refuse(reason)
+  return {3, 0, 0, 0, 0, 0, now, reason, 0, 0, 0, 0, ''}
+end
+
+local gs = grants()
+local groom = 0
+for _, g in ipairs(gs) do groom = groom + g.room end
+local d = {0, 0, 0, 0} -- dedicated, shared, buffer (or base, for a resource without lines), grant
+local n, remaining
+if line == '' then
+  if redis.call('HEXISTS', KEYS[5], 'shared') == 1 then return {8} end
+  local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved', 'gsum')
+  local base = math.max(0, limit - (num(b[1]) + num(b[2]) - num(b[3])))
+  n = want(base + groom)
+  if not n then return refuse('EXHAUSTED') end
+  d[3] = math.min(n, base)
+  remaining = base + groom - n
+else
+  local p = redis.call('HMGET', KEYS[5], 't:' .. line, 'd:' .. line, 'c:' .. line, 'w:' .. line,
+    'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf')
+  if not p[1] then return {8} end
+  local u = redis.call('HMGET', KEYS[2], 'ud:' .. line, 'us:' .. line, 'ub:' .. line, 'su')
+  local own = num(p[2]) - num(p[5]) + num(p[6])
+  local cap, buf = num(p[3]), num(p[7])
+  local ud, us, ub, su = num(u[1]), num(u[2]), num(u[3]), num(u[4])
+  local exempt = ARGV[11] == '1' or (p[1] == 'CORE' and ARGV[10] == '1')
+  if not exempt and refuses(ud + us + ub, own + cap + buf, num(p[4])) then
+    return refuse('WATERMARK')
+  end
+  local scap = num(p[8]) + num(p[9])
+  -- Below CORE, a line may fill the shared pool only to its tier's base
+  -- watermark: floor(scap * w / 10000), computed without a product past 2^53.
+  local tw = ({GROWTH = 8000, EXPLORE = 6000})[p[1]]
+  if tw then
+    local r = scap % 10000
+    scap = (scap - r) / 10000 * tw + math.floor(r * tw / 10000)
+  end
+  local availD = math.max(0, own - ud)
+  local borrow = math.max(0, cap - us)
+  local availS = math.max(0, math.min(borrow, scap - su))
+  local availB = math.max(0, buf - ub)
+  n = want(availD + availS + availB + groom)
+  if not n then
+    if want(availD + borrow + availB + groom) then return refuse('POOL_EXHAUSTED') end
+    return refuse('LINE_EXHAUSTED')
+  end
+  local rest = n
+  d[1] = math.min(rest, availD); rest = rest - d[1]
+  d[2] = math.min(rest, availS); rest = rest - d[2]
+  d[3] = math.min(rest, availB)
+  remaining = availD + availS + availB + groom - n
+  if d[1] > 0 then redis.call('HINCRBY', KEYS[2], 'ud:' .. line, fmt(d[1])) end
+  if d[2] > 0 then
+    redis.call('HINCRBY', KEYS[2], 'us:' .. line, fmt(d[2]))
+    redis.call('HINCRBY', KEYS[2], 'su', fmt(d[2]))
+  end
+  if d[3] > 0 then redis.call('HINCRBY', KEYS[2], 'ub:' .. line, fmt(d[3])) end
+  redis.call('HINCRBY', KEYS[5], 'n:' .. line, fmt(n))
+end
+local rest = n - d[1] - d[2] - d[3]
+local gl = {}
+for _, g in ipairs(gs) do
+  if rest == 0 then break end
+  local x = math.min(rest, g.room)
+  redis.call('HINCRBY', KEYS[6], 'u:' .. g.id, fmt(x))
+  gl[#gl + 1] = g.id .. '=' .. fmt(x)
+  d[4] = d[4] + x
+  rest = rest - x
+end
+if d[4] > 0 then
+  redis.call('HINCRBY', KEYS[2], 'gsum', fmt(d[4]))
+  if line ~= '' then redis.call('HINCRBY', KEYS[2], 'ug:' .. line, fmt(d[4])) end
+end
+local glist = table.concat(gl, ';')
+local lease = now + tonumber(ARGV[6])
+redis.call('HINCRBY', KEYS[2], 'reserved', fmt(n))
+redis.call('HSET', KEYS[3],
+  'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', fmt(n), 'remaining', fmt(remaining),
+  'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',
+  'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist)
+redis.call('ZADD', KEYS[4], lease, ARGV[7])
+return {1, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist}
