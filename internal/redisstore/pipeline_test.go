@@ -31,9 +31,11 @@ func (h *pipelineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { r
 
 func (h *pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		// EVALSHA only: a call Redis answered NOSCRIPT is sent again with
+		// EVAL (in a pipeline of its own), which is not a second run.
 		evals := 0
 		for _, c := range cmds {
-			if c.Name() == "evalsha" || c.Name() == "eval" {
+			if c.Name() == "evalsha" {
 				evals++
 			}
 		}
