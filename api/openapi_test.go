@@ -241,7 +241,7 @@ func TestErrorSchemaCodes(t *testing.T) {
 	want := []string{
 		client.CodeInvalidArgument, client.CodeUnauthenticated, client.CodePermissionDenied,
 		client.CodeResourceNotFound, client.CodeSessionNotFound, client.CodeNotFound,
-		client.CodeMethodNotAllowed, client.CodeSessionNotActive, client.CodeSessionConflict,
+		client.CodeMethodNotAllowed, client.CodeSessionNotActive, client.CodeSessionConflict, client.CodeReconcileSkipped,
 		client.CodePayloadTooLarge, client.CodeRequestTimeout, client.CodeUnsupportedMediaType, client.CodeQuotaExhausted,
 		client.CodeBackendUnavailable, client.CodeCircuitOpen, client.CodeInternal,
 	}

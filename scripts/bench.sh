@@ -5,27 +5,43 @@
 # Builds bin/quota-center, bin/qc-baseline and bin/qc-bench; creates a fresh
 # MariaDB database qc_bench; starts quota-center on the real Redis and
 # MariaDB and, beside it, qc-baseline (the same Lua scripts once per request,
-# no ledger) on the same Redis; then, for each scenario × connection count,
-# runs the repetitions interleaved (baseline, quota-center, baseline, …) with
-# qc-bench, recording each process's CPU over the measured window and
-# quota-center's RSS and goroutines. Then a long run of quota-center alone
+# no ledger) on the same Redis, and envoyproxy/ratelimit when
+# QC_BENCH_PEER_RATELIMIT names its binary. First the headline runs (issue
+# 11): wrk (Debian's `wrk`; installed with apt-get when missing and run as
+# root) with the Lua scripts of scripts/wrk/, for each scenario ×
+# connection count, repetitions interleaved (baseline, [ratelimit,]
+# quota-center, …), recording the CPU of every process per answer. Then,
+# for each scenario × connection count, the qc-bench runs (issue 4),
+# interleaved the same way, recording each process's CPU over the measured
+# window and quota-center's RSS and goroutines. Then a long run of quota-center alone
 # (memory and goroutine growth) and the in-process `go test -bench` handler
 # benchmarks. It writes docs/performance.md and stops everything it started
 # on exit, including on Ctrl-C.
 #
 # Needs Redis and MariaDB already running (as .ci/run starts them), curl,
-# redis-cli and the mariadb client. Takes about
+# redis-cli, the mariadb client and wrk. Takes about
 # scenarios × connections × reps × 2 × (duration + warm-up + ~2 s) + the long
 # run + the go benchmarks + ~1 min of clean-up: about 15 minutes with the
 # defaults, and up to 8 more when other work keeps the machine busy (each
 # run then waits up to QC_BENCH_QUIET_WAIT for it).
 #
 # Environment:
+#   QC_BENCH_WRK_SCENARIOS wrk scenarios (scripts/wrk/*.lua)       (default "apply session heartbeat"; "" = none)
+#   QC_BENCH_WRK_DURATION  measured time of each wrk run           (default 8s)
+#   QC_BENCH_WRK_WARMUP    unmeasured wrk load before each run     (default 2s)
+#   QC_BENCH_WRK_THREADS   wrk threads                             (default 2)
+#   QC_BENCH_PEER_RATELIMIT path of an envoyproxy/ratelimit binary built from
+#                         its source (github.com/envoyproxy/ratelimit,
+#                         src/service_cmd; never part of this repository): it
+#                         runs beside the others on the same Redis and is
+#                         measured in the apply scenario   (default none)
+#   QC_BENCH_PEER_PORT    its HTTP port on 127.0.0.1 (it also takes the next
+#                         two for gRPC and debug)              (default 18083)
 #   QC_BENCH_REPS         repetitions per server and cell          (default 3)
 #   QC_BENCH_DURATION     measured time of each run                 (default 10s)
 #   QC_BENCH_WARMUP       unmeasured load before each run           (default 2s)
 #   QC_BENCH_CONNECTIONS  connection counts                         (default "50 200")
-#   QC_BENCH_SCENARIOS    scenarios                                 (default "apply session heartbeat-session heartbeat")
+#   QC_BENCH_SCENARIOS    qc-bench scenarios                        (default "apply session heartbeat-session heartbeat"; "" = none)
 #   QC_BENCH_SOAK         long run of quota-center, 0 = skip        (default 60s)
 #   QC_BENCH_GOBENCH      go test -bench -benchtime, 0 = skip       (default 1s)
 #   QC_BENCH_REDIS        Redis host:port                           (default 127.0.0.1:6379)
@@ -55,7 +71,13 @@ reps=${QC_BENCH_REPS:-3}
 duration=${QC_BENCH_DURATION:-10s}
 warmup=${QC_BENCH_WARMUP:-2s}
 conns_list=${QC_BENCH_CONNECTIONS:-"50 200"}
-scenarios=${QC_BENCH_SCENARIOS:-"apply session heartbeat-session heartbeat"}
+scenarios=${QC_BENCH_SCENARIOS-"apply session heartbeat-session heartbeat"}
+wrk_scenarios=${QC_BENCH_WRK_SCENARIOS-"apply session heartbeat"}
+wrk_duration=${QC_BENCH_WRK_DURATION:-8s}
+wrk_warmup=${QC_BENCH_WRK_WARMUP:-2s}
+wrk_threads=${QC_BENCH_WRK_THREADS:-2}
+peer_bin=${QC_BENCH_PEER_RATELIMIT:-}
+peer_port=${QC_BENCH_PEER_PORT:-18083}
 soak=${QC_BENCH_SOAK:-60s}
 gobench=${QC_BENCH_GOBENCH:-1s}
 redis=${QC_BENCH_REDIS:-127.0.0.1:6379}
@@ -95,6 +117,21 @@ port_busy() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/
 for tool in go curl redis-cli mariadb; do
 	command -v "$tool" >/dev/null || die "$tool is not installed"
 done
+if [[ -n $wrk_scenarios ]] && ! command -v wrk >/dev/null; then
+	# Debian's wrk package (wrk 4, with LuaJIT).
+	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+		say "installing wrk (apt-get install wrk)"
+		apt-get install -y -qq wrk >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq wrk >/dev/null 2>&1; } ||
+			die "apt-get install wrk failed"
+	fi
+	command -v wrk >/dev/null || die "wrk is not installed (Debian: apt-get install wrk)"
+fi
+if [[ -n $peer_bin ]]; then
+	[[ -x $peer_bin ]] || die "QC_BENCH_PEER_RATELIMIT=$peer_bin is not an executable"
+	for p in "$peer_port" "$((peer_port + 1))" "$((peer_port + 2))"; do
+		port_busy "$p" && die "127.0.0.1:$p is in use; set QC_BENCH_PEER_PORT"
+	done
+fi
 [[ $(rcli ping 2>/dev/null) == PONG ]] ||
 	die "Redis does not answer at $redis (start it as .ci/run does: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no)"
 sql -e 'SELECT 1' >/dev/null 2>&1 ||
@@ -104,10 +141,11 @@ for p in "$qc_port" "$base_port" "$qc2_port"; do
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/qc-bench.XXXXXX")
-results=$work/results.jsonl soak_results=$work/soak.jsonl two_results=$work/two.jsonl meta=$work/meta.txt gobench_out=$work/gobench.txt
+results=$work/results.jsonl wrk_results=$work/wrk.jsonl soak_results=$work/soak.jsonl two_results=$work/two.jsonl meta=$work/meta.txt gobench_out=$work/gobench.txt
 : >"$results"
+: >"$wrk_results"
 : >"$meta"
-qc_pid="" base_pid="" qc2_pid=""
+qc_pid="" base_pid="" qc2_pid="" peer_pid=""
 
 # stop PID NAME: TERM, wait up to 20 s, then KILL. Only our own children.
 stop() {
@@ -129,12 +167,14 @@ cleanup() {
 	stop "$qc_pid" quota-center
 	stop "$qc2_pid" "the second quota-center"
 	stop "$base_pid" qc-baseline
-	qc_pid="" base_pid="" qc2_pid=""
+	stop "$peer_pid" ratelimit
+	qc_pid="" base_pid="" qc2_pid="" peer_pid=""
 	if [[ $keep != 1 ]]; then
 		say "removing the benchmark's Redis keys and the $db database (QC_BENCH_KEEP=1 keeps them)"
 		for r in "$qc_res" "$base_res"; do
 			rcli --scan --pattern "qc:{$r}:*" 2>/dev/null | xargs -r -n 500 echo UNLINK | rcli >/dev/null 2>&1 || true
 		done
+		rcli --scan --pattern "qcbench_resource_r${run_id}_*" 2>/dev/null | xargs -r -n 500 echo UNLINK | rcli >/dev/null 2>&1 || true
 		sql -e "DROP DATABASE IF EXISTS $db" 2>/dev/null || true
 	fi
 	((rc == 0)) || printf 'bench: failed (exit %d); logs and raw results in %s\n' "$rc" "$work" >&2
@@ -203,6 +243,22 @@ bin/qc-baseline --addr "127.0.0.1:$base_port" --redis-addr "$redis" --resource "
 base_pid=$!
 wait_ready "$base_url/healthz" || { tail -20 "$work/qc-baseline.log" >&2; die "qc-baseline did not start"; }
 
+if [[ -n $peer_bin ]]; then
+	# envoyproxy/ratelimit on the same Redis: one descriptor with a limit
+	# it never reaches, no statsd, file config under $work.
+	say "starting envoyproxy/ratelimit ($peer_bin) on 127.0.0.1:$peer_port"
+	mkdir -p "$work/ratelimit/bench/config"
+	printf 'domain: qcbench\ndescriptors:\n  - key: resource\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1000000000\n' \
+		>"$work/ratelimit/bench/config/bench.yaml"
+	USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="$redis" \
+		RUNTIME_ROOT="$work/ratelimit" RUNTIME_SUBDIRECTORY=bench RUNTIME_WATCH_ROOT=false \
+		HOST=127.0.0.1 PORT="$peer_port" GRPC_HOST=127.0.0.1 GRPC_PORT="$((peer_port + 1))" \
+		DEBUG_HOST=127.0.0.1 DEBUG_PORT="$((peer_port + 2))" "$peer_bin" >"$work/ratelimit.log" 2>&1 &
+	peer_pid=$!
+	wait_ready "http://127.0.0.1:$((peer_port + 2))/healthcheck" || wait_ready "http://127.0.0.1:$peer_port/healthcheck" ||
+		{ tail -20 "$work/ratelimit.log" >&2; die "envoyproxy/ratelimit did not get ready"; }
+fi
+
 say "policy $qc_res: COUNT, totalLimit 2^53-1, never resets, leak threshold ${leak_threshold}s"
 curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
 	-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit,\"leakThresholdSeconds\":$leak_threshold}" "$qc_url/admin/policies/$qc_res" ||
@@ -253,8 +309,88 @@ if awk -v l="$load1" -v n="$(nproc)" 'BEGIN {exit !(l > n / 2)}'; then
 	say "warning: load average $load1 — other work on the machine will lower the figures"
 fi
 
-read -r -a scen_arr <<<"$scenarios"
 read -r -a conn_arr <<<"$conns_list"
+
+# ---- Headline runs: wrk (issue 11) ----
+clk_tck=$(getconf CLK_TCK)
+# cpu_ticks PID: utime+stime of a process, in clock ticks (0 if gone).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# busy_ticks: busy ticks of the whole machine (all cores) so far.
+busy_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6}' /proc/stat; }
+# wrk_run SCENARIO CONNS SERVER REP URL ARGS...: one warm-up, then one
+# measured wrk run; appends a JSON line with wrk's QCWRK figures and the CPU
+# seconds of the server, redis-server, mariadbd and wrk itself.
+wrk_run() {
+	local scen=$1 c=$2 server=$3 rep=$4 url=$5 script pid line qcwrk
+	shift 5
+	script=scripts/wrk/$scen.lua
+	[[ $server == "$LABEL_PEER" ]] && script=scripts/wrk/ratelimit.lua
+	case $server in
+	quota-center) pid=$qc_pid ;;
+	baseline) pid=$base_pid ;;
+	*) pid=$peer_pid ;;
+	esac
+	kill -0 "$pid" 2>/dev/null || die "$server exited; see $work/$server.log"
+	wrk -t "$wrk_threads" -c "$c" -d "$wrk_warmup" -s "$script" "$url" -- "$@" >/dev/null 2>&1 || die "wrk warm-up ($server $scen) failed"
+	local s0 r0 m0 b0 s1 r1 m1 b1 w
+	s0=$(cpu_ticks "$pid") r0=$(cpu_ticks "${redis_pid:-0}") m0=$(cpu_ticks "${mariadb_pid:-0}") b0=$(busy_ticks)
+	# The subshell's `times` gives the CPU of its only child, wrk.
+	line=$( (wrk -t "$wrk_threads" -c "$c" -d "$wrk_duration" --latency -s "$script" "$url" -- "$@"; times) 2>&1) ||
+		die "wrk ($server $scen $c connections) failed: $line"
+	s1=$(cpu_ticks "$pid") r1=$(cpu_ticks "${redis_pid:-0}") m1=$(cpu_ticks "${mariadb_pid:-0}") b1=$(busy_ticks)
+	qcwrk=$(grep -m1 '^QCWRK ' <<<"$line" | cut -d' ' -f2-)
+	[[ -n $qcwrk ]] || die "wrk printed no QCWRK line: $line"
+	# Last line of `times`: the children's user and system time, e.g. 0m1.230s 0m0.450s.
+	w=$(tail -1 <<<"$line" | awk '{n = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); n += a[1] * 60 + a[2]} print n}')
+	printf '{"scenario":"%s","connections":%d,"server":"%s","rep":%d,"wrk":%s,"cpu_s":{"%s":%s,"redis-server":%s,"mariadbd":%s,"wrk":%s},"machine_busy_s":%s}\n' \
+		"$scen" "$c" "$server" "$rep" "$qcwrk" "$server" \
+		"$(awk -v a="$s0" -v b="$s1" -v t="$clk_tck" 'BEGIN {print (b - a) / t}')" \
+		"$(awk -v a="$r0" -v b="$r1" -v t="$clk_tck" 'BEGIN {print (b - a) / t}')" \
+		"$(awk -v a="$m0" -v b="$m1" -v t="$clk_tck" 'BEGIN {print (b - a) / t}')" "$w" \
+		"$(awk -v a="$b0" -v b="$b1" -v t="$clk_tck" 'BEGIN {print (b - a) / t}')" >>"$wrk_results"
+	printf '%s %s %d conns rep %d: %s\n' "$server" "$scen" "$c" "$rep" "$qcwrk" >&2
+}
+LABEL_PEER=envoy-ratelimit
+read -r -a wrk_arr <<<"$wrk_scenarios"
+hb_n=1000 hb_prefix=hb-$run_id
+for scen in "${wrk_arr[@]}"; do
+	[[ -f scripts/wrk/$scen.lua ]] || die "no wrk script scripts/wrk/$scen.lua"
+	if [[ $scen == heartbeat ]]; then
+		say "wrk: opening $hb_n sessions $hb_prefix-1…$hb_n on each server"
+		for u in "$qc_url|$qc_res" "$base_url|$base_res"; do
+			wrk -t 1 -c 8 -d 3s -s scripts/wrk/heartbeat.lua "${u%%|*}" -- "${u##*|}" "$hb_prefix" "$hb_n" open >/dev/null 2>&1 ||
+				die "wrk could not open the heartbeat sessions on ${u%%|*}"
+		done
+	fi
+	for c in "${conn_arr[@]}"; do
+		for ((rep = 1; rep <= reps; rep++)); do
+			for target in baseline "$LABEL_PEER" quota-center; do
+				case $target in
+				baseline) url=$base_url res=$base_res ;;
+				quota-center) url=$qc_url res=$qc_res ;;
+				*)
+					[[ -n $peer_bin && $scen == apply ]] || continue
+					url=http://127.0.0.1:$peer_port res=r$run_id
+					;;
+				esac
+				wait_quiet
+				if [[ $scen == heartbeat ]]; then
+					wrk_run "$scen" "$c" "$target" "$rep" "$url" "$res" "$hb_prefix" "$hb_n"
+				else
+					wrk_run "$scen" "$c" "$target" "$rep" "$url" "$res"
+				fi
+			done
+		done
+	done
+done
+if [[ -n $wrk_scenarios ]]; then
+	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
+	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run."
+	meta wrkhow "Servers: quota-center (durable ledger row per apply, group commit and Redis auto-pipelining at their defaults), qc-baseline (cmd/qc-baseline: net/http and one EVALSHA of the same apply/heartbeat/finish scripts per request, no ledger)$([[ -n $peer_bin ]] && echo ", and envoyproxy/ratelimit ($(cd "$(dirname "$peer_bin")" 2>/dev/null && git describe --always 2>/dev/null || echo "built from source"); its HTTP /json endpoint, one descriptor per request, INCRBY + EXPIRE per request and no ledger; REDIS_POOL_SIZE, pipelining and local cache at its defaults) on the same Redis, apply scenario only")."
+	meta wrkhow "CPU per answer: utime+stime from /proc/<pid>/stat of the server under test, redis-server and mariadbd over the measured run, and wrk's own (bash \`times\` of its subshell), divided by the 2xx answers; \"machine\" divides the busy CPU of the whole machine (/proc/stat minus idle and iowait) the same way, and so includes any other work. CPU per answer moves much less than req/s when the machine is shared; p99 is wrk's (every request of the run)."
+fi
+
+read -r -a scen_arr <<<"$scenarios"
 total=$((${#scen_arr[@]} * ${#conn_arr[@]} * reps * 2))
 n=0
 for scen in "${scen_arr[@]}"; do
@@ -376,5 +512,5 @@ notes_args=()
 [[ -f $notes ]] && notes_args=(--notes "$notes")
 
 mkdir -p "$(dirname "$out")"
-bin/qc-bench report --results "$results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" "${handlers_args[@]}" "${two_args[@]}" "${notes_args[@]}" --out "$out"
+bin/qc-bench report --results "$results" --wrk "$wrk_results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" "${handlers_args[@]}" "${two_args[@]}" "${notes_args[@]}" --out "$out"
 say "wrote $out (raw results in $work)"

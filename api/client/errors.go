@@ -21,6 +21,7 @@ const (
 	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"     // 405
 	CodeSessionNotActive     = "SESSION_NOT_ACTIVE"     // 409: session FINISHED or LEAKED
 	CodeSessionConflict      = "SESSION_CONFLICT"       // 409: session id reused with other arguments
+	CodeReconcileSkipped     = "RECONCILE_SKIPPED"      // 409: a reconciliation pass was skipped (lock held); retry
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"      // 413: body over 1 MiB
 	CodeRequestTimeout       = "REQUEST_TIMEOUT"        // 408: body slower than the server's read timeout
 	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE" // 415

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotacenter/quota-center/internal/redisstore"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -110,4 +113,12 @@ func forModes(t *testing.T, fn func(t *testing.T, s *testenv.Server)) {
 			fn(t, testenv.Start(t, m))
 		})
 	}
+}
+
+// realRedis is a client of the real Redis the Real-mode server uses, and a
+// store on it (to hold locks or read keys as another instance would).
+func realRedis(tb testing.TB) (*redis.Client, *redisstore.Store) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb, redisstore.New(rdb)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -114,5 +115,43 @@ func TestReconciliationSetsRedisLimitToThePolicys(t *testing.T) {
 	st, _ := getStatus(t, s, r)
 	if rep["limitSynced"] != true || st.limit != 137 {
 		t.Fatalf("report %v, status limit %d; want the policy's 137", rep, st.limit)
+	}
+}
+
+// TestReproSkippedReconcileAnsweredAsASuccess reproduces issue 11 §3.4:
+// while another pass holds a resource's reconcile lock (the periodic pass of
+// this instance, or another instance), POST /admin/reconcile did nothing
+// and still answered 200 SUCCESS with zero drift and a zero periodStart, so
+// a caller that waits for a clean pass (the fault test's settling) took it
+// for one and compared status with the ledger while the other pass was
+// still repairing. Now it answers 409 RECONCILE_SKIPPED with Retry-After,
+// the report says why, and periodStart is null; once the lock is free the
+// same call answers 200.
+func TestReproSkippedReconcileAnsweredAsASuccess(t *testing.T) {
+	s := testenv.Start(t, testenv.Real, "--reconcile-interval", "1h")
+	_, store := realRedis(t)
+	ctx := context.Background()
+	r := testenv.Resource(t)
+	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000})
+
+	token, err := store.TryLock(ctx, r, "reconcile", time.Minute) // another instance's pass
+	if err != nil || token == "" {
+		t.Fatalf("TryLock = %q, %v", token, err)
+	}
+	code, out, hdr := call(t, s, http.MethodPost, "/admin/reconcile?resourceName="+r, nil)
+	reps, _ := out["reports"].([]any)
+	if code != http.StatusConflict || out["code"] != "RECONCILE_SKIPPED" || hdr.Get("Retry-After") == "" || len(reps) != 1 {
+		t.Fatalf("reconcile while the lock is held: %d %v (Retry-After %q)", code, out, hdr.Get("Retry-After"))
+	}
+	rep := reps[0].(map[string]any)
+	if rep["skipped"] == nil || rep["skipped"] == "" || rep["periodStart"] != nil {
+		t.Fatalf("skipped report %v: want a reason and a null periodStart", rep)
+	}
+	if err := store.Unlock(ctx, r, "reconcile", token); err != nil {
+		t.Fatal(err)
+	}
+	rep = reconcileNow(t, s, r)
+	if rep["skipped"] != nil || rep["periodStart"] == nil {
+		t.Fatalf("reconcile with the lock free: %v", rep)
 	}
 }

@@ -48,9 +48,6 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 	mopts := mysqlstore.Options{MaxOpenConns: cfg.MySQL.MaxOpenConns, QueryTimeout: cfg.MySQL.Timeout,
 		BatchMaxRows: cfg.MySQL.GroupCommitRows, BatchMaxWait: cfg.MySQL.GroupCommitWait,
 		OnGroupCommit: gm.groupCommit}
-	if cfg.MySQL.GroupCommitWait == 0 {
-		mopts.BatchMaxWait = -1 // no wait (the Options zero value means the default)
-	}
 	if cfg.DevMode() {
 		b, err := dev.Start(ctx, cfg.Dev.SQLitePath, mopts)
 		if err != nil {
@@ -171,7 +168,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
-		Reconcile: func(ctx context.Context, resource string) (any, error) {
+		Reconcile: func(ctx context.Context, resource string) (any, int, error) {
 			// Its own variables: this runs per request, concurrently.
 			var reps []reconcile.Report
 			var rerr error
@@ -183,9 +180,15 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 				reps = []reconcile.Report{rep}
 			}
 			if rerr != nil {
-				return nil, rerr
+				return nil, 0, rerr
 			}
-			return reps, auditReconcile(ctx, b.ledger, resource, reps)
+			skipped := 0
+			for _, r := range reps {
+				if r.Skipped != "" {
+					skipped++
+				}
+			}
+			return reps, skipped, auditReconcile(ctx, b.ledger, resource, reps)
 		},
 		// /readyz is unauthenticated: its reason names the backend, the
 		// log has the details (addresses included).
@@ -203,7 +206,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	})
 	sw := sweeper.New(sweeper.Config{
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
-		Breakers: brk,
+		OrphanGrace: cfg.Reconcile.Grace, Breakers: brk,
 	}, b.ledger, rs, b.ledger, log.Named("sweeper"), reg)
 
 	// Listen synchronously so a taken port fails the start, not later.

@@ -92,8 +92,8 @@ type MySQL struct {
 	MaxOpenConns int
 	// GroupCommitRows and GroupCommitWait bound one group commit of ledger
 	// inserts or finishes: at most this many rows, and the first row waits
-	// at most this long for company while a statement slot is free (0: not
-	// at all).
+	// at most this long for company while a statement slot is free
+	// (default 0: not at all; the group commit is adaptive without it).
 	GroupCommitRows int
 	GroupCommitWait time.Duration
 }
@@ -351,7 +351,7 @@ func Default() Config {
 			WriteTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxBodyBytes: 1 << 20,
 		},
 		Redis:          Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, WaitTimeout: 100 * time.Millisecond},
-		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 2 * time.Millisecond},
+		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 0},
 		Sweeper:        Sweeper{Interval: 5 * time.Second, Batch: 500},
 		Breaker:        Breaker{Failures: 5, OpenFor: 5 * time.Second},
 		Reconcile:      Reconcile{Interval: time.Minute, Grace: 30 * time.Second, Settle: 3 * time.Second},
@@ -395,7 +395,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.MySQL.Timeout, "mysql-timeout", c.MySQL.Timeout, "MySQL per-query timeout")
 	fs.IntVar(&c.MySQL.MaxOpenConns, "mysql-max-open-conns", c.MySQL.MaxOpenConns, "MySQL connection pool size")
 	fs.IntVar(&c.MySQL.GroupCommitRows, "mysql-group-commit-rows", c.MySQL.GroupCommitRows, "most ledger rows written by one group-commit statement (1-1000)")
-	fs.DurationVar(&c.MySQL.GroupCommitWait, "mysql-group-commit-wait", c.MySQL.GroupCommitWait, "how long the first row of a group commit waits for company while the database is free (0 = not at all)")
+	fs.DurationVar(&c.MySQL.GroupCommitWait, "mysql-group-commit-wait", c.MySQL.GroupCommitWait, "extra time the first row of a group commit waits for company while a statement slot is free (0 = not at all: the group is what arrived while the statements before it were in flight)")
 	fs.BoolVar(&c.MigrateOnStart, "migrate-on-start", c.MigrateOnStart, "apply ledger migrations before serving")
 	fs.Func("breaker-failures", "consecutive backend failures that open a circuit breaker (default 5)", func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 32)

@@ -11,15 +11,15 @@ func TestThroughputSettingsDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Redis.PipelineMaxCalls != 128 || c.MySQL.GroupCommitRows != 100 || c.MySQL.GroupCommitWait != 2*time.Millisecond {
+	if c.Redis.PipelineMaxCalls != 128 || c.MySQL.GroupCommitRows != 100 || c.MySQL.GroupCommitWait != 0 {
 		t.Fatalf("defaults: pipeline %d, group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
 	}
 	t.Setenv("QC_REDIS_PIPELINE_MAX_CALLS", "0")
-	c, _, err = Load("serve", []string{"--mysql-group-commit-rows", "1000", "--mysql-group-commit-wait", "0"})
+	c, _, err = Load("serve", []string{"--mysql-group-commit-rows", "1000", "--mysql-group-commit-wait", "3ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Redis.PipelineMaxCalls != 0 || c.MySQL.GroupCommitRows != 1000 || c.MySQL.GroupCommitWait != 0 {
+	if c.Redis.PipelineMaxCalls != 0 || c.MySQL.GroupCommitRows != 1000 || c.MySQL.GroupCommitWait != 3*time.Millisecond {
 		t.Fatalf("overrides: pipeline %d, group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
 	}
 }

@@ -168,17 +168,32 @@ func (e *Env) Close() error {
 // Admin sends an /admin request with the bearer token and decodes the JSON
 // answer into out (when not nil). A non-2xx status is an error.
 func (e *Env) Admin(ctx context.Context, method, path string, body, out any) error {
+	code, raw, err := e.admin(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if code/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, code, strings.TrimSpace(string(raw)))
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// admin sends an /admin request and returns the status and body.
+func (e *Env) admin(ctx context.Context, method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return 0, nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, e.URL+path, rd)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+e.AdminToken)
 	if body != nil {
@@ -186,17 +201,11 @@ func (e *Env) Admin(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := e.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(raw)))
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
-	}
-	return nil
+	return resp.StatusCode, raw, nil
 }
 
 // Resource is one policy the workload uses.
@@ -238,14 +247,24 @@ func (r ReconcileReport) String() string {
 }
 
 // Reconcile runs POST /admin/reconcile (every resource when name is "").
+// A pass skipped for a held lock answers 409 RECONCILE_SKIPPED with the
+// reports (the skipped ones say so): that is not an error here.
 func (e *Env) Reconcile(ctx context.Context, name string) ([]ReconcileReport, error) {
 	path := "/admin/reconcile"
 	if name != "" {
 		path += "?resourceName=" + name
 	}
+	code, raw, err := e.admin(ctx, http.MethodPost, path, nil)
+	if err != nil {
+		return nil, err
+	}
 	var out struct {
+		Code    string            `json:"code"`
 		Reports []ReconcileReport `json:"reports"`
 	}
-	err := e.Admin(ctx, http.MethodPost, path, nil, &out)
-	return out.Reports, err
+	if code != http.StatusOK && code != http.StatusConflict || json.Unmarshal(raw, &out) != nil ||
+		code == http.StatusConflict && out.Code != "RECONCILE_SKIPPED" {
+		return nil, fmt.Errorf("POST %s: %d %s", path, code, strings.TrimSpace(string(raw)))
+	}
+	return out.Reports, nil
 }

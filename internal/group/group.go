@@ -3,11 +3,16 @@
 // for many requests) and Redis auto-pipelining (one round trip for many
 // script calls) both use it.
 //
-// The policy is the one of a database's group commit: a group is sent as soon
-// as a send slot is free and its first item has lingered Linger (0: not at
-// all); while every slot is busy, arriving items keep joining the waiting
-// group, up to MaxItems. A lone request therefore waits for nothing but its
-// own send, and under load groups grow with the time each send takes.
+// The policy is the one of a database's group commit (MySQL's binlog group
+// commit; PostgreSQL's commit_delay, which waits only when siblings are
+// active): a group is sent as soon as a send slot is free; while every slot
+// is busy, arriving items keep joining the waiting group, up to MaxItems.
+// So a group is what arrived while the sends before it were in flight: a
+// lone request waits for nothing but its own send, a crowd shares one send,
+// and groups grow with the time each send takes, with no timer. An optional
+// linger (a fixed wait of a group's first item for company, even with a
+// slot free) exists for callers and tests that want it; both production
+// users pass 0.
 package group
 
 import (

@@ -153,6 +153,9 @@ func badCases() []badCase {
 		{"an upper-case", "GPU"}, {"a spaced", "gpu tokens"}, {"a 65-character", strings.Repeat("a", 65)},
 		{"a unicode", "résumé"}, {"a NUL-holding", "a\x00b"}, {"a tab-holding", "a\tb"}, {"a newline-holding", "a\nb"},
 		{"a slash-holding", "a/b"}, {"an empty", ""},
+		// No letter or digit (issue 11 §3.6): "." and ".." are path
+		// segments, and such names only showed up in /metrics.
+		{"a one-dot", "."}, {"a two-dot", ".."}, {"a three-dot", "..."}, {"a punctuation-only", "_-."},
 	}
 	for _, n := range badNames {
 		for _, e := range []endpoint{apply, heartbeat, finish} {

@@ -39,7 +39,7 @@ func TestRouterMatchesTheOpenAPIDocument(t *testing.T) {
 	// Every optional dependency is set, so that every route is mounted.
 	srv := httpapi.New(httpapi.Deps{
 		Gatherer:  prometheus.NewRegistry(),
-		Reconcile: func(context.Context, string) (any, error) { return nil, nil },
+		Reconcile: func(context.Context, string) (any, int, error) { return nil, 0, nil },
 	})
 	routed := operations{}
 	err := chi.Walk(srv.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {

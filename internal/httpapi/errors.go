@@ -25,6 +25,7 @@ const (
 	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"
 	CodeSessionNotActive   = "SESSION_NOT_ACTIVE"
 	CodeSessionConflict    = "SESSION_CONFLICT"
+	CodeReconcileSkipped   = "RECONCILE_SKIPPED"
 	CodeConflict           = "CONFLICT" // pools: a line with open sessions, a reclaim in another state, too little buffer
 	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
 	CodeRequestTimeout     = "REQUEST_TIMEOUT"

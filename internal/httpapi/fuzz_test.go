@@ -851,9 +851,12 @@ func fzCharset(s string, lo, hi int, allowed string) bool {
 
 const fzUpper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-func fzResourceName(s string) bool { return fzCharset(s, 1, 64, "_.-") }
-func fzSessionID(s string) bool    { return fzCharset(s, 1, 64, fzUpper+"_.:-") }
-func fzClientID(s string) bool     { return fzCharset(s, 0, 128, fzUpper+"_.:@/-") }
+// fzResourceName: the charset, and at least one letter or digit (issue 11).
+func fzResourceName(s string) bool {
+	return fzCharset(s, 1, 64, "_.-") && strings.Trim(s, "_.-") != ""
+}
+func fzSessionID(s string) bool { return fzCharset(s, 1, 64, fzUpper+"_.:-") }
+func fzClientID(s string) bool  { return fzCharset(s, 0, 128, fzUpper+"_.:@/-") }
 
 func fzKnownResource(e *fzEnv, name string) bool {
 	_, err := e.svc.Policy(context.Background(), name)

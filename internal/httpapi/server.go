@@ -33,8 +33,9 @@ type Deps struct {
 	// both open (dev mode).
 	Auth AuthConfig
 	// Reconcile runs reconciliation now for one resource ("" = all) and
-	// returns a JSON-ready report (POST /admin/reconcile).
-	Reconcile func(ctx context.Context, resource string) (any, error)
+	// returns a JSON-ready report and how many of its resources were
+	// skipped (another pass held the lock) (POST /admin/reconcile).
+	Reconcile func(ctx context.Context, resource string) (reports any, skipped int, err error)
 	// Pools serves the business lines, grants, buffer and reclaims
 	// endpoints (nil: none).
 	Pools PoolAdmin
@@ -49,7 +50,7 @@ type Server struct {
 	ready     func(ctx context.Context) error
 	maxBody   int64
 	auth      *auth
-	reconcile func(ctx context.Context, resource string) (any, error)
+	reconcile func(ctx context.Context, resource string) (any, int, error)
 	pools     PoolAdmin // nil: no pools endpoints
 	draining  atomic.Bool
 	mux       *chi.Mux

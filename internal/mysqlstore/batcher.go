@@ -11,8 +11,15 @@ import (
 )
 
 // flushConcurrency bounds the group-commit statements of one batcher in
-// flight at once, so that one commit's fsync does not hold up the next group.
-const flushConcurrency = 4
+// flight at once. Two, as the stages of MySQL's binlog group commit: while
+// one group's commit waits for its fsync, the next group's statement runs
+// (the database merges their fsyncs), and the group after that is formed
+// by the rows that arrive meanwhile. There is no timer: a lone row finds a
+// free slot and is written at once, and under load each group is what came
+// while the previous statements were in flight. More slots bring no lower
+// latency (the extra statements wait for the same fsyncs) but more, smaller
+// statements: more database CPU per row (docs/performance.md).
+const flushConcurrency = 2
 
 // batchOp is one group-committed ledger operation (an insert, a finish) on
 // items of type T.
@@ -36,9 +43,9 @@ type batchReq[T any] struct {
 }
 
 // batcher group-commits one operation with a group.Loop: a group is written
-// with one statement as soon as a statement slot is free and its first item
-// has waited maxWait for company (or the group is full), and every caller is
-// answered. If that statement fails (other than by the database being
+// with one statement as soon as a statement slot is free (and, only when
+// maxWait > 0, its first item has waited that long for company) or the
+// group is full, and every caller is answered. If that statement fails (other than by the database being
 // unreachable), the items are retried one by one so that each caller gets
 // its own answer.
 type batcher[T any] struct {

@@ -31,8 +31,11 @@ const (
 	// DefaultBatchMaxRows is the default size of one group commit, in rows.
 	DefaultBatchMaxRows = 100
 	// DefaultBatchMaxWait is how long, by default, the first row of a group
-	// commit waits for company (2 ms).
-	DefaultBatchMaxWait = 2 * time.Millisecond
+	// commit waits for company: not at all. The group commit is adaptive
+	// (package group): a group is what arrived while the statements before
+	// it were in flight, so a lone row is written at once and a crowd
+	// shares one statement without any timer.
+	DefaultBatchMaxWait = 0
 
 	// maxBatchRows bounds BatchMaxRows so that one group-commit statement
 	// (9 placeholders a row for an INSERT, 11 for a finish UPDATE) stays far
@@ -56,9 +59,11 @@ type Options struct {
 	// (default 100, at most 1000).
 	BatchMaxRows int
 	// BatchMaxWait is how long the first row of a group commit waits for
-	// company while a statement slot is free (default 2ms; negative: not at
-	// all). While every slot is busy, rows keep joining the waiting group
-	// up to BatchMaxRows whatever this says (see package group).
+	// company while a statement slot is free (default 0 = not at all, as a
+	// negative value). While every slot is busy, rows keep joining the
+	// waiting group up to BatchMaxRows whatever this says (see package
+	// group). A positive wait delays every lone row by that much; tests use
+	// it to make a group of a known size.
 	BatchMaxWait time.Duration
 	// OnGroupCommit, when set, is told the rows of each group-commit
 	// statement as it is sent: op is "insert" or "finish". It runs on the
@@ -79,11 +84,8 @@ func (o Options) withDefaults() Options {
 	if o.BatchMaxRows > maxBatchRows {
 		o.BatchMaxRows = maxBatchRows
 	}
-	switch {
-	case o.BatchMaxWait == 0:
+	if o.BatchMaxWait < 0 {
 		o.BatchMaxWait = DefaultBatchMaxWait
-	case o.BatchMaxWait < 0:
-		o.BatchMaxWait = 0
 	}
 	return o
 }

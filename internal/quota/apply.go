@@ -118,8 +118,10 @@ func (r ApplyRequest) validate() error {
 // and charges once.
 //
 // Errors: *ValidationError, ErrResourceNotFound, ErrSessionConflict (the
-// session id exists with another resource, amount or client), ErrUnavailable
-// (a backend failed; any reservation made was given back).
+// session id exists with another resource, amount or client),
+// *NotActiveError (a repeat whose session's lease is over and which is no
+// longer USING: LEAKED or FINISHED), ErrUnavailable (a backend failed; any
+// reservation made was given back).
 func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, error) {
 	if err := req.validate(); err != nil {
 		return ApplyResponse{}, err
@@ -157,10 +159,30 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 			if !sameApply(row, cmd) {
 				return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 			}
-			return ledgerReplay(pol, row, resp.Remaining), nil
+			resp = ledgerReplay(pol, row, resp.Remaining)
 		}
 	}
+	if err == nil && resp.Replayed && !resp.LeaseExpiresAt.After(s.opt.Now()) {
+		return s.renewReplay(ctx, cmd, resp)
+	}
 	return resp, err
+}
+
+// renewReplay answers a replayed apply whose first answer's lease is over
+// (issue 11 §3.2: a retry after the first request's instance died got the
+// original, expired lease, and its first heartbeat was 409 LEAKED). The
+// session is renewed as a heartbeat would renew it, and the answer carries
+// the new lease; a session that is no longer USING (swept as LEAKED, or
+// finished) answers *NotActiveError with its status, so the caller knows
+// it holds nothing. If the renewal cannot be made, the error (unavailable)
+// is returned rather than a lease that is over.
+func (s *Service) renewReplay(ctx context.Context, cmd ApplyCmd, resp ApplyResponse) (ApplyResponse, error) {
+	hb, err := s.Heartbeat(ctx, cmd.ResourceName, cmd.SessionID, cmd.ClientID)
+	if err != nil {
+		return ApplyResponse{}, fmt.Errorf("apply %s: replay of session %s: %w", cmd.ResourceName, cmd.SessionID, err)
+	}
+	resp.LeaseExpiresAt = hb.LeaseExpiresAt
+	return resp, nil
 }
 
 // isFirstPeriod reports whether per is pol's first period, which starts at

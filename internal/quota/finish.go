@@ -100,6 +100,33 @@ func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res
 	}, nil
 }
 
+// finishLeakedFromLedger trues up a late finish of a session swept as
+// LEAKED that the store no longer holds (known gap G4, issue 11 §3.3: Redis
+// lost it, restarted empty or flushed). Within QC_FINISHED_RETENTION of the
+// sweep, the ledger row (grant, period, when it was swept) brings the session
+// back as LEAKED and the store's finish trues it up as any late finish —
+// atomically and once, however many finishes race — then the ledger row is
+// settled. Past the retention it is *NotActiveError, as before.
+func (s *Service) finishLeakedFromLedger(ctx context.Context, pol Policy, req FinishRequest, row UsageRecord) (FinishResponse, error) {
+	if row.EndTime.IsZero() || !s.opt.Now().Before(row.EndTime.Add(s.opt.FinishedRetention)) {
+		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
+	}
+	if err := GuardErr(s.redis, func() error {
+		return s.balances.RestoreLeaked(ctx, req.ResourceName, row, s.opt.FinishedRetention)
+	}); err != nil {
+		return FinishResponse{}, fmt.Errorf("finish %s: restore leaked session %s: %w", req.ResourceName, req.SessionID, err)
+	}
+	res, err := s.finishInStore(ctx, req)
+	if errors.Is(err, ErrSessionNotFound) {
+		// Its retention ended in between.
+		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
+	}
+	if err != nil {
+		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
+	}
+	return s.settle(ctx, pol, req, res)
+}
+
 // finishFromLedger answers a finish for a session the BalanceStore no longer
 // holds: a repeat after its retention is answered from the ledger row.
 func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRequest) (FinishResponse, error) {
@@ -111,8 +138,7 @@ func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRe
 		return FinishResponse{}, fmt.Errorf("finish %s: session %s: %w", req.ResourceName, req.SessionID, ErrSessionNotFound)
 	}
 	if row.Status == StatusLeaked {
-		// Swept, and past the retention in which a late finish may true it up.
-		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
+		return s.finishLeakedFromLedger(ctx, pol, req, row)
 	}
 	if row.Status == StatusUsing {
 		// The row is open but Redis lost the session: bring it back (with

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -72,6 +73,11 @@ const MaxLeakThresholdSeconds = 7 * 24 * 3600
 
 var resourceNameRE = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
 
+// alnum is what a resource name must hold at least one of: ".", ".." and
+// names of only "_.-" are refused (issue 11 §3.6; "." and ".." are path
+// segments that reach the API only through non-normalised URLs).
+const alnum = "abcdefghijklmnopqrstuvwxyz0123456789"
+
 // Policy is the quota rule of one resource: how much of what may be used in
 // each period. The first period starts at CreatedAt; later ones start at the
 // fire times of ResetCron in Timezone.
@@ -102,14 +108,14 @@ func (p Policy) HeartbeatIntervalSeconds() int64 {
 	return 1
 }
 
-// ValidateResourceName checks a resource name: [a-z0-9_.-], 1 to 64 bytes.
-// It returns a *ValidationError for field "resourceName".
+// ValidateResourceName checks a resource name: [a-z0-9_.-], 1 to 64 bytes,
+// at least one of them a letter or digit. It returns a *ValidationError for field "resourceName".
 func ValidateResourceName(name string) error {
 	if name == "" {
 		return invalid("resourceName", "is required")
 	}
-	if !resourceNameRE.MatchString(name) {
-		return invalid("resourceName", "must be 1 to 64 characters of [a-z0-9_.-]")
+	if !resourceNameRE.MatchString(name) || !strings.ContainsAny(name, alnum) {
+		return invalid("resourceName", "must be 1 to 64 characters of [a-z0-9_.-] with at least one letter or digit")
 	}
 	return nil
 }

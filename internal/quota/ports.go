@@ -153,6 +153,13 @@ type Seeder interface {
 	// RestoreSessions brings back open sessions the store lost, with a fresh
 	// lease, leaving the balance as it is; sessions it holds are left alone.
 	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
+	// RestoreLeaked brings back a session swept as LEAKED (row, from the
+	// ledger: its grant, period and EndTime, when it was swept) that the
+	// store lost, so that a late finish can true it up; it is kept until
+	// EndTime + retention and not at all when that is past. The balance is
+	// left as it is (the grant is in its charged total); a session the
+	// store holds is left alone.
+	RestoreLeaked(ctx context.Context, resource string, row UsageRecord, retention time.Duration) error
 }
 
 // Locker takes and releases named per-resource locks (seeding,
@@ -161,6 +168,9 @@ type Locker interface {
 	// TryLock takes the named lock of a resource for ttl if it is free and
 	// returns its token ("" when another holder has it).
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
+	// RenewLock extends the lock token holds to ttl from now (taking it
+	// again if it expired and is free); false: another holder has it.
+	RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error)
 	// Unlock releases a lock taken with TryLock if token still holds it.
 	Unlock(ctx context.Context, resource, name, token string) error
 }

@@ -7,9 +7,14 @@ import (
 	"time"
 )
 
-// seedLockTTL bounds how long one instance may hold a period's seeding lock;
-// a holder that died is replaced after it.
-const seedLockTTL = 10 * time.Second
+// seedLockTTL is the TTL of a period's seeding lock. Its holder renews it
+// every third of it while it works (KeepLock), so a holder that died is
+// replaced within it by an instance waiting for the balance (issue 11 §3.4:
+// it was 10 s, past the callers' deadlines).
+const seedLockTTL = 3 * time.Second
+
+// seedTimeout bounds one seeding, waiting for another seeder included.
+const seedTimeout = 10 * time.Second
 
 // seedPage is how many open sessions seeding reads from the ledger and
 // restores at a time.
@@ -32,7 +37,7 @@ func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
 	_, err, _ := s.seeding.Do(key, func() (any, error) {
 		// Shared by every waiter: not bound to the first caller's
 		// cancellation, but to the seeding lock's lifetime.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), seedLockTTL)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), seedTimeout)
 		defer cancel()
 		return nil, s.seedOnce(sctx, pol, per)
 	})
@@ -42,17 +47,29 @@ func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
 	return nil
 }
 
+// seedOnce seeds the period under its lock, or waits for the instance that
+// holds it; if that holder dies (its lock expires without a balance), the
+// waiter takes the lock over and seeds.
 func (s *Service) seedOnce(ctx context.Context, pol Policy, per Period) error {
 	lock := "seed:" + strconv.FormatInt(per.ID(), 10)
-	token, err := Guard(s.redis, func() (string, error) {
-		return s.balances.TryLock(ctx, pol.ResourceName, lock, seedLockTTL)
-	})
-	if err != nil {
-		return err
+	for {
+		token, err := Guard(s.redis, func() (string, error) {
+			return s.balances.TryLock(ctx, pol.ResourceName, lock, seedLockTTL)
+		})
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			return s.seedHolding(ctx, pol, per, lock, token)
+		}
+		if seeded, err := s.awaitBalance(ctx, pol.ResourceName, per, seedLockTTL/3); err != nil || seeded {
+			return err
+		}
 	}
-	if token == "" {
-		return s.awaitBalance(ctx, pol.ResourceName, per)
-	}
+}
+
+// seedHolding seeds the period while holding its lock (token), renewing it.
+func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock, token string) error {
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
@@ -60,6 +77,8 @@ func (s *Service) seedOnce(ctx context.Context, pol Policy, per Period) error {
 		// breaker would keep it held until it expires (it expires anyway).
 		_ = s.balances.Unlock(uctx, pol.ResourceName, lock, token)
 	}()
+	ctx, stop := KeepLock(ctx, s.balances, s.redis, pol.ResourceName, lock, token, seedLockTTL)
+	defer stop()
 	totals, err := Guard(s.mysql, func() (PeriodTotals, error) {
 		return s.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
 	})
@@ -102,23 +121,25 @@ func (s *Service) openSessions(ctx context.Context, resource string, after int64
 	return rows, after, err
 }
 
-// awaitBalance waits while another instance seeds the period.
-func (s *Service) awaitBalance(ctx context.Context, resource string, per Period) error {
-	deadline := s.opt.Now().Add(seedLockTTL)
+// awaitBalance waits up to d while another instance seeds the period. It
+// reports whether the balance is there; false after d means the seeding
+// lock is to be tried again (its holder may have died).
+func (s *Service) awaitBalance(ctx context.Context, resource string, per Period, d time.Duration) (bool, error) {
+	deadline := s.opt.Now().Add(d)
 	for {
 		bal, err := s.balance(ctx, resource, per)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if bal.Exists {
-			return nil
+			return true, nil
 		}
 		if s.opt.Now().After(deadline) {
-			return fmt.Errorf("balance of %s is being rebuilt by another instance: %w", resource, ErrUnavailable)
+			return false, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, fmt.Errorf("balance of %s is being rebuilt by another instance: %w", resource, ErrUnavailable)
 		case <-time.After(awaitPoll):
 		}
 	}

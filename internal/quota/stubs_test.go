@@ -114,6 +114,11 @@ func (s *stubs) Seed(_ context.Context, resource string, per Period, limit int64
 	return true, nil
 }
 
+func (s *stubs) RestoreLeaked(context.Context, string, UsageRecord, time.Duration) error {
+	s.count("RestoreLeaked")
+	return nil
+}
+
 func (s *stubs) RestoreSessions(_ context.Context, resource string, open []UsageRecord, _ time.Duration) error {
 	s.count("RestoreSessions")
 	if s.restore != nil {
@@ -129,6 +134,11 @@ func (s *stubs) TryLock(_ context.Context, resource, name string, _ time.Duratio
 		return s.tryLock(resource, name)
 	}
 	return "t", nil
+}
+
+func (s *stubs) RenewLock(context.Context, string, string, string, time.Duration) (bool, error) {
+	s.count("RenewLock")
+	return true, nil
 }
 
 func (s *stubs) Unlock(_ context.Context, resource, name, token string) error {

@@ -51,6 +51,11 @@ func (r *Reconciler) readTwice(ctx context.Context, pol quota.Policy) (first rea
 	if err != nil {
 		return first, nil, err
 	}
+	return r.readPeriodTwice(ctx, pol, per)
+}
+
+// readPeriodTwice is readTwice for the period per.
+func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per quota.Period) (first reading, second *reading, err error) {
 	if first, err = r.read(ctx, pol, per); err != nil || !first.bal.Exists || first.drift() == [2]int64{} {
 		return first, nil, err
 	}
@@ -90,8 +95,14 @@ func (r *Reconciler) exportDrift(pol quota.Policy, d [2]int64) {
 func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report) error {
 	first, second, err := r.readTwice(ctx, pol)
 	rep.PeriodStart = first.per.Start
-	if err != nil || !first.bal.Exists {
-		return err // no balance yet: it will be seeded from the ledger
+	if err != nil {
+		return err
+	}
+	if err := r.earlierPeriod(ctx, pol, first.per, rep); err != nil {
+		return err
+	}
+	if !first.bal.Exists {
+		return nil // no balance yet: it will be seeded from the ledger
 	}
 	d := first.drift()
 	last := first
@@ -117,4 +128,33 @@ func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report)
 	rep.DriftCharged, rep.DriftReserved = d[0], d[1]
 	r.exportDrift(pol, d)
 	return nil
+}
+
+// earlierPeriod corrects a stable drift of the period before cur while its
+// balance is still in Redis (known gap G5: only the current period was
+// repaired, so a drift left in the previous one — an orphan swept after the
+// period ended, say — stayed, and late finishes of that period answered a
+// wrong remainingQuota). No grant comes from an earlier period, so limits
+// were never at risk; the answers of its late finishes were. The same
+// two-read rule applies: corrected only when neither side moved.
+func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur quota.Period, rep *Report) error {
+	if !cur.Start.After(pol.CreatedAt) {
+		return nil // the first period: nothing before it
+	}
+	prev, err := r.sched.PeriodAt(pol, cur.Start.Add(-time.Millisecond))
+	if err != nil || prev.Start.Equal(cur.Start) {
+		return err
+	}
+	first, second, err := r.readPeriodTwice(ctx, pol, prev)
+	if err != nil || second == nil || !second.bal.Exists || second.bal != first.bal || second.tot != first.tot {
+		return err
+	}
+	d := first.drift()
+	return r.redis(func() (err error) {
+		rep.EarlierPeriodAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, prev, -d[0], -d[1])
+		if rep.EarlierPeriodAdjusted {
+			r.repairs.WithLabelValues(pol.ResourceName, "earlier_period_adjusted").Inc()
+		}
+		return err
+	})
 }

@@ -132,19 +132,28 @@ type Report struct {
 	LedgerRowsSettled int       `json:"ledgerRowsSettled"`
 	SessionsRestored  int       `json:"sessionsRestored"`
 	BalanceAdjusted   bool      `json:"balanceAdjusted"`
-	LimitSynced       bool      `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
-	FailOpenRecorded  int       `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
-	Skipped           string    `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
+	// EarlierPeriodAdjusted: the previous period's balance (still in Redis)
+	// had a stable drift and was corrected (gap G5).
+	EarlierPeriodAdjusted bool   `json:"earlierPeriodAdjusted,omitempty"`
+	LimitSynced           bool   `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
+	FailOpenRecorded      int    `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
+	Skipped               string `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
 }
 
 // MarshalJSON writes periodStart like every timestamp of the API
-// (quota.TimeFormat: UTC, milliseconds).
+// (quota.TimeFormat: UTC, milliseconds), or null when the pass did not get
+// as far as the balance (a skipped pass, say).
 func (r Report) MarshalJSON() ([]byte, error) {
 	type fields Report // without this method
+	var start *string
+	if !r.PeriodStart.IsZero() {
+		s := r.PeriodStart.UTC().Format(quota.TimeFormat)
+		start = &s
+	}
 	return json.Marshal(struct {
 		fields
-		PeriodStart string `json:"periodStart"`
-	}{fields(r), r.PeriodStart.UTC().Format(quota.TimeFormat)})
+		PeriodStart *string `json:"periodStart"`
+	}{fields(r), start})
 }
 
 // New builds a Reconciler and registers its metrics on reg:
@@ -222,8 +231,11 @@ func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
 	return out, errors.Join(errs...)
 }
 
-// lockTTL bounds one reconciliation's hold on a resource.
-const lockTTL = time.Minute
+// lockTTL is the TTL of a resource's reconcile lock. The pass renews it every
+// third of it while it works (quota.KeepLock), so a pass of any length keeps
+// it and an instance killed mid-pass blocks the others for at most lockTTL
+// (issue 11 §3.4: it was a minute).
+const lockTTL = 10 * time.Second
 
 // Resource fully reconciles one resource. Errors: quota.ErrResourceNotFound,
 // and backend errors (the pass is retried at the next interval).
@@ -268,6 +280,8 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 		// Not through the breaker: releasing a lock is cleanup.
 		_ = r.store.Unlock(uctx, resource, "reconcile", token)
 	}()
+	ctx, stop := quota.KeepLock(ctx, r.store, r.cfg.Breakers.Balances, resource, "reconcile", token, lockTTL)
+	defer stop()
 	if err := r.recordFailOpen(ctx, pol, &rep); err != nil {
 		return rep, err
 	}
@@ -294,10 +308,23 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	if err := r.balance(ctx, pol, &rep); err != nil {
 		return rep, err
 	}
-	if rep.DriftCharged != 0 || rep.DriftReserved != 0 || rep.OrphansReleased+rep.LedgerRowsSettled+rep.SessionsRestored > 0 {
+	switch {
+	case rep.repaired():
 		r.log.Warn("reconcile repaired drift", zap.String("resource", resource), zap.Any("report", rep))
+	case rep.DriftCharged != 0 || rep.DriftReserved != 0:
+		// Measured, but the stores moved between the two reads: requests
+		// in flight, not a repair. A real drift is repaired by a later pass.
+		r.log.Info("reconcile saw drift while the stores were moving; nothing repaired",
+			zap.String("resource", resource), zap.Any("report", rep))
 	}
 	return rep, nil
+}
+
+// repaired reports whether the pass changed anything: the balance, a
+// session, a ledger row or the limit.
+func (r Report) repaired() bool {
+	return r.BalanceAdjusted || r.EarlierPeriodAdjusted || r.LimitSynced ||
+		r.OrphansReleased+r.LedgerRowsSettled+r.SessionsRestored+r.FailOpenRecorded > 0
 }
 
 // redis makes one call to the balance store through its breaker.

@@ -13,6 +13,7 @@
 //	qc:{r}:leases        zset    USING sessions by lease expiry (ms)
 //	qc:{r}:leaked        set     swept sessions whose ledger row is not yet LEAKED
 //	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance, reconciling)
+//	qc:{r}:adj:<token>   string  a drift correction that was applied (adjust.lua; 10 min)
 //	qc:{r}:failopen      set     fail-open sessions whose ledger rows are still to be written
 //	qc:{r}:pl            hash    pools: layout and live moves of the business lines (pool_apply.lua)
 //	qc:{r}:gr            hash    pools: temporary grants and what is held of each

@@ -39,6 +39,36 @@ func TestLockIsExclusiveAndIdempotentForItsHolder(t *testing.T) {
 	})
 }
 
+// RenewLock (issue 11 §3.4) extends its holder's lock to a new TTL from
+// now, takes it again if it expired and is free, and reports false, changing
+// nothing, when another holder has it.
+func TestRenewLockExtendsOnlyItsHoldersLock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		key := prefix(e.res) + "lock:reconcile"
+		token, err := e.s.TryLock(ctx, e.res, "reconcile", 2*time.Second)
+		if err != nil || token == "" {
+			t.Fatalf("lock: %q, %v", token, err)
+		}
+		if held, err := e.s.RenewLock(ctx, e.res, "reconcile", token, time.Hour); err != nil || !held {
+			t.Fatalf("renew by the holder: %v, %v", held, err)
+		}
+		if ttl := e.rdb.PTTL(ctx, key).Val(); ttl < 30*time.Minute {
+			t.Fatalf("TTL after renewal %v, want about an hour", ttl)
+		}
+		if held, err := e.s.RenewLock(ctx, e.res, "reconcile", "someone-else", time.Millisecond); err != nil || held {
+			t.Fatalf("renew by another token: %v, %v; want false", held, err)
+		}
+		if v := e.rdb.Get(ctx, key).Val(); v != token || e.rdb.PTTL(ctx, key).Val() < 30*time.Minute {
+			t.Fatalf("another token's renewal changed the lock: %q", v)
+		}
+		e.rdb.Del(ctx, key) // expired
+		if held, err := e.s.RenewLock(ctx, e.res, "reconcile", token, time.Minute); err != nil || !held || e.rdb.Get(ctx, key).Val() != token {
+			t.Fatalf("renew of an expired, free lock: %v, %v", held, err)
+		}
+	})
+}
+
 func TestFinishThatWouldOverflowThePeriodIsRefusedBeforeAnyWrite(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		per := e.current(t)

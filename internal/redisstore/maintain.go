@@ -25,12 +25,16 @@ func seedKeys(resource string, per int64, open []quota.UsageRecord) []string {
 
 // seedArgs builds seed.lua's ARGV.
 func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, open []quota.UsageRecord) []any {
-	args := make([]any, 0, 6+7*len(open))
+	args := make([]any, 0, 6+9*len(open))
 	args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), mode,
 		itoa(lease.Milliseconds()))
 	for _, r := range open {
+		status, end := string(quota.StatusUsing), "0"
+		if r.Status == quota.StatusLeaked {
+			status, end = string(quota.StatusLeaked), itoa(r.EndTime.UnixMilli())
+		}
 		args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
-			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()))
+			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()), status, end)
 	}
 	return args
 }
@@ -76,18 +80,26 @@ func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Dur
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
+	held, err := s.RenewLock(ctx, resource, name, token, ttl)
+	if err != nil || !held {
+		return "", err
+	}
+	return token, nil
+}
+
+// RenewLock extends a lock token holds to ttl from now (lock.lua), taking
+// it again if it expired and nobody else took it; false means another
+// holder has it. See quota.Locker.
+func (s *Store) RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error) {
 	v, err := s.run(ctx, lockScript, []string{lockKey(resource, name)}, token, ttl.Milliseconds())
 	if err != nil {
-		return "", wrap("lock", err)
+		return false, wrap("lock", err)
 	}
 	c, err := flag("lock.lua", v, lockHeldByOther, lockHeld)
 	if err != nil {
-		return "", wrap("lock", err)
+		return false, wrap("lock", err)
 	}
-	if c == lockHeldByOther {
-		return "", nil
-	}
-	return token, nil
+	return c == lockHeld, nil
 }
 
 // Unlock deletes the lock only if token still holds it (unlock.lua), so a
@@ -117,27 +129,65 @@ const maxSweepRounds = 4
 // maxSweepRounds) looks for more while the lease index had as many
 // candidates as asked for.
 func (s *Store) Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]quota.LeakedSession, error) {
+	out, _, err := s.SweepHeld(ctx, resource, max, retention, nil)
+	return out, err
+}
+
+// SweepHeld is Sweep that sweeps only the expired sessions held reports
+// true for (held nil: all of them). The others are left as they are, in
+// the lease index, and returned as orphans (issue 11 §3.1: a reservation
+// whose apply was refused, with no ledger row, must not be charged as
+// LEAKED); the caller decides what to do with them. An error of held
+// stops the sweep with nothing swept in that round.
+func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retention time.Duration,
+	held func(ids []string) (map[string]bool, error)) (leaks []quota.LeakedSession, orphans []string, err error) {
 	var out []quota.LeakedSession
 	fresh := 0
+	skipped := map[string]bool{} // orphans: listed again by later rounds, skipped
 	for round := 0; round < maxSweepRounds && fresh < max; round++ {
-		want, leakedMax := max-fresh, 0
+		want, leakedMax := max-fresh+len(skipped), 0
 		if round == 0 {
 			leakedMax = max // reported once per call
 		}
 		v, err := s.read(ctx, expiredScript, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax)
 		if err != nil {
-			return nil, wrap("sweep", err)
+			return nil, nil, wrap("sweep", err)
 		}
-		expired, leaked, err := decodeExpired(v)
+		listed, leaked, err := decodeExpired(v)
 		if err != nil {
-			return nil, wrap("sweep", err)
+			return nil, nil, wrap("sweep", err)
+		}
+		expired := make([]string, 0, len(listed))
+		for _, id := range listed {
+			if !skipped[id] {
+				expired = append(expired, id)
+			}
+		}
+		if held != nil && len(expired) > 0 {
+			h, err := held(expired)
+			if err != nil {
+				return out, orphans, err
+			}
+			kept := expired[:0]
+			for _, id := range expired {
+				if h[id] {
+					kept = append(kept, id)
+				} else {
+					skipped[id] = true
+					orphans = append(orphans, id)
+				}
+			}
+			expired = kept
 		}
 		if len(expired) == 0 && len(leaked) == 0 {
-			break
+			if len(listed) < want {
+				break
+			}
+			continue
 		}
 		swept, err := s.sweepOnce(ctx, resource, expired, leaked, retention)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, w := range swept {
 			if w.fresh {
@@ -148,11 +198,11 @@ func (s *Store) Sweep(ctx context.Context, resource string, max int, retention t
 				Granted: w.granted, EndTime: ms(w.end), Fresh: w.fresh,
 			})
 		}
-		if len(expired) < want {
+		if len(listed) < want {
 			break // the lease index had no more
 		}
 	}
-	return out, nil
+	return out, orphans, nil
 }
 
 // sweepOnce reads the expired candidates' periods and runs sweep.lua.
@@ -276,17 +326,40 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 	return nil
 }
 
-// Adjust runs adjust.lua. See quota.BalanceStore.
+// RestoreLeaked runs seed.lua (sessions only) for one LEAKED ledger row. See
+// quota.Seeder.
+func (s *Store) RestoreLeaked(ctx context.Context, resource string, row quota.UsageRecord, retention time.Duration) error {
+	row.Status = quota.StatusLeaked
+	recs := []quota.UsageRecord{row}
+	v, err := s.run(ctx, seedScript, seedKeys(resource, 0, recs),
+		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, recs)...)
+	if err == nil {
+		_, err = flag("seed.lua", v, seedWrote)
+	}
+	return wrap("restore leaked session", err)
+}
+
+// adjustMarkTTL is how long adjust.lua remembers a call it applied: far
+// longer than go-redis may take to send it again (its retries, each within
+// the client's timeouts).
+const adjustMarkTTL = 10 * time.Minute
+
+// Adjust runs adjust.lua with a token of its own, so that the correction is
+// applied once even when go-redis sends the call again after a lost reply
+// (known gap G8). See quota.BalanceStore.
 func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64) (bool, error) {
-	v, err := s.run(ctx, adjustScript, []string{balanceKey(resource, per.ID())}, itoa(dCharged), itoa(dReserved))
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, hex.EncodeToString(b[:]))}
+	v, err := s.run(ctx, adjustScript, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds()))
 	if err != nil {
 		return false, wrap("adjust", err)
 	}
-	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied)
+	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied, adjustRepeated)
 	if err != nil {
 		return false, wrap("adjust", err)
 	}
-	return c == adjustApplied, nil
+	return c != adjustNoBalance, nil
 }
 
 // MarkFailOpen runs failopen.lua. See quota.BalanceStore.

@@ -323,6 +323,7 @@ type adjustCode int64
 const (
 	adjustNoBalance adjustCode = 0 // not seeded: seeding will read the ledger
 	adjustApplied   adjustCode = 1
+	adjustRepeated  adjustCode = 2 // a resend of a call that was applied
 )
 
 // failOpenCode is failopen.lua's reply.

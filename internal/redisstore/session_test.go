@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -479,6 +480,40 @@ func TestKeysAreHashTaggedByResource(t *testing.T) {
 		}
 		if fmt.Sprint(keys) != fmt.Sprint(want) {
 			t.Fatalf("keys %v, want %v", keys, want)
+		}
+	})
+}
+
+// TestAdjustIsAppliedOnceWhenResent closes known gap G8 (issue 11): a drift
+// correction whose reply was lost is sent again by go-redis with the same
+// arguments; adjust.lua applied it twice. With the call's token it is
+// applied once and the resend reports it as applied.
+func TestAdjustIsAppliedOnceWhenResent(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		per := e.current(t)
+		e.seed(t, per, 1000, quota.PeriodTotals{Charged: 100, Reserved: 50})
+		keys := []string{balanceKey(e.res, per.ID()), adjustKey(e.res, "resent-token")}
+		for i := range 2 { // the call, then go-redis's resend of it
+			v, err := adjustScript.Run(ctx, e.rdb, keys, "-7", "3", "60000").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []adjustCode{adjustApplied, adjustRepeated}[i]; v.(int64) != int64(want) {
+				t.Fatalf("send %d: adjust.lua = %v, want %d", i+1, v, want)
+			}
+		}
+		if b := e.balance(t, per); b.Charged != 93 || b.Reserved != 53 {
+			t.Fatalf("balance charged %d reserved %d after a resent correction, want 93 and 53", b.Charged, b.Reserved)
+		}
+		// Separate calls are separate corrections.
+		for range 2 {
+			if ok, err := e.s.Adjust(ctx, e.res, per, 1, 0); err != nil || !ok {
+				t.Fatalf("Adjust = %v, %v", ok, err)
+			}
+		}
+		if b := e.balance(t, per); b.Charged != 95 {
+			t.Fatalf("charged %d after two more corrections of +1, want 95", b.Charged)
 		}
 	})
 }

@@ -81,6 +81,7 @@ func leasesKey(r string) string             { return prefix(r) + "leases" }
 func leakedKey(r string) string             { return prefix(r) + "leaked" }
 func failOpenKey(r string) string           { return prefix(r) + "failopen" }
 func lockKey(r, name string) string         { return prefix(r) + "lock:" + name }
+func adjustKey(r, token string) string      { return prefix(r) + "adj:" + token }
 
 func ms(v int64) time.Time {
 	if v == 0 {

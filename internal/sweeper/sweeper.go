@@ -15,6 +15,7 @@ package sweeper
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,21 +32,38 @@ type Policies interface {
 
 // Store is the part of the balance store the sweeper uses.
 type Store interface {
-	Sweep(ctx context.Context, resource string, max int, retention time.Duration) ([]quota.LeakedSession, error)
+	// SweepHeld moves up to max expired sessions that held reports true
+	// for to LEAKED (and reports unacknowledged earlier ones); the expired
+	// sessions held reports false for are left alone and returned as
+	// orphans.
+	SweepHeld(ctx context.Context, resource string, max int, retention time.Duration,
+		held func(ids []string) (map[string]bool, error)) (leaks []quota.LeakedSession, orphans []string, err error)
 	AckLeaks(ctx context.Context, resource string, sessionIDs []string) error
+	// Sessions reads sessions by id (absent ids are missing from the map).
+	Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error)
+	// Cancel gives back a USING reservation, leaving a CANCELLED tombstone.
+	Cancel(ctx context.Context, resource, sessionID string) error
 }
 
 // Ledger is the part of the ledger the sweeper uses.
 type Ledger interface {
 	MarkLeaked(ctx context.Context, leaks []quota.LeakedSession) error
+	// SessionsByID reads ledger rows by session id (absent ids are missing).
+	SessionsByID(ctx context.Context, ids []string) (map[string]quota.UsageRecord, error)
 }
 
 // Config tunes a Sweeper.
 type Config struct {
-	Interval  time.Duration  // between passes
-	Batch     int            // sessions per sweep call
-	Retention time.Duration  // how long a LEAKED session stays in Redis for a late finish to true it up
-	Breakers  quota.Breakers // guard the calls to the stores; nil ones let every call through
+	Interval  time.Duration // between passes
+	Batch     int           // sessions per sweep call
+	Retention time.Duration // how long a LEAKED session stays in Redis for a late finish to true it up
+	// OrphanGrace: an expired reservation without a ledger row (its apply
+	// was refused, e.g. a script that ran after its caller timed out) is
+	// never charged as LEAKED; once it started this long ago (its ledger
+	// write, if any, can no longer be on its way) it is given back
+	// (QC_RECONCILE_GRACE). 0 leaves it to reconciliation.
+	OrphanGrace time.Duration
+	Breakers    quota.Breakers // guard the calls to the stores; nil ones let every call through
 }
 
 // Sweeper runs the leak sweep on an interval.
@@ -56,6 +74,7 @@ type Sweeper struct {
 	ledger   Ledger
 	log      *zap.Logger
 	leaked   *prometheus.CounterVec
+	orphans  *prometheus.CounterVec
 	errors   prometheus.Counter
 	duration prometheus.Histogram
 }
@@ -75,6 +94,9 @@ func New(cfg Config, p Policies, s Store, l Ledger, log *zap.Logger, reg prometh
 		cfg: cfg, policies: p, store: s, ledger: l, log: log,
 		leaked: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_sessions_leaked_total", Help: "Sessions marked LEAKED by the sweeper (lease expired without a finish).",
+		}, []string{"resource"}),
+		orphans: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_sweep_orphans_released_total", Help: "Expired reservations without a ledger row (a refused apply) given back by the sweeper instead of charged.",
 		}, []string{"resource"}),
 		errors: f.NewCounter(prometheus.CounterOpts{
 			Name: "quota_sweep_errors_total", Help: "Sweep passes or steps that failed (retried on the next pass).",
@@ -126,9 +148,26 @@ func (s *Sweeper) SweepOnce(ctx context.Context) int {
 // sweepResource runs one sweep call; more reports a full batch of fresh
 // leaks (there may be more expired sessions waiting).
 func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int, more bool) {
+	var orphans []string
+	var heldErr error // the ledger's: not the Redis breaker's to judge
 	leaks, err := quota.Guard(s.cfg.Breakers.Balances, func() ([]quota.LeakedSession, error) {
-		return s.store.Sweep(ctx, resource, s.cfg.Batch, s.cfg.Retention)
+		l, o, err := s.store.SweepHeld(ctx, resource, s.cfg.Batch, s.cfg.Retention, func(ids []string) (map[string]bool, error) {
+			h, err := s.held(ctx, resource, ids)
+			if err != nil {
+				heldErr = err
+				return nil, errLedgerCheck
+			}
+			return h, nil
+		})
+		orphans = o
+		return l, err
 	})
+	if len(orphans) > 0 {
+		s.releaseOrphans(ctx, resource, orphans)
+	}
+	if heldErr != nil {
+		err = heldErr
+	}
 	if err != nil {
 		s.fail("sweep", resource, err)
 		return 0, false
@@ -157,6 +196,72 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 		return fresh, false
 	}
 	return fresh, fresh >= s.cfg.Batch
+}
+
+// errLedgerCheck stands for a failed ledger check inside a Redis call, so
+// that the Redis breaker does not count the ledger's failure.
+var errLedgerCheck = errors.New("sweep: ledger check failed")
+
+// held reports which of the expired sessions ids the sweep may charge as
+// LEAKED: those with a ledger row (their apply was answered 200, which comes
+// only after the row is durable) and fail-open grants (answered without a
+// row; reconciliation writes it). A reservation with neither was never
+// granted to anyone (issue 11 §3.1).
+func (s *Sweeper) held(ctx context.Context, resource string, ids []string) (map[string]bool, error) {
+	rows, err := quota.Guard(s.cfg.Breakers.Ledger, func() (map[string]quota.UsageRecord, error) {
+		return s.ledger.SessionsByID(ctx, ids)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(ids))
+	var missing []string
+	for _, id := range ids {
+		if r, ok := rows[id]; ok && r.ResourceName == resource {
+			out[id] = true
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		states, err := s.store.Sessions(ctx, resource, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range missing {
+			out[id] = states[id].FailOpen
+		}
+	}
+	return out, nil
+}
+
+// releaseOrphans gives back the expired reservations without a ledger row
+// that started more than OrphanGrace ago; younger ones stay reserved (their
+// row may still be on its way) until a later pass.
+func (s *Sweeper) releaseOrphans(ctx context.Context, resource string, ids []string) {
+	if s.cfg.OrphanGrace <= 0 {
+		return
+	}
+	states, err := quota.Guard(s.cfg.Breakers.Balances, func() (map[string]quota.SessionState, error) {
+		return s.store.Sessions(ctx, resource, ids)
+	})
+	if err != nil {
+		s.fail("read orphans", resource, err)
+		return
+	}
+	for _, id := range ids {
+		st, ok := states[id]
+		if !ok || st.Status != quota.StatusUsing || time.Since(st.StartTime) < s.cfg.OrphanGrace {
+			continue
+		}
+		if err := quota.GuardErr(s.cfg.Breakers.Balances, func() error { return s.store.Cancel(ctx, resource, id) }); err != nil {
+			s.fail("release orphan", resource, err)
+			return
+		}
+		s.orphans.WithLabelValues(resource).Inc()
+		s.log.Info("reservation without a ledger row given back", zap.String("resource", resource),
+			zap.String("session_id", id), zap.Int64("granted", st.Granted))
+	}
 }
 
 func (s *Sweeper) fail(op, resource string, err error) {

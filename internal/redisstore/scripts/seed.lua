@@ -4,9 +4,14 @@
 -- KEYS[4..] qc:{r}:s:<sessionId> of each open session of ARGV[7..], in order
 -- ARGV[1] limit   ARGV[2] charged   ARGV[3] reserved   ARGV[4] expire-at ms (0 = never)
 -- ARGV[5] "1" = write the balance (first chunk), "0" = sessions only (later chunks)
--- ARGV[6] lease ms for restored sessions
--- ARGV[7..] open sessions, 7 values each:
---           sessionId, amount, minAmount, clientId, granted, startMs, periodMs
+-- ARGV[6] lease ms for restored USING sessions; retention ms for LEAKED ones
+-- ARGV[7..] sessions, 9 values each:
+--           sessionId, amount, minAmount, clientId, granted, startMs, periodMs,
+--           status, endMs
+--           status USING: an open session, restored with a fresh lease (endMs
+--           "0"); LEAKED: a swept one restored for a late finish to true it
+--           up (finish.lua), endMs when it was swept; it gets no lease and
+--           expires at ARGV[6] ms after endMs (the finished retention)
 -- Returns 1 when this call wrote the balance (or, for a later chunk, ran),
 -- 0 when the balance was already there: a concurrent seeder won, its values
 -- and its restored sessions stand, and nothing is written.
@@ -29,15 +34,25 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = now + tonumber(ARGV[6])
 local k = 3
-for i = 7, #ARGV, 7 do
+for i = 7, #ARGV, 9 do
   local id = ARGV[i]
   k = k + 1
   local sk = KEYS[k]
   if redis.call('EXISTS', sk) == 0 then
-    redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
-      'granted', ARGV[i + 4], 'lease', string.format('%d', lease),
-      'start', ARGV[i + 5], 'period', ARGV[i + 6], 'status', 'USING')
-    redis.call('ZADD', KEYS[3], lease, id)
+    if ARGV[i + 7] == 'LEAKED' then
+      local until_ms = tonumber(ARGV[i + 8]) + tonumber(ARGV[6])
+      if until_ms > now then
+        redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
+          'granted', ARGV[i + 4], 'lease', ARGV[i + 8], 'start', ARGV[i + 5],
+          'period', ARGV[i + 6], 'status', 'LEAKED', 'end', ARGV[i + 8])
+        redis.call('PEXPIREAT', sk, string.format('%d', until_ms))
+      end
+    else
+      redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
+        'granted', ARGV[i + 4], 'lease', string.format('%d', lease),
+        'start', ARGV[i + 5], 'period', ARGV[i + 6], 'status', 'USING')
+      redis.call('ZADD', KEYS[3], lease, id)
+    end
   end
 end
 return 1

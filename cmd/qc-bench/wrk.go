@@ -1,0 +1,208 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Labels of the wrk runs (scripts/bench.sh): the two servers of the
+// interleaved runs, and envoyproxy/ratelimit when QC_BENCH_PEER_RATELIMIT
+// names its binary.
+const LabelPeer = "envoy-ratelimit"
+
+// WrkRun is one line of the wrk results file scripts/bench.sh writes: one
+// measured wrk run and the CPU each process used during it.
+type WrkRun struct {
+	Scenario    string `json:"scenario"` // apply, session, heartbeat
+	Connections int    `json:"connections"`
+	Server      string `json:"server"` // LabelBaseline, LabelQC, LabelPeer
+	Rep         int    `json:"rep"`
+	// Wrk is the QCWRK line of scripts/wrk/common.lua.
+	Wrk struct {
+		DurationUS   float64 `json:"duration_us"`
+		Requests     int64   `json:"requests"`
+		Non2xx       int64   `json:"non2xx"`
+		SocketErrors int64   `json:"socket_errors"`
+		P50US        float64 `json:"p50_us"`
+		P90US        float64 `json:"p90_us"`
+		P99US        float64 `json:"p99_us"`
+		Finished     int64   `json:"finished"` // session scenario: finishes answered 200
+	} `json:"wrk"`
+	// CPUSeconds is utime+stime of each watched process over the measured
+	// run (the server under test, redis-server, mariadbd, wrk).
+	CPUSeconds map[string]float64 `json:"cpu_s"`
+	// MachineBusySeconds is the busy CPU time of the whole machine (all
+	// cores, /proc/stat minus idle and iowait) over the run.
+	MachineBusySeconds float64 `json:"machine_busy_s"`
+}
+
+func (r WrkRun) seconds() float64 { return r.Wrk.DurationUS / 1e6 }
+
+// ok is the answers that were 2xx.
+func (r WrkRun) ok() float64 { return float64(r.Wrk.Requests - r.Wrk.Non2xx) }
+
+func (r WrkRun) reqPS() float64 { return r.ok() / r.seconds() }
+
+func (r WrkRun) sessPS() float64 {
+	switch r.Scenario {
+	case "apply":
+		return r.reqPS()
+	case "session":
+		return float64(r.Wrk.Finished) / r.seconds()
+	}
+	return math.NaN()
+}
+
+// usPerReq is the CPU of process name per 2xx answer, in microseconds.
+func (r WrkRun) usPerReq(name string) float64 {
+	s, ok := r.CPUSeconds[name]
+	if !ok || r.ok() == 0 {
+		return math.NaN()
+	}
+	return s * 1e6 / r.ok()
+}
+
+func readWrkRuns(path string) ([]WrkRun, error) { return readJSONLines[WrkRun](path) }
+
+type wrkKey struct {
+	scen   string
+	conns  int
+	server string
+}
+
+// median of f over runs (NaN values left out; NaN if none is left).
+func wrkMedian(runs []WrkRun, f func(WrkRun) float64) float64 {
+	var v []float64
+	for _, r := range runs {
+		if x := f(r); !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+var wrkScenarioTitle = map[string]string{
+	"apply":     "apply alone: every request a new session",
+	"session":   "apply → finish: a finish only after its apply's 200 was read",
+	"heartbeat": "heartbeat on 1,000 open sessions",
+}
+
+// The CPU columns, per request: the server under test, then the shared
+// backends and the load generator.
+var wrkCPUColumns = []string{"itself", "redis-server", "mariadbd", "wrk"}
+
+// writeWrk writes the wrk section: issue 11's targets, then each
+// scenario's throughput, latency and CPU per request.
+func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
+	gs := map[wrkKey][]WrkRun{}
+	var scens []string
+	var conns []int
+	for _, r := range runs {
+		k := wrkKey{r.Scenario, r.Connections, r.Server}
+		gs[k] = append(gs[k], r)
+		if !slices.Contains(scens, r.Scenario) {
+			scens = append(scens, r.Scenario)
+		}
+		if !slices.Contains(conns, r.Connections) {
+			conns = append(conns, r.Connections)
+		}
+	}
+	slices.Sort(conns)
+	med := func(s string, c int, server string, f func(WrkRun) float64) float64 {
+		return wrkMedian(gs[wrkKey{s, c, server}], f)
+	}
+	servers := func(s string, c int) []string {
+		var out []string
+		for _, l := range []string{LabelBaseline, LabelPeer, LabelQC} {
+			if len(gs[wrkKey{s, c, l}]) > 0 {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+
+	p("## Headline figures (wrk; issue 11)\n\n")
+	for _, line := range in.metaAll("wrkhow") {
+		p("- %s\n", line)
+	}
+	p("\n### Targets (issue 11, §1), as measured in this run (50 connections, medians)\n\n| target | measured | result |\n|---|---|---|\n")
+	qc := func(s string, f func(WrkRun) float64) float64 { return med(s, 50, LabelQC, f) }
+	apply := qc("apply", WrkRun.reqPS)
+	if peer := med("apply", 50, LabelPeer, WrkRun.reqPS); !math.IsNaN(peer) {
+		p("| apply ≥ 1.0× envoyproxy/ratelimit req/s | %s vs %s req/s = %s | %s |\n", f0(apply), f0(peer), ratio(apply, peer), passFail(apply >= peer, !math.IsNaN(apply)))
+	} else {
+		p("| apply ≥ 1.0× envoyproxy/ratelimit req/s | not measured (set QC_BENCH_PEER_RATELIMIT) | – |\n")
+	}
+	base := med("apply", 50, LabelBaseline, WrkRun.reqPS)
+	p("| apply ≥ 0.6× the one-EVALSHA baseline req/s | %s vs %s req/s = %s | %s |\n", f0(apply), f0(base), ratio(apply, base), passFail(apply >= 0.6*base, !math.IsNaN(apply) && !math.IsNaN(base)))
+	p99 := qc("apply", func(r WrkRun) float64 { return r.Wrk.P99US / 1000 })
+	p("| apply p99 ≤ 5 ms | %s ms | %s |\n", f2(p99), passFail(p99 <= 5, !math.IsNaN(p99)))
+	sess := qc("session", WrkRun.sessPS)
+	p("| apply → finish ≥ 8,000 sessions/s | %s sessions/s | %s |\n\n", f0(sess), passFail(sess >= 8000, !math.IsNaN(sess)))
+
+	for _, s := range scens {
+		p("### %s (`%s`)\n\n", or(wrkScenarioTitle[s], s), s)
+		p("| connections | server | req/s | sessions/s | p50 ms | p90 ms | p99 ms | vs baseline | vs ratelimit | req/s of each rep | non-2xx |\n")
+		p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+		for _, c := range conns {
+			b := med(s, c, LabelBaseline, WrkRun.reqPS)
+			peer := med(s, c, LabelPeer, WrkRun.reqPS)
+			for _, l := range servers(s, c) {
+				g := gs[wrkKey{s, c, l}]
+				var reps []string
+				var bad int64
+				for _, r := range g {
+					reps = append(reps, f0(r.reqPS()))
+					bad += r.Wrk.Non2xx + r.Wrk.SocketErrors
+				}
+				rps := wrkMedian(g, WrkRun.reqPS)
+				vsPeer := "–"
+				if !math.IsNaN(peer) {
+					vsPeer = ratio(rps, peer)
+				}
+				p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", c, l, f0(rps), f0(wrkMedian(g, WrkRun.sessPS)),
+					f2(wrkMedian(g, func(r WrkRun) float64 { return r.Wrk.P50US / 1000 })),
+					f2(wrkMedian(g, func(r WrkRun) float64 { return r.Wrk.P90US / 1000 })),
+					f2(wrkMedian(g, func(r WrkRun) float64 { return r.Wrk.P99US / 1000 })),
+					ratio(rps, b), vsPeer, strings.Join(reps, ", "), bad)
+			}
+		}
+		p("\nCPU per 2xx answer, in µs (median over the reps; \"itself\" is the server under test; \"machine\" is the busy CPU of the whole machine per answer, other work included):\n\n")
+		p("| connections | server | %s | sum | machine |\n|---:|---|%s---:|---:|\n", strings.Join(wrkCPUColumns, " | "), strings.Repeat("---:|", len(wrkCPUColumns)))
+		for _, c := range conns {
+			for _, l := range servers(s, c) {
+				g := gs[wrkKey{s, c, l}]
+				var cols []string
+				sum := 0.0
+				for _, name := range wrkCPUColumns {
+					proc := name
+					if name == "itself" {
+						proc = l
+					}
+					v := wrkMedian(g, func(r WrkRun) float64 { return r.usPerReq(proc) })
+					if !math.IsNaN(v) {
+						sum += v
+					}
+					cols = append(cols, f0(v))
+				}
+				machine := wrkMedian(g, func(r WrkRun) float64 {
+					if r.ok() == 0 {
+						return math.NaN()
+					}
+					return r.MachineBusySeconds * 1e6 / r.ok()
+				})
+				p("| %d | %s | %s | %s | %s |\n", c, l, strings.Join(cols, " | "), f0(sum), f0(machine))
+			}
+		}
+		p("\n")
+	}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWrkReportComputesRatesTargetsAndCPUPerAnswer feeds the report two
+// servers' wrk runs with round numbers and checks the figures it derives.
+func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
+	line := func(scen, server string, reqs, finished int64, p99us float64, cpu float64) string {
+		return fmt.Sprintf(`{"scenario":%q,"connections":50,"server":%q,"rep":1,`+
+			`"wrk":{"duration_us":2000000,"requests":%d,"non2xx":0,"p50_us":1000,"p90_us":2000,"p99_us":%g,"finished":%d},`+
+			`"cpu_s":{%q:%g,"redis-server":0.5,"mariadbd":0,"wrk":0.1},"machine_busy_s":3}`, scen, server, reqs, p99us, finished, server, cpu)
+	}
+	lines := []string{
+		line("apply", LabelBaseline, 40000, 0, 3000, 1),       // 20,000 req/s, 25 µs/answer
+		line("apply", LabelPeer, 20000, 0, 3000, 1),           // 10,000 req/s
+		line("apply", LabelQC, 24000, 0, 4500, 1.2),           // 12,000 req/s, 50 µs/answer
+		line("session", LabelQC, 40000, 17000, 4000, 2),       // 8,500 sessions/s
+		line("session", LabelBaseline, 50000, 25000, 4000, 2), // for the ratio
+	}
+	path := filepath.Join(t.TempDir(), "wrk.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := reportMain([]string{"--wrk", path}, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"| apply ≥ 1.0× envoyproxy/ratelimit req/s | 12,000 vs 10,000 req/s = 1.20× | **pass** |",
+		"| apply ≥ 0.6× the one-EVALSHA baseline req/s | 12,000 vs 20,000 req/s = 0.60× | **pass** |",
+		"| apply p99 ≤ 5 ms | 4.50 ms | **pass** |",
+		"| apply → finish ≥ 8,000 sessions/s | 8,500 sessions/s | **pass** |",
+		"| 50 | quota-center | 12,000 | 12,000 | 1.00 | 2.00 | 4.50 | 0.60× | 1.20× | 12,000 | 0 |",
+		"| 50 | quota-center | 50 | 21 | 0 | 4 | 75 | 125 |", // µs per answer: 1.2 s / 24,000 …
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package quota
+
+import (
+	"context"
+	"time"
+)
+
+// KeepLock renews a held lock (name of resource, token) every ttl/3 until
+// the returned stop is called, so that a short ttl bounds how long a dead
+// holder blocks the others while a live one keeps the lock however long it
+// works (issue 11 §3.4). The returned context is ctx, cancelled when the
+// lock is found held by another token (the holder must stop: it lost it);
+// a renewal that fails (the store unreachable) is retried at the next tick.
+// Renewals go through b. stop waits for the renewing goroutine to end.
+func KeepLock(ctx context.Context, l Locker, b Breaker, resource, name, token string, ttl time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(ttl/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, rcancel := context.WithTimeout(ctx, ttl/3+time.Millisecond)
+			held, err := Guard(b, func() (bool, error) { return l.RenewLock(rctx, resource, name, token, ttl) })
+			rcancel()
+			if err == nil && !held {
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
+}
