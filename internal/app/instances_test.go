@@ -64,15 +64,10 @@ func startOn(t *testing.T, mode testenv.Mode, redisArgs []string, dsn, adminToke
 // skipped there.
 func twoInstances(t *testing.T, mode testenv.Mode) (a, b *testenv.Server) {
 	t.Helper()
-	var redisArgs []string
-	switch mode {
-	case testenv.Real:
-		redisArgs = []string{"--redis-addr", testenv.MustRedis(t)}
-	case testenv.Cluster:
-		redisArgs = []string{"--redis-addr", strings.Join(testenv.MustRedisCluster(t), ","), "--redis-mode", "cluster"}
-	default:
+	if mode == testenv.Dev {
 		t.Skip("two instances need shared backends: dev mode's embedded Redis and SQLite are per process")
 	}
+	redisArgs := testenv.RedisArgs(t, mode)
 	dsn := testenv.MustMySQL(t)
 	token := "two-instances-" + testenv.RandomSuffix() + testenv.RandomSuffix()
 	a = startOn(t, mode, redisArgs, dsn, token) // migrates first

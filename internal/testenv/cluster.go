@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,17 @@ const Cluster Mode = "cluster"
 func MustRedisCluster(tb testing.TB) []string {
 	tb.Helper()
 	return testcluster.Must(tb)
+}
+
+// RedisArgs are the quota-center flags of the Redis a server of mode runs
+// on: --redis-addr of the real Redis, or the test cluster's addresses with
+// --redis-mode cluster.
+func RedisArgs(tb testing.TB, mode Mode) []string {
+	tb.Helper()
+	if mode == Cluster {
+		return []string{"--redis-addr", strings.Join(MustRedisCluster(tb), ","), "--redis-mode", "cluster"}
+	}
+	return []string{"--redis-addr", MustRedis(tb)}
 }
 
 // RedisClient returns a client of the Redis a server of mode runs on (the

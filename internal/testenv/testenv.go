@@ -201,12 +201,8 @@ func StartLogged(tb testing.TB, mode Mode, logOut io.Writer, extra ...string) *S
 	var adminToken string
 	switch mode {
 	case Real, Cluster:
-		redisArgs := []string{"--redis-addr", MustRedis(tb)}
-		if mode == Cluster {
-			redisArgs = []string{"--redis-addr", strings.Join(MustRedisCluster(tb), ","), "--redis-mode", "cluster"}
-		}
 		dsn := MustMySQL(tb)
-		args = append(args, redisArgs...)
+		args = append(args, RedisArgs(tb, mode)...)
 		args = append(args, "--mysql-dsn", dsn, "--migrate-on-start")
 		if !hasFlag(extra, "admin-tokens") {
 			adminToken = "testenv-admin-" + RandomSuffix() + RandomSuffix()
