@@ -76,8 +76,11 @@ func runLive(ctx context.Context, cfg liveConfig, w pools.Workload, out io.Write
 	}
 	for _, s := range setup {
 		code, m, err := do(s.method, s.path, s.body, true)
-		if err != nil || code >= 300 {
-			return liveResult{}, fmt.Errorf("%s %s: %d %v %v", s.method, s.path, code, m, err)
+		if err != nil {
+			return liveResult{}, fmt.Errorf("%s %s: %w", s.method, s.path, err)
+		}
+		if code >= 300 {
+			return liveResult{}, fmt.Errorf("%s %s: %d %v", s.method, s.path, code, m)
 		}
 	}
 	tiers := map[string]pools.Tier{}
