@@ -383,6 +383,8 @@ for scen in "${wrk_arr[@]}"; do
 		done
 	done
 done
+stop "$peer_pid" ratelimit
+peer_pid=""
 if [[ -n $wrk_scenarios ]]; then
 	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
 	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run."
