@@ -14,17 +14,27 @@ import (
 
 // wantOperations is the HTTP API as specified: path → methods.
 var wantOperations = map[string][]string{
-	"/quota/apply":                   {"POST"},
-	"/quota/heartbeat":               {"POST"},
-	"/quota/finish":                  {"POST"},
-	"/quota/status":                  {"GET"},
-	"/admin/policies":                {"GET"},
-	"/admin/policies/{resourceName}": {"GET", "PUT"},
-	"/admin/audit":                   {"GET"},
-	"/admin/reconcile":               {"POST"},
-	"/healthz":                       {"GET"},
-	"/readyz":                        {"GET"},
-	"/metrics":                       {"GET"},
+	"/quota/apply":                                         {"POST"},
+	"/quota/heartbeat":                                     {"POST"},
+	"/quota/finish":                                        {"POST"},
+	"/quota/status":                                        {"GET"},
+	"/admin/policies":                                      {"GET"},
+	"/admin/policies/{resourceName}":                       {"GET", "PUT"},
+	"/admin/audit":                                         {"GET"},
+	"/admin/policies/{resourceName}/lines":                 {"GET"},
+	"/admin/policies/{resourceName}/lines/{line}":          {"DELETE", "PUT"},
+	"/admin/policies/{resourceName}/pools":                 {"GET", "PUT"},
+	"/admin/policies/{resourceName}/grants":                {"GET", "POST"},
+	"/admin/policies/{resourceName}/grants/{id}":           {"DELETE"},
+	"/admin/policies/{resourceName}/buffer/release":        {"POST"},
+	"/admin/policies/{resourceName}/reclaims":              {"GET"},
+	"/admin/policies/{resourceName}/reclaims/{id}/confirm": {"POST"},
+	"/admin/policies/{resourceName}/reclaims/{id}/cancel":  {"POST"},
+	"/admin/policies/{resourceName}/pool-events":           {"GET"},
+	"/admin/reconcile":                                     {"POST"},
+	"/healthz":                                             {"GET"},
+	"/readyz":                                              {"GET"},
+	"/metrics":                                             {"GET"},
 }
 
 const errorRef = "#/components/schemas/Error"
@@ -244,6 +254,7 @@ func TestErrorSchemaCodes(t *testing.T) {
 		client.CodeMethodNotAllowed, client.CodeSessionNotActive, client.CodeSessionConflict, client.CodeReconcileSkipped,
 		client.CodePayloadTooLarge, client.CodeRequestTimeout, client.CodeUnsupportedMediaType, client.CodeQuotaExhausted,
 		client.CodeBackendUnavailable, client.CodeCircuitOpen, client.CodeInternal,
+		"CONFLICT", // pools (internal/httpapi CodeConflict); the Go client has no constant for it yet
 	}
 	sort.Strings(codes)
 	sort.Strings(want)

@@ -27,6 +27,7 @@ type poolsConfig struct {
 	MaxTokens   int64
 	Settings    pools.Settings
 	Events      bool
+	Live        liveConfig // URL set: also replay against a running service
 }
 
 func parsePoolsFlags(args []string, stderr io.Writer) (poolsConfig, error) {
@@ -47,6 +48,11 @@ func parsePoolsFlags(args []string, stderr io.Writer) (poolsConfig, error) {
 	fs.Int64Var(&c.Settings.BufferPercent, "buffer", 10, "bufferPercent")
 	fs.Int64Var(&c.Settings.BorrowLimitPercent, "borrow-limit", 50, "borrowLimitPercent (of a line's dedicated part)")
 	fs.BoolVar(&c.Events, "events", false, "print the controller's decisions of the elastic run")
+	fs.StringVar(&c.Live.URL, "url", "", "also replay the workload (its first --rows requests) against this running quota-center, on --resource with these lines")
+	fs.StringVar(&c.Live.Resource, "resource", "llm_lines", "resource created for the live run")
+	fs.StringVar(&c.Live.AdminToken, "admin-token", "", "admin bearer token (live run)")
+	fs.StringVar(&c.Live.APIKey, "api-key", "", "client API key (live run)")
+	fs.IntVar(&c.Live.Concurrency, "concurrency", 16, "concurrent workers (live run)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -99,7 +105,7 @@ var seed003 = map[pools.Scheme][3]string{
 // runPools is `qc-replay pools`: split the trace into business lines, inject
 // bursts, and compare static quotas, pools, and pools with tiers and
 // elasticity on a simulated clock.
-func runPools(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runPools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parsePoolsFlags(args, stderr)
 	if err != nil {
 		return err
@@ -137,6 +143,13 @@ func runPools(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		results = append(results, r)
 	}
 	printPoolsTable(stdout, results)
+	if cfg.Live.URL != "" {
+		live := cfg.Live
+		live.Limit, live.Settings, live.Period = limit, cfg.Settings, cfg.Period
+		if _, err := runLive(ctx, live, w, stdout); err != nil {
+			return err
+		}
+	}
 	if cfg.Events {
 		for _, e := range results[2].Events {
 			fmt.Fprintf(stdout, "event %8s %-18s %-10s %10d %s\n", time.Duration(e.AtMs)*time.Millisecond, e.Kind, e.Line, e.Amount, e.Reason)

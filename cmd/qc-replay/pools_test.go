@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
 func writePoolsTrace(t *testing.T, n int) string {
@@ -65,5 +67,27 @@ func TestPoolsRefusesBadFlags(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("%v: err = %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestPoolsLiveAgainstTheRealService replays a split trace's first 300
+// requests through a real server (dev mode and real backends) with its
+// twelve lines: every call is answered (granted, or 429 with a reason),
+// never an error.
+func TestPoolsLiveAgainstTheRealService(t *testing.T) {
+	trace := writePoolsTrace(t, 300)
+	for _, mode := range testenv.Modes() {
+		t.Run(string(mode), func(t *testing.T) {
+			srv := testenv.Start(t, mode)
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"pools", "--trace", trace, "--url", srv.URL, "--resource", testenv.Resource(t),
+				"--admin-token", srv.AdminToken, "--borrow-limit", "300", "--limit-factor", "0.5"}, &out, &errOut)
+			if err != nil {
+				t.Fatalf("live run: %v\n%s\n%s", err, out.String(), errOut.String())
+			}
+			if !strings.Contains(out.String(), "live "+srv.URL+": ") || !strings.Contains(out.String(), " 0 errors") {
+				t.Fatalf("output:\n%s", out.String())
+			}
+		})
 	}
 }

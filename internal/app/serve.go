@@ -154,9 +154,10 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	defer rs.Close() // before b.close closes the client
 	brk := quota.Breakers{Balances: breaker.New("redis", bs, bm, log), Ledger: breaker.New("mysql", bs, bm, log)}
 	sched := &period.Scheduler{}
+	poolAdmin := poolctl.NewAdmin(b.ledger, rs, sched, nil)
 	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		Audit: b.ledger, Breakers: brk,
+		Audit: b.ledger, Breakers: brk, Pools: poolctl.NewSource(poolAdmin, b.ledger, rs, cfg.Quota.PolicyCacheTTL),
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -169,7 +170,6 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
 	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
-	poolAdmin := poolctl.NewAdmin(b.ledger, rs, sched, nil)
 	poolRunner := poolctl.New(b.ledger, rs, b.ledger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
@@ -308,7 +308,7 @@ func httpAuth(cfg config.Config) httpapi.AuthConfig {
 	}
 	for _, k := range cfg.Auth.APIKeys {
 		a.APIKeys = append(a.APIKeys, httpapi.APIKey{
-			Key: string(k.Key), ClientID: k.ClientID, Resources: k.Resources, AllResources: k.AllResources,
+			Key: string(k.Key), ClientID: k.ClientID, Resources: k.Resources, AllResources: k.AllResources, Line: k.Line,
 		})
 	}
 	return a

@@ -143,6 +143,7 @@ type APIKey struct {
 	ClientID     string
 	Resources    []string // the resources it may use, unless AllResources
 	AllResources bool     // "*": every resource
+	Line         string   // "#line" after the list: its applies are for this business line only
 }
 
 // Secret is a token or key. It prints and marshals as "***" (as "" when
@@ -211,11 +212,14 @@ func ParseAdminTokens(s string) ([]AdminToken, error) {
 }
 
 // ParseAPIKeys parses QC_API_KEYS: semicolon-separated entries
-// "key=clientId:res1,res2" or "key=clientId:*" (every resource). The key
+// "key=clientId:res1,res2" or "key=clientId:*" (every resource), optionally
+// followed by "#line" to bind the key to one business line. The key
 // ends at the last '=' and the clientId at the last ':', so a key may end
 // in '=' padding and a clientId may contain ':'. Blank input means none.
 // Errors name the entry by position, never by its key; the rules on keys,
 // client ids and resource names are checked by Validate.
+var lineRE = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+
 func ParseAPIKeys(s string) ([]APIKey, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -241,7 +245,15 @@ func ParseAPIKeys(s string) ([]APIKey, error) {
 			continue
 		}
 		k := APIKey{Key: Secret(strings.TrimSpace(key)), ClientID: strings.TrimSpace(rest[:colon])}
-		if list := strings.TrimSpace(rest[colon+1:]); list == "*" {
+		list, line, bound := strings.Cut(strings.TrimSpace(rest[colon+1:]), "#")
+		if bound {
+			k.Line = strings.TrimSpace(line)
+			if !lineRE.MatchString(k.Line) {
+				bad("the business line after '#' must be 1 to 64 characters of [a-z0-9_.-]")
+				continue
+			}
+		}
+		if list = strings.TrimSpace(list); list == "*" {
 			k.AllResources = true
 		} else {
 			for _, r := range strings.Split(list, ",") {

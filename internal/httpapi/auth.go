@@ -51,6 +51,7 @@ type APIKey struct {
 	ClientID     string
 	Resources    []string // unless AllResources
 	AllResources bool
+	Line         string // "": any business line; else applies must name this one
 }
 
 // authError is an auth failure with its exact wire message.
@@ -80,6 +81,7 @@ type clientKey struct {
 	clientID  string
 	all       bool
 	resources map[string]bool
+	line      string
 }
 
 func newAuth(c AuthConfig) *auth {
@@ -91,7 +93,7 @@ func newAuth(c AuthConfig) *auth {
 	if len(c.APIKeys) > 0 {
 		a.keys = make(map[[sha256.Size]byte]*clientKey, len(c.APIKeys))
 		for _, k := range c.APIKeys {
-			ck := &clientKey{clientID: k.ClientID, all: k.AllResources, resources: map[string]bool{}}
+			ck := &clientKey{clientID: k.ClientID, all: k.AllResources, resources: map[string]bool{}, line: k.Line}
 			for _, r := range k.Resources {
 				ck.resources[r] = true
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotacenter/quota-center/api"
 	"github.com/quotacenter/quota-center/internal/httpapi"
+	"github.com/quotacenter/quota-center/internal/poolctl"
 )
 
 // operations maps "METHOD path" to true, HEAD and OPTIONS aside.
@@ -40,6 +41,7 @@ func TestRouterMatchesTheOpenAPIDocument(t *testing.T) {
 	srv := httpapi.New(httpapi.Deps{
 		Gatherer:  prometheus.NewRegistry(),
 		Reconcile: func(context.Context, string) (any, int, error) { return nil, 0, nil },
+		Pools:     &poolctl.Admin{},
 	})
 	routed := operations{}
 	err := chi.Walk(srv.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {

@@ -44,6 +44,7 @@ type errorBody struct {
 	Status         string `json:"status,omitempty"`         // SESSION_NOT_ACTIVE: the session's status
 	RemainingQuota *int64 `json:"remainingQuota,omitempty"` // QUOTA_EXHAUSTED
 	NextResetAt    string `json:"nextResetAt,omitempty"`    // QUOTA_EXHAUSTED, when the policy resets
+	Reason         string `json:"reason,omitempty"`         // QUOTA_EXHAUSTED of a business line: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED
 }
 
 // classify maps an error to its HTTP status and wire code. It is the one

@@ -21,6 +21,11 @@ type applyRequest struct {
 	ClientID     string          `json:"clientId"`
 	SessionID    string          `json:"sessionId"`
 	MinAmount    json.RawMessage `json:"minAmount"`
+	// Pools (internal/pools): the business line, "critical" (default
+	// true; previews and debug calls send false), "continuation".
+	BusinessLine string `json:"businessLine"`
+	Critical     *bool  `json:"critical"`
+	Continuation bool   `json:"continuation"`
 }
 
 type applyResponse struct {
@@ -34,6 +39,11 @@ type applyResponse struct {
 	// FailOpen: granted by a failMode OPEN policy while the center could not
 	// decide; remainingQuota is then −1 (unknown).
 	FailOpen bool `json:"failOpen,omitempty"`
+	// Drawn: which pools the grant came from (resources with business lines
+	// or temporary grants only).
+	Drawn *drawnJSON `json:"drawn,omitempty"`
+	// QuotaTight: buffer is lent to the line now; degrade non-critical work.
+	QuotaTight bool `json:"quotaTight,omitempty"`
 }
 
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
@@ -54,9 +64,14 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return quota.ApplyRequest{}, err
 		}
+		line, err := authorizeLine(r, body.BusinessLine)
+		if err != nil {
+			return quota.ApplyRequest{}, err
+		}
 		return quota.ApplyRequest{
 			ResourceName: body.ResourceName, Amount: amt, MinAmount: min,
 			ClientID: clientID, SessionID: body.SessionID,
+			BusinessLine: line, NonCritical: body.Critical != nil && !*body.Critical, Continuation: body.Continuation,
 		}, nil
 	}()
 	if err == nil {
@@ -72,6 +87,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
 				RemainingQuota: res.Remaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
 				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds, FailOpen: res.FailOpen,
+				Drawn: drawnOf(res.Drawn), QuotaTight: res.QuotaTight,
 			})
 			if res.FailOpen {
 				s.log.Warn("granted fail-open", zap.String("resource", req.ResourceName),
@@ -93,6 +109,10 @@ func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse) {
 	rem := res.Remaining
 	body := errorBody{Code: CodeQuotaExhausted, RemainingQuota: &rem,
 		Message: "quota exhausted: " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period"}
+	if res.Refusal.Reason != quota.RefusedExhausted {
+		body.Reason = string(res.Refusal.Reason)
+		body.Message = "quota exhausted: " + refusalMessage[res.Refusal.Reason]
+	}
 	if next := res.Refusal.NextResetAt; !next.IsZero() {
 		body.NextResetAt = ts(next)
 		secs := int64(math.Ceil(time.Until(next).Seconds()))
@@ -208,6 +228,8 @@ type statusResponse struct {
 	ActiveSessions int64   `json:"activeSessions"`
 	PeriodStart    string  `json:"periodStart"`
 	NextResetAt    *string `json:"nextResetAt"`
+	// Pools: a resource with business lines or temporary grants only.
+	Pools *poolStatusJSON `json:"pools,omitempty"`
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -231,12 +253,17 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, statusResponse{
+	resp := statusResponse{
 		Success: true, Code: CodeSuccess, ResourceName: st.Policy.ResourceName,
 		QuotaType: string(st.Policy.QuotaType), TotalLimit: st.Policy.TotalLimit,
 		UsedAmount: st.Used, ReservedAmount: st.Reserved, RemainingQuota: st.Remaining,
 		ActiveSessions: st.ActiveSessions, PeriodStart: ts(st.Period.Start), NextResetAt: tsOrNil(st.Period.End),
-	})
+	}
+	if resp.Pools, err = s.poolStatus(r.Context(), st.Policy.ResourceName); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 type policyJSON struct {

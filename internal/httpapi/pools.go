@@ -28,6 +28,7 @@ type PoolAdmin interface {
 	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
 	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
 	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
+	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
 }
 
 // poolRoutes adds the pools' admin endpoints to an admin router.
@@ -324,4 +325,107 @@ func classifyPools(err error) (int, string, bool) {
 		return http.StatusConflict, CodeConflict, true
 	}
 	return 0, "", false
+}
+
+// drawnJSON is an apply answer's "drawn": what the grant took from each pool.
+type drawnJSON struct {
+	Dedicated int64 `json:"dedicated"`
+	Shared    int64 `json:"shared"`
+	Buffer    int64 `json:"buffer"`
+	Grant     int64 `json:"grant"`
+}
+
+// drawnOf is "drawn" for a pools' grant, nil for any other.
+func drawnOf(ds []quota.Draw) *drawnJSON {
+	var d drawnJSON
+	pooled := false
+	for _, x := range ds {
+		switch x.Pool {
+		case quota.PoolDedicated:
+			d.Dedicated, pooled = x.Amount, true
+		case quota.PoolShared:
+			d.Shared, pooled = x.Amount, true
+		case quota.PoolBuffer:
+			d.Buffer, pooled = x.Amount, true
+		case quota.PoolGrant:
+			d.Grant, pooled = x.Amount, true
+		}
+	}
+	if !pooled {
+		return nil
+	}
+	return &d
+}
+
+var refusalMessage = map[quota.RefusalReason]string{
+	quota.RefusedLineExhausted: "the business line has used all it may use (dedicated part, borrowing limit, buffer lent, grants)",
+	quota.RefusedWatermark:     "the business line is above its tier's reject watermark; retry later, or send critical work",
+	quota.RefusedPoolExhausted: "the shared pool is used up; the line may not borrow more now",
+}
+
+// authorizeLine checks an apply's businessLine against its API key's line
+// binding (a key bound to a line may only apply for it; an apply that names
+// none is taken as that line's). Errors: ErrPermissionDenied (403).
+func authorizeLine(r *http.Request, line string) (string, error) {
+	k, _ := r.Context().Value(clientKeyCtx{}).(*clientKey)
+	if k == nil || k.line == "" {
+		return line, nil
+	}
+	if line != "" && line != k.line {
+		return "", denied("this API key may only apply for business line " + strconv.Quote(k.line))
+	}
+	return k.line, nil
+}
+
+// poolStatusJSON is GET /quota/status's "pools".
+type poolStatusJSON struct {
+	Shared       int64            `json:"shared"`
+	SharedUsed   int64            `json:"sharedUsed"`
+	SharedBuffer int64            `json:"sharedBuffer"` // buffer released to the shared pool
+	Buffer       int64            `json:"buffer"`
+	BufferFree   int64            `json:"bufferFree"`
+	Elasticity   pools.Elasticity `json:"elasticity"`
+	Lines        []lineStatusJSON `json:"lines"`
+	Grants       []grantJSON      `json:"grants"`
+}
+
+type lineStatusJSON struct {
+	BusinessLine string     `json:"businessLine"`
+	Tier         pools.Tier `json:"tier"`
+	Dedicated    int64      `json:"dedicated"` // held now: layout − lent + reclaimed
+	Used         int64      `json:"used"`      // reserved + charged in this period, grants included
+	Borrowed     int64      `json:"borrowed"`  // held from the shared pool
+	BorrowLimit  int64      `json:"borrowLimit"`
+	Lent         int64      `json:"lent"`      // moved away by reclaim
+	Reclaimed    int64      `json:"reclaimed"` // moved here by reclaim
+	Buffer       int64      `json:"buffer"`    // buffer lent to it
+	MayUse       int64      `json:"mayUse"`
+	Watermark    float64    `json:"watermarkPercent"`
+}
+
+func (s *Server) poolStatus(ctx context.Context, resource string) (*poolStatusJSON, error) {
+	if s.pools == nil {
+		return nil, nil
+	}
+	st, ok, err := s.pools.Status(ctx, resource)
+	if err != nil || !ok {
+		return nil, err
+	}
+	m := st.Model
+	out := &poolStatusJSON{Shared: st.Layout.Shared, SharedUsed: m.SharedUsed, SharedBuffer: m.SharedBuffer,
+		Buffer: st.Layout.Buffer, BufferFree: m.BufferFree(), Elasticity: st.Settings.Elasticity,
+		Lines: []lineStatusJSON{}, Grants: []grantJSON{}}
+	for _, ll := range st.Layout.Lines {
+		l := m.Lines[ll.Name]
+		out.Lines = append(out.Lines, lineStatusJSON{BusinessLine: l.Name, Tier: l.Tier, Dedicated: l.OwnDedicated(),
+			Used: l.Used() + l.UsedGrant, Borrowed: l.UsedShared, BorrowLimit: l.BorrowCap, Lent: l.Lent, Reclaimed: l.Reclaimed,
+			Buffer: l.Buffer, MayUse: l.MayUse(), Watermark: float64(l.Watermark) / 100})
+	}
+	now := time.Now().UnixMilli()
+	for _, g := range st.Grants {
+		if g.Active(now) {
+			out.Grants = append(out.Grants, toGrantJSON(g, now))
+		}
+	}
+	return out, nil
 }

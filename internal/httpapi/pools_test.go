@@ -1,37 +1,55 @@
 package httpapi_test
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/httpapi"
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
 	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/redisstore"
 )
 
-// newPoolsHarness is newHarness with the pools' admin endpoints.
-func newPoolsHarness(t *testing.T) *testAPI {
+// newPoolsHarness is newHarness with the pools: the admin endpoints and
+// the Service's PoolSource, wired as app.Serve does.
+func newPoolsHarness(t *testing.T, keys ...httpapi.APIKey) (*testAPI, *mysqlstore.Store) {
+	t.Helper()
+	a, sql, _ := newPoolsHarnessOn(t, miniredis.RunT(t), keys...)
+	return a, sql
+}
+
+// newPoolsHarnessOn is newPoolsHarness on a given miniredis (a test can
+// then lose Redis' data with FlushAll).
+func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.APIKey) (*testAPI, *mysqlstore.Store, *miniredis.Miniredis) {
 	t.Helper()
 	sql := newSQLite(t)
-	rs := redisstore.New(newMiniredis(t))
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
-	svc := quota.NewService(rs, sql, sql, sched, quota.Options{})
+	admin := poolctl.NewAdmin(sql, rs, sched, nil)
+	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, sql, rs, time.Millisecond)})
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()),
-		Pools: poolctl.NewAdmin(sql, rs, sched, nil)})
+		Pools: admin, Auth: httpapi.AuthConfig{APIKeys: keys}})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return &testAPI{URL: ts.URL, srv: srv}
+	return &testAPI{URL: ts.URL, srv: srv}, sql, mr
 }
 
 func TestPoolsAdminEndpoints(t *testing.T) {
-	a := newPoolsHarness(t)
+	a, _ := newPoolsHarness(t)
 	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
 	base := "/admin/policies/llm"
 	r := a.do(t, request{method: "PUT", path: base + "/lines/search", body: `{"tier":"CORE","weight":3}`})
@@ -75,7 +93,7 @@ func TestPoolsAdminEndpoints(t *testing.T) {
 }
 
 func TestPoolsAdminBadInputIs4xxAndChangesNothing(t *testing.T) {
-	a := newPoolsHarness(t)
+	a, _ := newPoolsHarness(t)
 	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
 	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/search", body: `{"tier":"CORE","weight":3}`})
 	before := a.get(t, "/admin/policies/llm/lines").raw
@@ -120,5 +138,150 @@ func TestPoolsAdminBadInputIs4xxAndChangesNothing(t *testing.T) {
 	}
 	if r := a.get(t, base+"/grants"); len(r.body["grants"].([]any)) != 0 {
 		t.Fatalf("bad input recorded grants: %s", r.raw)
+	}
+}
+
+func drawnOfReply(t *testing.T, r reply) map[string]any {
+	t.Helper()
+	d, ok := r.body["drawn"].(map[string]any)
+	if !ok {
+		t.Fatalf("no drawn in %s", r.raw)
+	}
+	return d
+}
+
+func TestApplyWithBusinessLines(t *testing.T) {
+	a, sql := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":1000}`)
+	a.putPolicy(t, "plain", `{"quotaType":"TOKENS","totalLimit":100}`)
+	// shared 600, buffer 100; a (CORE) 200 dedicated + 100 borrow; b (EXPLORE) 100 + 50.
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":2}`})
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"EXPLORE","weight":1}`})
+
+	for _, tt := range []struct{ name, body string }{
+		{"no line on a resource with lines", `{"resourceName":"llm","applyAmount":10}`},
+		{"unknown line", `{"resourceName":"llm","applyAmount":10,"businessLine":"zz"}`},
+		{"bad line name", `{"resourceName":"llm","applyAmount":10,"businessLine":"A B"}`},
+		{"line on a resource without lines", `{"resourceName":"plain","applyAmount":10,"businessLine":"a"}`},
+		{"critical not a boolean", `{"resourceName":"llm","applyAmount":10,"businessLine":"a","critical":"yes"}`},
+	} {
+		if r := a.post(t, "/quota/apply", tt.body); r.status != 400 {
+			t.Fatalf("%s: %d %s", tt.name, r.status, r.raw)
+		}
+	}
+	r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":250,"businessLine":"a","sessionId":"s1"}`)
+	if r.status != 200 {
+		t.Fatalf("apply: %d %s", r.status, r.raw)
+	}
+	if d := drawnOfReply(t, r); d["dedicated"].(interface{ String() string }).String() != "200" || d["shared"].(interface{ String() string }).String() != "50" {
+		t.Fatalf("drawn %s", r.raw)
+	}
+	var line string
+	var ded, shared int64
+	if err := sql.DB().QueryRowContext(t.Context(), `SELECT business_line, drawn_dedicated, drawn_shared FROM quota_usage WHERE session_id = 's1'`).
+		Scan(&line, &ded, &shared); err != nil || line != "a" || ded != 200 || shared != 50 {
+		t.Fatalf("ledger row: %q %d %d %v", line, ded, shared, err)
+	}
+	r = a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":151,"businessLine":"b","continuation":true}`)
+	if r.status != 429 || r.body["reason"] != "LINE_EXHAUSTED" {
+		t.Fatalf("past b's limit: %d %s", r.status, r.raw)
+	}
+	// Finish gives the unused 100 back: 50 to shared, then 50 to dedicated.
+	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s1","actualUsedAmount":150}`})
+	r = a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":100,"businessLine":"a"}`)
+	if d := drawnOfReply(t, r); r.status != 200 || d["dedicated"].(interface{ String() string }).String() != "50" || d["shared"].(interface{ String() string }).String() != "50" {
+		t.Fatalf("after the refund: %d %s", r.status, r.raw)
+	}
+	// With buffer lent to a, its grants say quota is tight; b's do not.
+	a.mustOK(t, request{method: "POST", path: "/admin/policies/llm/buffer/release", body: `{"amount":10,"businessLine":"a","reason":"t"}`})
+	if r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":1,"businessLine":"a"}`); r.body["quotaTight"] != true {
+		t.Fatalf("a with buffer lent: %s", r.raw)
+	}
+	if r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":1,"businessLine":"b"}`); r.status != 200 || r.body["quotaTight"] != nil {
+		t.Fatalf("b: %d %s", r.status, r.raw)
+	}
+	// Status shows the pools: a holds 150 + 100 + 1, 51 of it borrowed.
+	st := a.status(t, "llm")
+	p, ok := st.body["pools"].(map[string]any)
+	if !ok {
+		t.Fatalf("status without pools: %s", st.raw)
+	}
+	la := p["lines"].([]any)[0].(map[string]any)
+	if la["businessLine"] != "a" || la["used"].(interface{ String() string }).String() != "251" ||
+		la["borrowed"].(interface{ String() string }).String() != "51" || la["watermarkPercent"].(interface{ String() string }).String() != "95" {
+		t.Fatalf("line a in status: %v", la)
+	}
+	if st := a.status(t, "plain"); st.body["pools"] != nil {
+		t.Fatalf("plain status shows pools: %s", st.raw)
+	}
+	// A plain resource answers as before: no drawn, no reason.
+	r = a.post(t, "/quota/apply", `{"resourceName":"plain","applyAmount":60}`)
+	if r.status != 200 || r.body["drawn"] != nil {
+		t.Fatalf("plain apply: %d %s", r.status, r.raw)
+	}
+	if r = a.post(t, "/quota/apply", `{"resourceName":"plain","applyAmount":60}`); r.status != 429 || r.body["reason"] != nil {
+		t.Fatalf("plain refusal: %d %s", r.status, r.raw)
+	}
+	// A temporary grant on the plain resource covers the rest.
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	a.mustOK(t, request{method: "POST", path: "/admin/policies/plain/grants", body: `{"amount":50,"expiresAt":"` + exp + `","reason":"t"}`})
+	r = a.post(t, "/quota/apply", `{"resourceName":"plain","applyAmount":60}`)
+	if d := drawnOfReply(t, r); r.status != 200 || d["grant"].(interface{ String() string }).String() != "20" {
+		t.Fatalf("with a grant: %d %s", r.status, r.raw)
+	}
+}
+
+func TestAPIKeyBoundToALine(t *testing.T) {
+	a, _ := newPoolsHarness(t, httpapi.APIKey{Key: "k-bound-to-line-a-0123", ClientID: "svc", AllResources: true, Line: "a"})
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":1000}`)
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":1}`})
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"CORE","weight":1}`})
+	call := func(body string) reply {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", a.URL+"/quota/apply", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", "k-bound-to-line-a-0123")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return reply{status: resp.StatusCode, raw: raw}
+	}
+	if r := call(`{"resourceName":"llm","applyAmount":1,"businessLine":"b"}`); r.status != 403 {
+		t.Fatalf("other line: %d %s", r.status, r.raw)
+	}
+	if r := call(`{"resourceName":"llm","applyAmount":1}`); r.status != 200 {
+		t.Fatalf("the key's line by default: %d %s", r.status, r.raw)
+	}
+}
+
+// TestPoolsSurviveRedisLoss: after Redis loses everything, the next apply
+// writes the layout again and rebuilds the period's pool counters from the
+// ledger (open sessions' draws, finished ones' charges), so the lines hold
+// what they held.
+func TestPoolsSurviveRedisLoss(t *testing.T) {
+	a, _, mr := newPoolsHarnessOn(t, miniredis.RunT(t))
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":1000}`)
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":2}`})
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"EXPLORE","weight":1}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":250,"businessLine":"a","sessionId":"s1"}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":120,"businessLine":"b","sessionId":"s2"}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s2","actualUsedAmount":90}`})
+	lines := func() string {
+		st := a.status(t, "llm")
+		b, _ := json.Marshal(st.body["pools"].(map[string]any)["lines"])
+		return string(b)
+	}
+	before := lines()
+	mr.FlushAll()
+	// The next apply (any line) restores the layout and the counters first.
+	r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":1,"businessLine":"b","sessionId":"s3","continuation":true}`)
+	if r.status != 200 {
+		t.Fatalf("apply after the loss: %d %s", r.status, r.raw)
+	}
+	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s3","actualUsedAmount":0}`})
+	if after := lines(); after != before {
+		t.Fatalf("lines after Redis lost its data:\n%s\nbefore:\n%s", after, before)
 	}
 }

@@ -71,8 +71,9 @@ func (s *Store) InsertSession(ctx context.Context, rec quota.UsageRecord) error 
 // insertColumns and insertValues are one row of the group-commit INSERT.
 const (
 	insertColumns = `INSERT INTO quota_usage (resource_name, client_id, session_id, period_start_ms,
-	apply_amount, min_amount, granted_amount, charged_amount, start_ms, status) VALUES `
-	insertValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, 'USING')`
+	apply_amount, min_amount, granted_amount, charged_amount, start_ms, status,
+	business_line, drawn_dedicated, drawn_shared, drawn_buffer, drawn_grant, drawn_grants) VALUES `
+	insertValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, 'USING', ?, ?, ?, ?, ?, ?)`
 )
 
 // insertRows writes recs with one INSERT statement: all of them or none.
@@ -80,14 +81,15 @@ func (s *Store) insertRows(ctx context.Context, recs []quota.UsageRecord) error 
 	var b strings.Builder
 	b.Grow(len(insertColumns) + len(recs)*(len(insertValues)+2))
 	b.WriteString(insertColumns)
-	args := make([]any, 0, len(recs)*9)
+	args := make([]any, 0, len(recs)*15)
 	for i, r := range recs {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(insertValues)
 		args = append(args, r.ResourceName, r.ClientID, r.SessionID, msOf(r.PeriodStart),
-			r.ApplyAmount, r.MinAmount, r.GrantedAmount, r.GrantedAmount, msOf(r.StartTime))
+			r.ApplyAmount, r.MinAmount, r.GrantedAmount, r.GrantedAmount, msOf(r.StartTime),
+			r.BusinessLine, r.Drawn.Dedicated, r.Drawn.Shared, r.Drawn.Buffer+r.Drawn.Base, r.Drawn.Grant, r.Drawn.Grants)
 	}
 	_, err := s.db.ExecContext(ctx, b.String(), args...)
 	return err

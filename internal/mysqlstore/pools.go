@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // PoolSettings reads a resource's pool settings; ok is false when none were
@@ -271,29 +272,47 @@ func (s *Store) PutReclaim(ctx context.Context, resource string, r pools.Reclaim
 	return orNil("put reclaim "+resource, err)
 }
 
-// PoolTotals sums what the sessions of one period of a resource hold of
-// each pool, per line (the USING and LEAKED rows' grants, the FINISHED
-// rows' charges), from the ledger's drawn_* columns: what the period's pool
-// counters are rebuilt from. Errors: quota.ErrUnavailable.
+// PoolTotals rebuilds, from the ledger, what the sessions of one period of
+// a resource hold of each pool, per line, and what every session holds of
+// each temporary grant: USING and LEAKED rows their whole draw (drawn_*),
+// FINISHED rows pools.Settle of it (the unused part went back). Only rows
+// of pools' sessions (something drawn) are read. Errors: quota.ErrUnavailable.
 func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var rows []struct {
 		Line      string `db:"business_line"`
-		Dedicated int64  `db:"d"`
-		Shared    int64  `db:"s"`
-		Buffer    int64  `db:"b"`
-		Grant     int64  `db:"g"`
+		Status    string `db:"status"`
+		Granted   int64  `db:"granted_amount"`
+		Charged   int64  `db:"charged_amount"`
+		Dedicated int64  `db:"drawn_dedicated"`
+		Shared    int64  `db:"drawn_shared"`
+		Buffer    int64  `db:"drawn_buffer"`
+		Grant     int64  `db:"drawn_grant"`
+		Grants    string `db:"drawn_grants"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, `SELECT business_line, COALESCE(SUM(drawn_dedicated), 0) AS d,
-		COALESCE(SUM(drawn_shared), 0) AS s, COALESCE(SUM(drawn_buffer), 0) AS b, COALESCE(SUM(drawn_grant), 0) AS g
-		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ? GROUP BY business_line`,
-		resource, msOf(periodStart)); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, `SELECT business_line, status, granted_amount, charged_amount,
+		drawn_dedicated, drawn_shared, drawn_buffer, drawn_grant, drawn_grants
+		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ?
+		AND (business_line <> '' OR drawn_grant > 0)`, resource, msOf(periodStart)); err != nil {
 		return nil, translate("pool totals "+resource, err)
 	}
-	out := make(map[string]pools.Drawn, len(rows))
+	out := map[string]pools.Drawn{}
 	for _, r := range rows {
-		out[r.Line] = pools.Drawn{Dedicated: r.Dedicated, Shared: r.Shared, Buffer: r.Buffer, Grant: r.Grant}
+		d := pools.Drawn{Dedicated: r.Dedicated, Shared: r.Shared, Buffer: r.Buffer, Grant: r.Grant, Grants: pools.ParseGrants(r.Grants)}
+		if r.Line == "" {
+			d.Base, d.Buffer = d.Buffer, 0
+		}
+		if r.Status == string(quota.StatusFinished) {
+			d = pools.Settle(d, r.Granted, r.Charged, r.Line != "")
+		}
+		t := out[r.Line]
+		t.Dedicated += d.Dedicated
+		t.Shared += d.Shared
+		t.Buffer += d.Buffer
+		t.Grant += d.Grant
+		t.Base += d.Base
+		out[r.Line] = t
 	}
 	return out, nil
 }

@@ -65,6 +65,15 @@ type Admin struct {
 	live  LiveStore
 	sched Scheduler
 	now   func() time.Time
+	// onChange is told of every change to a resource's lines or grants
+	// (the Source's cache).
+	onChange func(resource string)
+}
+
+func (a *Admin) changed(resource string) {
+	if a.onChange != nil {
+		a.onChange(resource)
+	}
 }
 
 // NewAdmin returns the admin surface; now is time.Now when nil.
@@ -167,6 +176,7 @@ func (a *Admin) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
 		return pools.LineLayout{}, false, err
 	}
+	a.changed(resource)
 	ll, _ := lay.Line(l.Name)
 	return ll, created, a.audit(ctx, ActionLinePut, resource, before, l)
 }
@@ -208,6 +218,7 @@ func (a *Admin) DeleteLine(ctx context.Context, resource, line string) error {
 	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
 		return err
 	}
+	a.changed(resource)
 	return a.audit(ctx, ActionLineDelete, resource, before, nil)
 }
 
@@ -300,6 +311,7 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 	if err := a.live.PutGrant(ctx, resource, g.Grant); err != nil {
 		return pools.GrantRecord{}, err
 	}
+	a.changed(resource)
 	return g, a.audit(ctx, ActionGrantAdd, resource, nil, g)
 }
 
@@ -342,6 +354,7 @@ func (a *Admin) VoidGrant(ctx context.Context, resource, id string) error {
 	if err := a.live.VoidGrant(ctx, resource, id); err != nil {
 		return err
 	}
+	a.changed(resource)
 	return a.audit(ctx, ActionGrantVoid, resource, map[string]string{"id": id}, nil)
 }
 
@@ -433,4 +446,38 @@ func (a *Admin) SetReclaim(ctx context.Context, resource, id string, confirm boo
 		return r, a.audit(ctx, action, resource, before, r)
 	}
 	return pools.Reclaim{}, fmt.Errorf("reclaim %s of %s: %w", id, resource, pools.ErrUnknownReclaim)
+}
+
+// Status is a resource's pools now: the layout, each line in the current
+// period, the active grants. Lines is empty for a resource without lines.
+type Status struct {
+	Settings pools.Settings
+	Layout   pools.Layout
+	Model    *pools.Model // the live state (counters of the current period)
+	Grants   []pools.GrantRecord
+}
+
+// Status reads a resource's pools; ok is false when it uses none (no
+// lines, no grants). Errors: quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) Status(ctx context.Context, resource string) (Status, bool, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return Status{}, false, err
+	}
+	gs, err := a.Grants(ctx, resource)
+	if err != nil {
+		return Status{}, false, err
+	}
+	if len(c.Lines) == 0 && len(gs) == 0 {
+		return Status{}, false, nil
+	}
+	per, err := a.sched.PeriodAt(c.Policy, a.now())
+	if err != nil {
+		return Status{}, false, err
+	}
+	m, err := a.live.PoolModel(ctx, resource, per, c.Layout)
+	if err != nil {
+		return Status{}, false, err
+	}
+	return Status{Settings: c.Settings, Layout: c.Layout, Model: m, Grants: gs}, true, nil
 }

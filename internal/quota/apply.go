@@ -18,6 +18,15 @@ type ApplyRequest struct {
 	MinAmount    int64  // 0 = all-or-nothing; else grant min(Amount, remaining) if ≥ MinAmount
 	ClientID     string // optional, up to 128 chars of [A-Za-z0-9_.:@/-]
 	SessionID    string // optional idempotency key; generated when empty
+	// BusinessLine: required on a resource with business lines, refused on
+	// one without (internal/pools).
+	BusinessLine string
+	// NonCritical: a preview or debug call ("critical": false), refused
+	// above a CORE line's watermark.
+	NonCritical bool
+	// Continuation: more work for a running conversation or job, never
+	// refused by a watermark.
+	Continuation bool
 }
 
 // Decision is what an apply decided: a grant and the balances it drew
@@ -83,7 +92,10 @@ type ApplyResponse struct {
 	// FailOpen: granted by a FailMode OPEN policy while the stores could not
 	// decide; Remaining is −1 (unknown). FailOpenRecorded says whether the
 	// ledger row was written; FailOpenCause is the backend error.
-	FailOpen         bool
+	FailOpen bool
+	// QuotaTight: a business line's grant while buffer is lent to the line
+	// (elasticity saw its quota getting tight): degrade non-critical work.
+	QuotaTight       bool
 	FailOpenRecorded bool
 	FailOpenCause    error
 }
@@ -146,6 +158,9 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, e
 	}
 	if cmd.SessionID == "" {
 		cmd.SessionID = s.opt.NewSessionID()
+	}
+	if cmd.Pools, err = s.poolsCmd(ctx, pol, req); err != nil {
+		return ApplyResponse{}, err
 	}
 	resp, err := s.apply(ctx, pol, cmd)
 	if err != nil && pol.FailMode == FailOpen && isBackendFailure(err) {
@@ -237,6 +252,9 @@ func (s *Service) failOpen(ctx context.Context, pol Policy, cmd ApplyCmd, cause 
 func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyResponse, error) {
 	for range maxAttempts {
 		res, err := Guard(s.redis, func() (ApplyResult, error) { return s.balances.Apply(ctx, cmd) })
+		if err != nil && s.relayout(ctx, cmd, err) {
+			continue
+		}
 		if err != nil {
 			return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 		}
@@ -251,10 +269,13 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			if err := s.seed(ctx, pol, cmd.Period); err != nil {
 				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 			}
+			if err := s.seedPools(ctx, cmd); err != nil {
+				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
+			}
 			continue
 		case ApplyExhausted:
 			return ApplyResponse{
-				Decision:  Decision{Refusal: &Refusal{Reason: RefusedExhausted, NextResetAt: cmd.Period.End}},
+				Decision:  Decision{Refusal: &Refusal{Reason: refusalReason(res), NextResetAt: cmd.Period.End}},
 				Remaining: res.Remaining, QuotaType: pol.QuotaType,
 			}, nil
 		case ApplyGranted, ApplyReplayed:

@@ -3,7 +3,8 @@
 // them.
 //
 // It holds the accounting rules and nothing else. It imports only the
-// standard library and golang.org/x/sync/singleflight: Redis, MySQL, HTTP,
+// standard library, golang.org/x/sync/singleflight and internal/pools (the
+// pool rules, standard library only): Redis, MySQL, HTTP,
 // circuit breakers and cron parsing live in adapters (internal/redisstore,
 // internal/mysqlstore, internal/httpapi, internal/breaker, internal/period)
 // that import this package, never the other way round. It declares the

@@ -3,6 +3,8 @@ package quota
 import (
 	"context"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
 )
 
 // ApplyOutcome says what the balance store did with an apply.
@@ -38,6 +40,17 @@ type ApplyCmd struct {
 	// times before its Start (the policy was created on a clock a little
 	// ahead of the store's).
 	FirstPeriod bool
+	// Pools, when set, makes the apply one of a resource with business
+	// lines or temporary grants (internal/pools): the store decides which
+	// pools the grant draws from, or why it is refused.
+	Pools *PoolsCmd
+}
+
+// PoolsCmd is the pools' part of an apply (see internal/pools.ApplyReq).
+type PoolsCmd struct {
+	Line         string // "" on a resource without lines
+	Critical     bool
+	Continuation bool
 }
 
 // ApplyResult is the store's answer to an ApplyCmd. For ApplyReplayed the
@@ -50,6 +63,12 @@ type ApplyResult struct {
 	StartTime      time.Time // session start (store clock)
 	PeriodStart    time.Time // the period the session is charged to
 	Now            time.Time // store clock when the script ran
+	// Pools' applies only: which pools the grant drew from, or why it was
+	// refused (ApplyExhausted).
+	Drawn  PoolSplit
+	Reason pools.Reason
+	// Tight: buffer is lent to the line now (its quota is getting tight).
+	Tight bool
 }
 
 // FinishCmd reports a session's real usage.

@@ -22,14 +22,20 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		ChargedAmount: res.Granted,
 		StartTime:     res.StartTime,
 		Status:        StatusUsing,
+		Drawn:         res.Drawn,
+	}
+	draws := ownBalance(res.Granted)
+	if cmd.Pools != nil {
+		rec.BusinessLine, draws = cmd.Pools.Line, poolDraws(res.Drawn)
 	}
 	resp := ApplyResponse{
-		Decision:                 Decision{Granted: res.Granted, Drawn: ownBalance(res.Granted)},
+		Decision:                 Decision{Granted: res.Granted, Drawn: draws},
 		SessionID:                cmd.SessionID,
 		Remaining:                res.Remaining,
 		LeaseExpiresAt:           res.LeaseExpiresAt,
 		HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),
 		Replayed:                 res.Outcome == ApplyReplayed,
+		QuotaTight:               res.Tight,
 		QuotaType:                pol.QuotaType,
 	}
 	err := s.insertSession(ctx, rec)

@@ -34,6 +34,9 @@ type Options struct {
 	// Breakers guard the calls to the two backends; nil ones let every
 	// call through.
 	Breakers Breakers
+	// Pools, when set, tells which resources use business lines or
+	// temporary grants (internal/pools); nil: none does.
+	Pools PoolSource
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease

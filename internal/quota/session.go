@@ -59,6 +59,11 @@ type UsageRecord struct {
 	EndTime        time.Time // zero while USING
 	Status         Status
 	LeakRecovered  bool // a LEAKED session later trued up by a finish
+	// BusinessLine and Drawn: a pools' session's line and which pools its
+	// grant drew from at apply (what it stays charged to after a finish is
+	// pools.Settle of it).
+	BusinessLine string
+	Drawn        PoolSplit
 }
 
 // PeriodTotals are a period's sums in the ledger: Charged counts FINISHED and

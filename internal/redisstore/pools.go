@@ -27,6 +27,7 @@ type PoolApply struct {
 	quota.ApplyResult
 	Reason pools.Reason
 	Drawn  pools.Drawn
+	Tight  bool // buffer is lent to the line now
 }
 
 // ApplyPools runs pool_apply.lua for c on line (""on a resource without
@@ -52,8 +53,8 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 		res.Outcome = map[poolCode]quota.ApplyOutcome{poolGranted: quota.ApplyGranted, poolReplayed: quota.ApplyReplayed, poolRefused: quota.ApplyExhausted}[a.code]
 		res.Granted, res.Remaining, res.LeaseExpiresAt, res.StartTime, res.PeriodStart, res.Now =
 			a.n[1], a.n[2], ms(a.n[3]), ms(a.n[4]), ms(a.n[5]), ms(a.n[6])
-		res.Reason = pools.Reason(a.reason)
-		res.Drawn = pools.Drawn{Dedicated: a.n[8], Shared: a.n[9], Buffer: a.n[10], Grant: a.n[11], Grants: parseGrantList(a.grants)}
+		res.Reason, res.Tight = pools.Reason(a.reason), a.tight
+		res.Drawn = pools.Drawn{Dedicated: a.n[8], Shared: a.n[9], Buffer: a.n[10], Grant: a.n[11], Grants: pools.ParseGrants(a.grants)}
 		if line == "" {
 			res.Drawn.Base, res.Drawn.Buffer = res.Drawn.Buffer, 0
 		}
@@ -87,14 +88,15 @@ type poolApplyReply struct {
 	n      [12]int64
 	reason string
 	grants string
+	tight  bool
 }
 
-// decodePoolApply reads pool_apply.lua's reply: 13 elements for codes 1–3,
+// decodePoolApply reads pool_apply.lua's reply: 14 elements for codes 1–3,
 // 7 for 4 and 5, 1 for 6 and 8.
 func decodePoolApply(v any) (poolApplyReply, error) {
-	r := readReply("pool_apply.lua", v, 1, 13)
+	r := readReply("pool_apply.lua", v, 1, 14)
 	a := poolApplyReply{code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
-	want := map[poolCode]int{poolGranted: 13, poolReplayed: 13, poolRefused: 13, poolWrongPeriod: 7, poolNeedBalance: 7, poolConflict: 1, poolUnknownLine: 1}[a.code]
+	want := map[poolCode]int{poolGranted: 14, poolReplayed: 14, poolRefused: 14, poolWrongPeriod: 7, poolNeedBalance: 7, poolConflict: 1, poolUnknownLine: 1}[a.code]
 	if r.err == nil && r.len() != want {
 		r.fail("code %d with %d elements, want %d", a.code, r.len(), want)
 	}
@@ -103,8 +105,8 @@ func decodePoolApply(v any) (poolApplyReply, error) {
 			a.n[i] = r.int(i)
 		}
 	}
-	if r.len() == 13 {
-		a.reason, a.grants = r.str(7), r.str(12)
+	if r.len() == 14 {
+		a.reason, a.grants, a.tight = r.str(7), r.str(12), r.int(13) == 1
 	}
 	return a, r.err
 }
@@ -114,29 +116,6 @@ func luaBool(b bool) string {
 		return "1"
 	}
 	return "0"
-}
-
-// parseGrantList reads "id=n;id=n".
-func parseGrantList(s string) []pools.GrantDraw {
-	if s == "" {
-		return nil
-	}
-	var out []pools.GrantDraw
-	for _, part := range strings.Split(s, ";") {
-		id, n, _ := strings.Cut(part, "=")
-		v, _ := strconv.ParseInt(n, 10, 64)
-		out = append(out, pools.GrantDraw{ID: id, Amount: v})
-	}
-	return out
-}
-
-// formatGrantList writes "id=n;id=n".
-func formatGrantList(gs []pools.GrantDraw) string {
-	parts := make([]string, len(gs))
-	for i, g := range gs {
-		parts[i] = g.ID + "=" + itoa(g.Amount)
-	}
-	return strings.Join(parts, ";")
 }
 
 // SetPoolLayout writes a resource's layout (pool_layout.lua): the shared
@@ -155,17 +134,16 @@ func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.La
 	return wrap("pool layout", poolLayoutScript.Run(ctx, s.rdb, []string{poolKey(resource)}, args...).Err())
 }
 
-// PoolCounters is what one period's sessions hold of each pool, per line
-// (rebuilt from the ledger's drawn columns).
-type PoolCounters map[string]pools.Drawn
-
 // SeedPools writes a period's pool counters if they are not there yet
 // (pool_seed.lua) and reports whether it did. The period's balance must
 // exist (Seed first).
-func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c PoolCounters) (bool, error) {
+func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error) {
 	var args []any
 	for line, d := range c {
 		args = append(args, line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
+	}
+	if len(args) == 0 {
+		args = []any{} // no session yet: counters start at 0
 	}
 	v, err := poolSeedScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, args...).Result()
 	if err != nil {

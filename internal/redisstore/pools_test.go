@@ -56,6 +56,9 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolA
 	if werr != nil {
 		return want, got
 	}
+	if l := w.model.Lines[r.Line]; l != nil && got.Tight != (l.Buffer > 0) {
+		t.Fatalf("apply %+v: tight %v, model buffer lent %d", r, got.Tight, l.Buffer)
+	}
 	if want.Reason == "" && got.Outcome == quota.ApplyGranted {
 		w.open = append(w.open, r.SessionID)
 	}

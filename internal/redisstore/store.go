@@ -125,6 +125,11 @@ func isTransient(err error) bool {
 
 // Apply runs apply.lua. See quota.BalanceStore.
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
+	if c.Pools != nil {
+		p, err := s.ApplyPools(ctx, c, c.Pools.Line, c.Pools.Critical, c.Pools.Continuation)
+		p.ApplyResult.Drawn, p.ApplyResult.Reason, p.ApplyResult.Tight = quota.SplitOf(p.Drawn), p.Reason, p.Tight
+		return p.ApplyResult, err
+	}
 	r := c.ResourceName
 	per := c.Period.ID()
 	first := "0"

@@ -15,11 +15,14 @@
 --   ud:L us:L ub:L ug:L held from dedicated / shared / buffer / grants, gsum held from grants
 -- qc:{r}:gr: <id> = "amount|effectiveMs|expiresMs|line", u:<id> = held (all periods)
 -- Returns {code, granted, remaining, leaseMs, startMs, periodMs, nowMs, reason,
---          dedicated, shared, buffer, grant, grantList}
+--          dedicated, shared, buffer, grant, grantList, tight}
 --   codes as apply.lua (1 granted, 2 replayed, 3 refused, 4 wrong period,
 --   5 need balance, 6 conflict) and 8 unknown line. reason: LINE_EXHAUSTED,
 --   WATERMARK, POOL_EXHAUSTED, EXHAUSTED. remaining: what the line (or the
 --   resource) could still be granted after this apply. grantList "id=n;id=n".
+--   tight: 1 when buffer is lent to the line now (elasticity saw its quota
+--   getting tight, or an operator released it): the caller should degrade
+--   non-critical work.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function fmt(n) return string.format('%d', n) end
@@ -36,7 +39,7 @@ if s[1] then
     return {6}
   end
   return {2, num(s[4]), num(s[5]), num(s[6]), num(s[7]), num(s[8]), now, '',
-    num(s[11]), num(s[12]), num(s[13]), num(s[14]), s[15] or ''}
+    num(s[11]), num(s[12]), num(s[13]), num(s[14]), s[15] or '', 0}
 end
 local pstart, pend = tonumber(ARGV[4]), tonumber(ARGV[5])
 if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
@@ -95,8 +98,9 @@ local function refuses(used, may, wm)
   if frac >= 1 then return true end
   return bucket(ARGV[7]) < frac * 10000
 end
+local tight = 0
 local function refuse(reason)
-  return {3, 0, 0, 0, 0, 0, now, reason, 0, 0, 0, 0, ''}
+  return {3, 0, 0, 0, 0, 0, now, reason, 0, 0, 0, 0, '', tight}
 end
 
 local gs = grants()
@@ -119,6 +123,7 @@ else
   local u = redis.call('HMGET', KEYS[2], 'ud:' .. line, 'us:' .. line, 'ub:' .. line, 'su')
   local own = num(p[2]) - num(p[5]) + num(p[6])
   local cap, buf = num(p[3]), num(p[7])
+  if buf > 0 then tight = 1 end
   local ud, us, ub, su = num(u[1]), num(u[2]), num(u[3]), num(u[4])
   local exempt = ARGV[11] == '1' or (p[1] == 'CORE' and ARGV[10] == '1')
   if not exempt and refuses(ud + us + ub, own + cap + buf, num(p[4])) then
@@ -176,4 +181,4 @@ redis.call('HSET', KEYS[3],
   'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',
   'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist)
 redis.call('ZADD', KEYS[4], lease, ARGV[7])
-return {1, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist}
+return {1, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist, tight}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+)
+
+// liveConfig is `qc-replay pools --url`: the workload's first requests
+// replayed against a running service.
+type liveConfig struct {
+	URL, Resource, AdminToken, APIKey string
+	Limit                             int64
+	Period                            time.Duration // the policy resets every Period ("@every")
+	Settings                          pools.Settings
+	Concurrency                       int
+}
+
+// liveResult counts what the service answered.
+type liveResult struct {
+	Requests, Granted, Refused, Errors int
+	ByReason                           map[string]int
+	CoreRefused, CoreCritRefused       int
+	Charged                            int64
+}
+
+// runLive sets up the resource (policy, pool settings, lines) and replays
+// w's requests through POST /quota/apply and /quota/finish with
+// businessLine, critical and continuation, at full speed with
+// cfg.Concurrency workers (the controller's timing is the service's own).
+func runLive(ctx context.Context, cfg liveConfig, w pools.Workload, out io.Writer) (liveResult, error) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	do := func(method, path string, body any, admin bool) (int, map[string]any, error) {
+		b, _ := json.Marshal(body)
+		req, err := http.NewRequestWithContext(ctx, method, cfg.URL+path, bytes.NewReader(b))
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if admin && cfg.AdminToken != "" {
+			req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+		}
+		if !admin && cfg.APIKey != "" {
+			req.Header.Set("X-API-Key", cfg.APIKey)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m, nil
+	}
+	setup := []struct {
+		method, path string
+		body         any
+	}{
+		{"PUT", "/admin/policies/" + cfg.Resource, map[string]any{"quotaType": "TOKENS", "totalLimit": cfg.Limit,
+			"resetCron": "@every " + cfg.Period.String()}},
+		{"PUT", "/admin/policies/" + cfg.Resource + "/pools", cfg.Settings},
+	}
+	for _, l := range w.Lines {
+		setup = append(setup, struct {
+			method, path string
+			body         any
+		}{"PUT", "/admin/policies/" + cfg.Resource + "/lines/" + l.Name, map[string]any{"tier": l.Tier, "weight": l.Weight}})
+	}
+	for _, s := range setup {
+		code, m, err := do(s.method, s.path, s.body, true)
+		if err != nil || code >= 300 {
+			return liveResult{}, fmt.Errorf("%s %s: %d %v %v", s.method, s.path, code, m, err)
+		}
+	}
+	tiers := map[string]pools.Tier{}
+	for _, l := range w.Lines {
+		tiers[l.Name] = l.Tier
+	}
+	res := liveResult{ByReason: map[string]int{}}
+	var mu sync.Mutex
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, cfg.Concurrency) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r := w.Requests[i]
+				code, m, err := do("POST", "/quota/apply", map[string]any{"resourceName": cfg.Resource, "applyAmount": r.Amount,
+					"businessLine": r.Line, "critical": r.Critical, "continuation": r.Continuation}, false)
+				mu.Lock()
+				res.Requests++
+				switch {
+				case err != nil || (code != 200 && code != 429):
+					res.Errors++
+				case code == 429:
+					res.Refused++
+					reason, _ := m["reason"].(string)
+					res.ByReason[reason]++
+					if tiers[r.Line] == pools.TierCore {
+						res.CoreRefused++
+						if r.Critical {
+							res.CoreCritRefused++
+						}
+					}
+				default:
+					res.Granted++
+				}
+				mu.Unlock()
+				if code != 200 {
+					continue
+				}
+				sid, _ := m["sessionId"].(string)
+				code, _, err = do("POST", "/quota/finish", map[string]any{"resourceName": cfg.Resource, "sessionId": sid,
+					"actualUsedAmount": r.Actual}, false)
+				mu.Lock()
+				if err != nil || code != 200 {
+					res.Errors++
+				} else {
+					res.Charged += r.Actual
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range w.Requests {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	fmt.Fprintf(out, "live %s: %d applies, %d granted, %d refused %v (CORE %d, critical %d), %d errors, %s tokens charged of limit %s\n",
+		cfg.URL, res.Requests, res.Granted, res.Refused, res.ByReason, res.CoreRefused, res.CoreCritRefused, res.Errors,
+		strconv.FormatInt(res.Charged, 10), strconv.FormatInt(cfg.Limit, 10))
+	if res.Errors > 0 {
+		return res, fmt.Errorf("%d calls failed other than with 429", res.Errors)
+	}
+	return res, nil
+}

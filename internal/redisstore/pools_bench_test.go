@@ -1,0 +1,91 @@
+package redisstore
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// BenchmarkApplyPlainVersusLines measures, on the real Redis, one apply of
+// a plain resource (apply.lua) against one apply of a resource with 12
+// business lines (pool_apply.lua, CORE line, watermark checked, no grant),
+// interleaved in the same run: the issue's cost bound is lines ≤ 1.2 ×
+// plain. Each op is one round trip and one script; ns/op is the client's
+// wall time per apply.
+//
+//	go test -run '^$' -bench ApplyPlainVersusLines -benchtime 5000x ./internal/redisstore/
+//
+// With QC_BENCH_POOLS_REDIS=host:port (a private server: its statistics are
+// reset) it runs there and also reports the server's own time per script
+// call (INFO commandstats, evalsha usec_per_call) as redis-us/op, which the
+// load of other clients on the machine does not inflate the way it does
+// the client's wall time.
+func BenchmarkApplyPlainVersusLines(b *testing.B) {
+	for _, name := range []string{"plain", "lines12", "plain", "lines12"} {
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b, "redis")
+			if addr := os.Getenv("QC_BENCH_POOLS_REDIS"); addr != "" {
+				e.rdb = redis.NewClient(&redis.Options{Addr: addr})
+				b.Cleanup(func() { _ = e.rdb.Close() })
+				e.s = New(e.rdb)
+			}
+			per := e.current(b)
+			e.seed(b, per, quota.MaxAmount, quota.PeriodTotals{})
+			var line string
+			if name == "lines12" {
+				lay, err := pools.Plan(quota.MaxAmount, pools.DefaultSettings(), pools.LineNames(12))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := e.s.SetPoolLayout(ctxT(b), e.res, lay); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := e.s.SeedPools(ctxT(b), e.res, per, nil); err != nil {
+					b.Fatal(err)
+				}
+				line = "core-1"
+			}
+			ctx := ctxT(b)
+			if os.Getenv("QC_BENCH_POOLS_REDIS") != "" {
+				if err := e.rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { b.ReportMetric(evalshaMicros(b, e), "redis-us/op") })
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				c := quota.ApplyCmd{ResourceName: e.res, SessionID: "b" + strconv.Itoa(i), Amount: 1, Period: per, Lease: time.Minute}
+				if line != "" {
+					c.Pools = &quota.PoolsCmd{Line: line, Critical: true}
+				}
+				r, err := e.s.Apply(ctx, c)
+				if err != nil || r.Outcome != quota.ApplyGranted {
+					b.Fatalf("apply %d: %+v %v", i, r, err)
+				}
+			}
+		})
+	}
+}
+
+var evalshaStat = regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+),usec_per_call=([0-9.]+)`)
+
+// evalshaMicros reads the server's mean time per EVALSHA since the reset.
+func evalshaMicros(b *testing.B, e *env) float64 {
+	info, err := e.rdb.Info(ctxT(b), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := evalshaStat.FindStringSubmatch(info)
+	if m == nil {
+		b.Fatalf("no evalsha statistics in %q", info)
+	}
+	v, _ := strconv.ParseFloat(m[3], 64)
+	return v
+}
