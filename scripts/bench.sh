@@ -298,16 +298,25 @@ meta how "qc-baseline (cmd/qc-baseline) is the Redis-speed reference: net/http, 
 meta how "quota-center's resource has a COUNT policy with totalLimit 2^53-1 and no reset, so no apply is refused (a 429 would show in the non-2xx column); each apply asks for 1 and each finish reports 1. Its leak threshold is ${leak_threshold} s (qc-baseline's lease too), so that the never-finished sessions of the apply-only scenario are not swept in the middle of later scenarios."
 meta how "Each cell: $reps repetitions per server, interleaved baseline, quota-center, baseline, …; each run is a $warmup warm-up then $duration measured, connections ∈ {$conns_list}."
 meta goroutines "$goroutines_note"
-meta note "redis-server and mariadbd are the machine's shared servers: their CPU includes anything else using them during a run (other test suites, quota-center's background work such as group commits still in flight or the sweeper), which is why mariadbd can show CPU during baseline runs."
+if [[ $redis == 127.0.0.1:6379 && $mysql_hostport == 127.0.0.1:3306 ]]; then
+	meta note "redis-server and mariadbd are the machine's shared servers: their CPU includes anything else using them during a run (other test suites, quota-center's background work such as group commits still in flight or the sweeper), which is why mariadbd can show CPU during baseline runs."
+else
+	meta note "redis-server ($redis) and mariadbd ($mysql_hostport) are servers of this benchmark alone: their CPU is the servers' under test, plus quota-center's background work (group commits still in flight, the sweeper)."
+fi
 meta gobench "internal/app/bench_test.go, \`go test -run '^\$' -bench . -benchtime $gobench ./internal/app/\`, run after the servers above were stopped: the full HTTP stack of app.Serve over loopback, one request at a time, on dev mode (miniredis + SQLite) and on the real Redis and MariaDB; B/op and allocs/op are the whole process's (client and server) per operation."
-meta command "make bench    # = bash scripts/bench.sh; QC_BENCH_REPS=$reps QC_BENCH_DURATION=$duration QC_BENCH_WARMUP=$warmup"
+meta command "make bench    # = bash scripts/bench.sh; QC_BENCH_REPS=$reps QC_BENCH_CONNECTIONS=\"$conns_list\" QC_BENCH_WRK_SCENARIOS=\"$wrk_scenarios\" QC_BENCH_WRK_DURATION=$wrk_duration QC_BENCH_WRK_WARMUP=$wrk_warmup QC_BENCH_SCENARIOS=\"$scenarios\" QC_BENCH_DURATION=$duration QC_BENCH_WARMUP=$warmup${peer_bin:+ QC_BENCH_PEER_RATELIMIT=$peer_bin}"
 meta command "QC_ADMIN_TOKENS=bench:<random> bin/quota-center ${qc_flags[*]}"
 meta command "bin/qc-baseline --addr 127.0.0.1:$base_port --redis-addr $redis --resource $base_res --lease ${leak_threshold}s"
-meta command "bin/qc-bench --url $qc_url --resource $qc_res --label quota-center --scenario SCENARIO --connections N --duration $duration --warmup $warmup --rep R --metrics-url $qc_url/metrics ${watch[*]}"
-meta command "bin/qc-bench --url $base_url --resource $base_res --label baseline ... (same)"
+if [[ -n $scenarios ]]; then
+	meta command "bin/qc-bench --url $qc_url --resource $qc_res --label quota-center --scenario SCENARIO --connections N --duration $duration --warmup $warmup --rep R --metrics-url $qc_url/metrics ${watch[*]}"
+	meta command "bin/qc-bench --url $base_url --resource $base_res --label baseline ... (same)"
+fi
+if [[ -n $wrk_scenarios ]]; then
+	meta command "wrk -t $wrk_threads -c N -d $wrk_duration --latency -s scripts/wrk/SCENARIO.lua $qc_url -- $qc_res   # heartbeat: -- RESOURCE hb-<run> 1000; ratelimit.lua on the peer's port"
+fi
 load1=$(cut -d' ' -f1 /proc/loadavg)
 if awk -v l="$load1" -v n="$(nproc)" 'BEGIN {exit !(l > n / 2)}'; then
-	meta note "The load average was $load1 when the run started: other work was using the machine, and the \"other\" CPU column shows how much during each run. Figures taken while other processes held CPU understate both servers."
+	meta note "The load average was $load1 when the run started: other work was using the machine (the \"other\" CPU column of the qc-bench tables and the \"machine\" column of the wrk tables show how much during each run). Figures taken while other processes held CPU understate every server."
 	say "warning: load average $load1 — other work on the machine will lower the figures"
 fi
 
@@ -385,6 +394,8 @@ for scen in "${wrk_arr[@]}"; do
 		done
 	done
 done
+stop "$peer_pid" ratelimit
+peer_pid=""
 if [[ -n $wrk_scenarios ]]; then
 	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
 	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run."
@@ -417,7 +428,7 @@ for scen in "${scen_arr[@]}"; do
 done
 
 if ((noisy_starts > 0)); then
-	meta note "$noisy_starts of $total runs started while other work still kept more than 0.3 core busy after waiting ${quiet_wait}s for it to stop (see the \"other\" column)."
+	meta note "$noisy_starts of $((total + $(wc -l <"$wrk_results"))) runs started while other work still kept more than 0.3 core busy after waiting ${quiet_wait}s for it to stop (see the \"other\" and \"machine\" columns)."
 fi
 
 # Two instances: a second quota-center on the same Redis and database; both

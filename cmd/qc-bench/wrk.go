@@ -134,6 +134,14 @@ func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
 	for _, line := range in.metaAll("wrkhow") {
 		p("- %s\n", line)
 	}
+	if len(in.results) == 0 { // else the qc-bench section lists them
+		for _, line := range in.metaAll("note") {
+			p("- %s\n", line)
+		}
+		if cmds := in.metaAll("command"); len(cmds) > 0 {
+			p("\nCommands:\n\n```sh\n%s\n```\n", strings.Join(cmds, "\n"))
+		}
+	}
 	p("\n### Targets (issue 11, §1), as measured in this run (50 connections, medians)\n\n| target | measured | result |\n|---|---|---|\n")
 	qc := func(s string, f func(WrkRun) float64) float64 { return med(s, 50, LabelQC, f) }
 	apply := qc("apply", WrkRun.reqPS)
