@@ -261,7 +261,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	swCtx, stopSweeper := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5) // the sweeper, forecast sampling, the pools controller, the failover watcher, reconciliation
 	go func() {
 		defer wg.Done()
 		_ = sw.Run(swCtx)

@@ -11,7 +11,7 @@ func TestHTTPAddrDefaultsToLoopbackInDevModeOnly(t *testing.T) {
 	for _, k := range []string{"QC_HTTP_ADDR", "QC_REDIS_ADDR", "QC_MYSQL_DSN"} {
 		unsetenv(t, k)
 	}
-	prod := []string{"--redis-addr", "127.0.0.1:6379", "--mysql-dsn", "root@tcp(127.0.0.1:3306)/x"}
+	prod := []string{"--redis-addr", "127.0.0.1:6379", "--mysql-dsn", "root@tcp(127.0.0.1:3306)/x", "--insecure-open-quota"}
 	tests := []struct {
 		name string
 		env  string

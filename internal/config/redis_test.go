@@ -7,7 +7,7 @@ import (
 
 // serveArgs is a production configuration with the given Redis flags.
 func serveArgs(redis ...string) []string {
-	return append([]string{"--mysql-dsn", "u@tcp(h:3306)/db"}, redis...)
+	return append([]string{"--mysql-dsn", "u@tcp(h:3306)/db", "--insecure-open-quota"}, redis...)
 }
 
 func TestRedisModesParse(t *testing.T) {
@@ -35,6 +35,7 @@ func TestRedisModesParse(t *testing.T) {
 	t.Setenv("QC_REDIS_MASTER", "mymaster")
 	t.Setenv("QC_REDIS_SENTINEL_PASSWORD", "sentinel-secret")
 	t.Setenv("QC_MYSQL_DSN", "u@tcp(h:3306)/db")
+	t.Setenv("QC_INSECURE_OPEN_QUOTA", "true")
 	c, _, err := Load("serve", nil)
 	if err != nil {
 		t.Fatal(err)
