@@ -78,9 +78,10 @@ func testDurableAcrossKill(t *testing.T, mode testenv.Mode) {
 	args := []string{"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--admin-tokens", "durable:" + token}
 	var ledger *sqlx.DB
 	var err error
-	if mode == testenv.Real {
+	if mode == testenv.Real || mode == testenv.Cluster {
 		dsn := testenv.MustMySQL(t)
-		args = append(args, "--redis-addr", testenv.MustRedis(t), "--mysql-dsn", dsn, "--migrate-on-start")
+		args = append(args, testenv.RedisArgs(t, mode)...)
+		args = append(args, "--mysql-dsn", dsn, "--migrate-on-start")
 		ledger, err = sqlx.Open("mysql", dsn)
 	} else {
 		path := filepath.Join(dir, "ledger.db")

@@ -14,23 +14,22 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quotacenter/quota-center/internal/app"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
 // startOn runs one more quota-center (app.Serve on 127.0.0.1:0) on the given
-// real Redis and MySQL database, with the admin token, and stops it in
-// t.Cleanup. testenv.Start makes a fresh database per server; several
-// instances on one database need this.
-func startOn(t *testing.T, redisAddr, dsn, adminToken string) *testenv.Server {
+// real Redis (redisArgs: --redis-addr and the like) and MySQL database, with
+// the admin token, and stops it in t.Cleanup. testenv.Start makes a fresh
+// database per server; several instances on one database need this.
+func startOn(t *testing.T, mode testenv.Mode, redisArgs []string, dsn, adminToken string) *testenv.Server {
 	t.Helper()
-	args := []string{
+	args := append([]string{
 		"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--sweep-interval", "100ms",
-		"--redis-addr", redisAddr, "--mysql-dsn", dsn, "--migrate-on-start",
+		"--mysql-dsn", dsn, "--migrate-on-start",
 		"--admin-tokens", testenv.AdminTokenName + ":" + adminToken,
-	}
+	}, redisArgs...)
 	ledger, err := sqlx.Open("mysql", dsn)
 	if err != nil {
 		t.Fatalf("open ledger: %v", err)
@@ -48,7 +47,7 @@ func startOn(t *testing.T, redisAddr, dsn, adminToken string) *testenv.Server {
 				t.Errorf("serve stopped with error: %v", err)
 			}
 		})
-		return &testenv.Server{URL: "http://" + a, Ledger: ledger, Mode: testenv.Real, AdminToken: adminToken}
+		return &testenv.Server{URL: "http://" + a, Ledger: ledger, Mode: mode, AdminToken: adminToken}
 	case err := <-done:
 		cancel()
 		t.Fatalf("serve did not start: %v", err)
@@ -59,33 +58,26 @@ func startOn(t *testing.T, redisAddr, dsn, adminToken string) *testenv.Server {
 	return nil
 }
 
-// twoInstances starts two quota-centers on the same real Redis and the same
-// fresh MySQL database. Dev mode has no shared backends to share (miniredis
-// and SQLite are per process), so it is skipped there.
+// twoInstances starts two quota-centers on the same real Redis (or the
+// test Redis Cluster) and the same fresh MySQL database. Dev mode has no
+// shared backends to share (miniredis and SQLite are per process), so it is
+// skipped there.
 func twoInstances(t *testing.T, mode testenv.Mode) (a, b *testenv.Server) {
 	t.Helper()
-	if mode != testenv.Real {
+	if mode == testenv.Dev {
 		t.Skip("two instances need shared backends: dev mode's embedded Redis and SQLite are per process")
 	}
-	redisAddr := testenv.MustRedis(t)
+	redisArgs := testenv.RedisArgs(t, mode)
 	dsn := testenv.MustMySQL(t)
 	token := "two-instances-" + testenv.RandomSuffix() + testenv.RandomSuffix()
-	a = startOn(t, redisAddr, dsn, token) // migrates first
-	b = startOn(t, redisAddr, dsn, token)
+	a = startOn(t, mode, redisArgs, dsn, token) // migrates first
+	b = startOn(t, mode, redisArgs, dsn, token)
 	return a, b
 }
 
-// sharedResource is a resource name for this test whose keys are removed
-// from the shared Redis when it ends.
-func sharedResource(t *testing.T) string {
-	r := testenv.Resource(t)
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
-	t.Cleanup(func() {
-		deleteResourceKeys(t, rdb, r)
-		_ = rdb.Close()
-	})
-	return r
-}
+// sharedResource is a resource name for this test; testenv.Resource removes
+// its keys from the shared Redis (and the test cluster) when it ends.
+func sharedResource(t *testing.T) string { return testenv.Resource(t) }
 
 // callRetry POSTs body like a well-behaved client: a 503 (the process or a
 // backend overloaded, as under -race on a small machine) is retried with the

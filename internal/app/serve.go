@@ -65,19 +65,12 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 			zap.String("note", note))
 		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
 	}
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs: []string{cfg.Redis.Addr}, Password: cfg.Redis.Password, DB: cfg.Redis.DB,
-		DialTimeout: cfg.Redis.Timeout * 2, ReadTimeout: cfg.Redis.Timeout, WriteTimeout: cfg.Redis.Timeout,
-		PoolSize: cfg.Redis.PoolSize, MinIdleConns: 4,
-		// go-redis retries a command after a network error or timeout; every
-		// script is idempotent by session id, so a retry never charges twice.
-		MaxRetries: 2,
-	})
+	rdb := newRedisClient(cfg.Redis)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("connect redis %s: %w", cfg.Redis.Addr, err)
+		return nil, fmt.Errorf("connect redis %s (%s): %w", cfg.Redis.Addr, cfg.Redis.Mode, err)
 	}
 	ms, err := mysqlstore.Open(ctx, cfg.MySQL.DSN, mopts)
 	if err != nil {
@@ -150,7 +143,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	rs := redisstore.NewPipelined(b.rdb, redisstore.Pipelining{
 		MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
 		Timeout: ptimeout, OnPipeline: gm.pipeline,
-	})
+	}).WithWait(redisWait(cfg.Redis, reg))
 	defer rs.Close() // before b.close closes the client
 	brk := quota.Breakers{Balances: breaker.New("redis", bs, bm, log), Ledger: breaker.New("mysql", bs, bm, log)}
 	sched := &period.Scheduler{}
@@ -254,7 +247,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 
 	swCtx, stopSweeper := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		_ = sw.Run(swCtx)
@@ -262,6 +255,10 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	go func() {
 		defer wg.Done()
 		_ = poolRunner.Run(swCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		_ = failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run(swCtx)
 	}()
 	go func() {
 		defer wg.Done()

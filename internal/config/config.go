@@ -59,14 +59,30 @@ type HTTP struct {
 
 // Redis configures the balance store.
 type Redis struct {
-	Addr     string
-	Password string
-	DB       int
-	Timeout  time.Duration // per command (read and write)
-	PoolSize int
+	// Addr is host:port, or a comma-separated list of them: the seed nodes
+	// of a Redis Cluster (any of its nodes) or the Sentinels (see Mode).
+	Addr string
+	// Mode is standalone (one server, Addr is one host:port), cluster
+	// (Redis Cluster) or sentinel (the master that Sentinels at Addr name
+	// MasterName). Empty means standalone.
+	Mode       string
+	MasterName string // the Sentinel master name; sentinel mode only
+	// SentinelPassword authenticates to the Sentinels ("" = none); Password
+	// is the master's and replicas'.
+	SentinelPassword string
+	Password         string
+	DB               int
+	Timeout          time.Duration // per command (read and write)
+	PoolSize         int
 	// PipelineMaxCalls is the most apply/heartbeat/finish script calls sent
 	// to Redis in one auto-pipeline (0 = one round trip per call).
 	PipelineMaxCalls int
+	// WaitReplicas, when above 0, makes every state-changing script call
+	// wait (Redis WAIT) until that many replicas of its master acknowledged
+	// it, at most WaitTimeout, before it is answered: a failover to such a
+	// replica then loses no answered change (docs/reliability.md).
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // MySQL configures the ledger and policy store.
@@ -346,7 +362,7 @@ func Default() Config {
 			Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 			WriteTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxBodyBytes: 1 << 20,
 		},
-		Redis:          Redis{Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128},
+		Redis:          Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, WaitTimeout: 100 * time.Millisecond},
 		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 0},
 		Sweeper:        Sweeper{Interval: 5 * time.Second, Batch: 500},
 		Breaker:        Breaker{Failures: 5, OpenFor: 5 * time.Second},
@@ -376,11 +392,16 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.HTTP.IdleTimeout, "http-idle-timeout", c.HTTP.IdleTimeout, "keep-alive idle timeout")
 	fs.StringVar(&c.HTTP.PprofAddr, "pprof-addr", c.HTTP.PprofAddr, "serve /debug/pprof on this address (empty = off; keep it private)")
 	fs.Int64Var(&c.HTTP.MaxBodyBytes, "http-max-body-bytes", c.HTTP.MaxBodyBytes, "largest request body in bytes (larger gets 413)")
-	fs.StringVar(&c.Redis.Addr, "redis-addr", c.Redis.Addr, "Redis host:port (empty with an empty mysql-dsn = dev mode)")
+	fs.StringVar(&c.Redis.Addr, "redis-addr", c.Redis.Addr, "Redis host:port, or a comma-separated list for cluster and sentinel modes (empty with an empty mysql-dsn = dev mode)")
+	fs.StringVar(&c.Redis.Mode, "redis-mode", c.Redis.Mode, "standalone, cluster (Redis Cluster; redis-addr lists seed nodes) or sentinel (redis-addr lists the Sentinels)")
+	fs.StringVar(&c.Redis.MasterName, "redis-master", c.Redis.MasterName, "the Sentinel master name (sentinel mode only)")
+	fs.StringVar(&c.Redis.SentinelPassword, "redis-sentinel-password", c.Redis.SentinelPassword, "password of the Sentinels (sentinel mode)")
 	fs.StringVar(&c.Redis.Password, "redis-password", c.Redis.Password, "Redis password")
 	fs.IntVar(&c.Redis.DB, "redis-db", c.Redis.DB, "Redis database index")
 	fs.DurationVar(&c.Redis.Timeout, "redis-timeout", c.Redis.Timeout, "Redis per-command timeout")
 	fs.IntVar(&c.Redis.PoolSize, "redis-pool-size", c.Redis.PoolSize, "Redis connection pool size")
+	fs.IntVar(&c.Redis.WaitReplicas, "redis-wait-replicas", c.Redis.WaitReplicas, "replicas that must acknowledge each state-changing script call before it is answered (Redis WAIT; 0 = do not wait)")
+	fs.DurationVar(&c.Redis.WaitTimeout, "redis-wait-timeout", c.Redis.WaitTimeout, "longest wait for redis-wait-replicas; a call not acknowledged by then is answered anyway and counted")
 	fs.IntVar(&c.Redis.PipelineMaxCalls, "redis-pipeline-max-calls", c.Redis.PipelineMaxCalls, "most apply/heartbeat/finish script calls of concurrent requests sent to Redis as one pipeline (0 = one round trip each)")
 	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", c.MySQL.DSN, "MySQL DSN, go-sql-driver form user:pass@tcp(host:3306)/db")
 	fs.DurationVar(&c.MySQL.Timeout, "mysql-timeout", c.MySQL.Timeout, "MySQL per-query timeout")
@@ -470,6 +491,7 @@ func (c Config) validate(backendsPaired bool) error {
 	if c.Redis.DB < 0 {
 		bad("redis-db must be 0 or more")
 	}
+	errs = append(errs, c.Redis.validate()...)
 	if c.Redis.PoolSize < 1 || c.MySQL.MaxOpenConns < 1 || c.Sweeper.Batch < 1 {
 		bad("redis-pool-size, mysql-max-open-conns and sweep-batch must be at least 1")
 	}
@@ -500,6 +522,9 @@ func (c Config) validate(backendsPaired bool) error {
 func (c Config) Redacted() Config {
 	if c.Redis.Password != "" {
 		c.Redis.Password = "***"
+	}
+	if c.Redis.SentinelPassword != "" {
+		c.Redis.SentinelPassword = "***"
 	}
 	c.MySQL.DSN = RedactDSN(c.MySQL.DSN)
 	// New slices: c shares its backing arrays with the caller's Config.

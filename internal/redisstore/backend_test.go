@@ -208,7 +208,7 @@ func unavailable(t *testing.T, s *Store) {
 
 func TestAClosedClientIsUnavailable(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		rdb := redis.NewClient(&redis.Options{Addr: e.rdb.(*redis.Client).Options().Addr})
+		rdb := e.sameClient(t)
 		if err := rdb.Ping(ctxT(t)).Err(); err != nil {
 			t.Fatal(err)
 		}

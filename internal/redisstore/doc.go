@@ -18,6 +18,12 @@
 //	qc:{r}:pl            hash    pools: layout and live moves of the business lines (pool_apply.lua)
 //	qc:{r}:gr            hash    pools: temporary grants and what is held of each
 //
+// On Redis Cluster each call runs on the master of the resource's slot; a
+// failed call has the client learn the slot map again (a failover). Wait
+// (WithWait) makes state-changing calls wait for replicas before they are
+// answered; Masters tells which master holds each resource, for the
+// failover watcher (internal/failover).
+//
 // Scripts are run with EVALSHA and fall back to EVAL on NOSCRIPT (go-redis
 // Script.Run), so a SCRIPT FLUSH costs one extra round trip. Every mutating
 // script is idempotent by session id, so go-redis retrying a call that timed

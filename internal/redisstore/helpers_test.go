@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/testcluster"
 )
 
 func TestMain(m *testing.M) {
@@ -107,19 +108,9 @@ func newResource(tb testing.TB, rdb redis.UniversalClient) string {
 	return res
 }
 
+// scanKeys lists the keys matching match on every master.
 func scanKeys(ctx context.Context, rdb redis.UniversalClient, match string) ([]string, error) {
-	var out []string
-	var cursor uint64
-	for {
-		keys, next, err := rdb.Scan(ctx, cursor, match, 1000).Result()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, keys...)
-		if cursor = next; cursor == 0 {
-			return out, nil
-		}
-	}
+	return testcluster.ScanKeys(ctx, rdb, match)
 }
 
 // env is one backend prepared for one (sub)test: a Store on a fresh
@@ -132,9 +123,28 @@ type env struct {
 	mr      *miniredis.Miniredis // nil on real Redis
 }
 
-// backendNames: every test runs on real Redis and on miniredis, each with
+// sameClient returns a new client of e's server (or cluster), closed when
+// the test ends; hooks added to it see only the calls made through it.
+func (e *env) sameClient(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	var rdb redis.UniversalClient
+	switch c := e.rdb.(type) {
+	case *redis.ClusterClient:
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: testcluster.Addrs(), PoolSize: 64})
+	case *redis.Client:
+		o := c.Options()
+		rdb = redis.NewClient(&redis.Options{Addr: o.Addr, DB: o.DB, PoolSize: 64})
+	default:
+		tb.Fatalf("client %T", e.rdb)
+	}
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// backendNames: every test runs on real Redis, on the test Redis Cluster
+// (internal/testcluster: 3 masters, 3 replicas) and on miniredis, each with
 // one round trip per call and with auto-pipelining.
-var backendNames = []string{"redis", "miniredis", "redis/pipelined", "miniredis/pipelined"}
+var backendNames = []string{"redis", "cluster", "miniredis", "redis/pipelined", "cluster/pipelined", "miniredis/pipelined"}
 
 // testPipelining is small so that the tests' concurrent calls fill
 // pipelines and wait for slots.
@@ -146,8 +156,8 @@ var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2, Timeout: testPipelineT
 // production default (500ms). Tests of the timeout itself set their own.
 const testPipelineTimeout = 5 * time.Second
 
-// newEnv opens backend ("redis" or "miniredis", "/pipelined" for
-// auto-pipelining) for tb.
+// newEnv opens backend ("redis", "cluster" or "miniredis", "/pipelined"
+// for auto-pipelining) for tb.
 func newEnv(tb testing.TB, backend string) *env {
 	tb.Helper()
 	e := &env{backend: backend}
@@ -155,6 +165,8 @@ func newEnv(tb testing.TB, backend string) *env {
 	switch server {
 	case "redis":
 		e.rdb = MustRedis(tb)
+	case "cluster":
+		e.rdb = testcluster.Client(tb)
 	case "miniredis":
 		e.mr, e.rdb = mustMiniredis(tb)
 	default:

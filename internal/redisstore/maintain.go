@@ -57,8 +57,8 @@ func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, lim
 		if first {
 			mode, valid = "1", []seedCode{seedAlreadyThere, seedWrote}
 		}
-		v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, per.ID(), chunk),
-			seedArgs(limit, t, expireAt, mode, lease, chunk)...).Result()
+		v, err := s.run(ctx, seedScript, seedKeys(resource, per.ID(), chunk),
+			seedArgs(limit, t, expireAt, mode, lease, chunk)...)
 		if err != nil {
 			return false, wrap("seed", err)
 		}
@@ -91,7 +91,7 @@ func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Dur
 // it again if it expired and nobody else took it; false means another
 // holder has it. See quota.Locker.
 func (s *Store) RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error) {
-	v, err := lockScript.Run(ctx, s.rdb, []string{lockKey(resource, name)}, token, ttl.Milliseconds()).Result()
+	v, err := s.run(ctx, lockScript, []string{lockKey(resource, name)}, token, ttl.Milliseconds())
 	if err != nil {
 		return false, wrap("lock", err)
 	}
@@ -105,7 +105,7 @@ func (s *Store) RenewLock(ctx context.Context, resource, name, token string, ttl
 // Unlock deletes the lock only if token still holds it (unlock.lua), so a
 // holder whose lock expired never releases someone else's.
 func (s *Store) Unlock(ctx context.Context, resource, name, token string) error {
-	v, err := unlockScript.Run(ctx, s.rdb, []string{lockKey(resource, name)}, token).Result()
+	v, err := s.run(ctx, unlockScript, []string{lockKey(resource, name)}, token)
 	if err == nil {
 		_, err = flag("unlock.lua", v, unlockNotHeld, unlockReleased)
 	}
@@ -149,7 +149,7 @@ func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retenti
 		if round == 0 {
 			leakedMax = max // reported once per call
 		}
-		v, err := expiredScript.Run(ctx, s.rdb, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax).Result()
+		v, err := s.read(ctx, expiredScript, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax)
 		if err != nil {
 			return nil, nil, wrap("sweep", err)
 		}
@@ -244,7 +244,7 @@ func (s *Store) sweepOnce(ctx context.Context, resource string, expired, leaked 
 	for _, per := range balances {
 		keys = append(keys, prefix(resource)+"b:"+per)
 	}
-	v, err := sweepScript.Run(ctx, s.rdb, keys, args...).Result()
+	v, err := s.run(ctx, sweepScript, keys, args...)
 	if err != nil {
 		return nil, wrap("sweep", err)
 	}
@@ -314,8 +314,8 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 		chunk := open[:min(len(open), seedChunk)]
 		open = open[len(chunk):]
 		// Sessions only: the balance key (of period 0) is declared, not touched.
-		v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, 0, chunk),
-			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, chunk)...).Result()
+		v, err := s.run(ctx, seedScript, seedKeys(resource, 0, chunk),
+			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, chunk)...)
 		if err == nil {
 			_, err = flag("seed.lua", v, seedWrote)
 		}
@@ -331,8 +331,8 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 func (s *Store) RestoreLeaked(ctx context.Context, resource string, row quota.UsageRecord, retention time.Duration) error {
 	row.Status = quota.StatusLeaked
 	recs := []quota.UsageRecord{row}
-	v, err := seedScript.Run(ctx, s.rdb, seedKeys(resource, 0, recs),
-		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, recs)...).Result()
+	v, err := s.run(ctx, seedScript, seedKeys(resource, 0, recs),
+		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, recs)...)
 	if err == nil {
 		_, err = flag("seed.lua", v, seedWrote)
 	}
@@ -351,7 +351,7 @@ func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, d
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, hex.EncodeToString(b[:]))}
-	v, err := adjustScript.Run(ctx, s.rdb, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds())).Result()
+	v, err := s.run(ctx, adjustScript, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds()))
 	if err != nil {
 		return false, wrap("adjust", err)
 	}
@@ -364,7 +364,7 @@ func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, d
 
 // MarkFailOpen runs failopen.lua. See quota.BalanceStore.
 func (s *Store) MarkFailOpen(ctx context.Context, resource, sessionID string) error {
-	v, err := failOpenScript.Run(ctx, s.rdb, []string{sessionKey(resource, sessionID), failOpenKey(resource)}, sessionID).Result()
+	v, err := s.run(ctx, failOpenScript, []string{sessionKey(resource, sessionID), failOpenKey(resource)}, sessionID)
 	if err != nil {
 		return wrap("mark fail-open", err)
 	}

@@ -64,6 +64,7 @@ type pipeliner struct {
 	loop    *group.Loop[*scriptCall]
 	timeout time.Duration
 	observe func(calls int)
+	wait    Wait // see Store.WithWait
 }
 
 func newPipeliner(rdb redis.UniversalClient, p Pipelining) *pipeliner {
@@ -138,21 +139,18 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(live))
-	_, _ = p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, c := range live {
-			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	if p.wait.on() {
+		execGrouped(ctx, p.rdb, live, p.wait)
+	} else {
+		exec(ctx, p.rdb, live, p.wait)
+		for _, c := range live {
+			if c.err != nil {
+				relearnSlots(ctx, p.rdb, c.err)
+				break
+			}
 		}
-		return nil
-	})
-	for i, c := range live {
-		cmd := cmds[i]
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			// Redis lost its script cache (restart, SCRIPT FLUSH): EVAL
-			// loads the script again for the calls after this one.
-			cmd = c.script.Eval(ctx, p.rdb, c.keys, c.args...)
-		}
-		c.val, c.err = cmd.Result()
+	}
+	for _, c := range live {
 		close(c.done)
 	}
 }

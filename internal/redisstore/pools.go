@@ -131,7 +131,8 @@ func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.La
 	for _, l := range lay.Lines {
 		args = append(args, l.Name, string(l.Tier), itoa(l.Dedicated), itoa(l.BorrowCap), itoa(l.Tier.BaseWatermark()))
 	}
-	return wrap("pool layout", poolLayoutScript.Run(ctx, s.rdb, []string{poolKey(resource)}, args...).Err())
+	_, err := s.run(ctx, poolLayoutScript, []string{poolKey(resource)}, args...)
+	return wrap("pool layout", err)
 }
 
 // SeedPools writes a period's pool counters if they are not there yet
@@ -145,7 +146,7 @@ func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period
 	if len(args) == 0 {
 		args = []any{} // no session yet: counters start at 0
 	}
-	v, err := poolSeedScript.Run(ctx, s.rdb, []string{balanceKey(resource, per.ID())}, args...).Result()
+	v, err := s.run(ctx, poolSeedScript, []string{balanceKey(resource, per.ID())}, args...)
 	if err != nil {
 		return false, wrap("pool seed", err)
 	}
@@ -232,7 +233,7 @@ func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period
 	default:
 		args = append(args, itoa(m.Amount))
 	}
-	v, err := poolMoveScript.Run(ctx, s.rdb, []string{poolKey(resource), balanceKey(resource, per.ID())}, args...).Result()
+	v, err := s.run(ctx, poolMoveScript, []string{poolKey(resource), balanceKey(resource, per.ID())}, args...)
 	if err != nil {
 		return 0, 0, wrap("pool move", err)
 	}

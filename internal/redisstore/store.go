@@ -23,12 +23,14 @@ type Store struct {
 	BalanceRetention time.Duration
 
 	pipe *pipeliner // nil: auto-pipelining off
+	wait Wait       // see WithWait
 
 	// periods remembers, per resource, the period of its latest granted
 	// apply (ms): finish.lua and cancel.lua are given that period's balance
 	// key and answer with the session's own period when it differs (one
 	// more call, on a period change or a fresh process).
 	periods sync.Map // resource → int64
+	slots   sync.Map // resource → its cluster slot (int64), see Masters
 }
 
 var _ quota.BalanceStore = (*Store)(nil)
@@ -64,7 +66,7 @@ func (s *Store) runHot(ctx context.Context, script *redis.Script, keys []string,
 	if s.pipe != nil {
 		return s.pipe.run(ctx, script, keys, args...)
 	}
-	return script.Run(ctx, s.rdb, keys, args...).Result()
+	return s.run(ctx, script, keys, args...)
 }
 
 // Client returns the underlying go-redis client.
@@ -111,8 +113,10 @@ func wrap(op string, err error) error {
 
 // transientPrefixes are the Redis error replies of a server that cannot
 // answer now but will: loading its data, running a long script, a replica
-// cut off from its master, a cluster slot moving or without a master.
-var transientPrefixes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY"}
+// cut off from its master, a cluster slot moving or without a master, a
+// slot served elsewhere (MOVED, ASK: seen only when WAIT sends to a node
+// directly, see Wait; the cluster client learns the slots again).
+var transientPrefixes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "MOVED", "ASK"}
 
 func isTransient(err error) bool {
 	for _, p := range transientPrefixes {
@@ -198,9 +202,9 @@ const cancelledRetention = 24 * time.Hour
 func (s *Store) Cancel(ctx context.Context, resource, sessionID string) error {
 	per := s.periodGuess(resource)
 	for try := 1; ; try++ {
-		v, err := cancelScript.Run(ctx, s.rdb,
+		v, err := s.run(ctx, cancelScript,
 			[]string{sessionKey(resource, sessionID), leasesKey(resource), balanceKey(resource, per)},
-			sessionID, itoa(cancelledRetention.Milliseconds()), itoa(per)).Result()
+			sessionID, itoa(cancelledRetention.Milliseconds()), itoa(per))
 		if err != nil {
 			return wrap("cancel", err)
 		}
@@ -284,8 +288,8 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 
 // Balance runs balance.lua. See quota.BalanceStore.
 func (s *Store) Balance(ctx context.Context, resource string, per quota.Period) (quota.Balance, error) {
-	v, err := balanceScript.Run(ctx, s.rdb,
-		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)}).Result()
+	v, err := s.read(ctx, balanceScript,
+		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)})
 	if err != nil {
 		return quota.Balance{}, wrap("balance", err)
 	}

@@ -117,7 +117,10 @@ func Resource(tb testing.TB) string {
 		s = s[len(s)-50:]
 	}
 	name := s + "-" + RandomSuffix()
-	tb.Cleanup(func() { dropRedisKeys(tb, name) })
+	tb.Cleanup(func() {
+		dropRedisKeys(tb, name)
+		dropClusterKeys(tb, name)
+	})
 	return name
 }
 
@@ -159,9 +162,11 @@ const (
 	Real Mode = "real"
 )
 
-// Modes lists the backends a suite should run on: always dev, plus real.
-// Real-mode subtests skip (or fail in CI) when the servers are unreachable.
-func Modes() []Mode { return []Mode{Dev, Real} }
+// Modes lists the backends a suite should run on: always dev, plus real and
+// cluster (the real MySQL with the test Redis Cluster, see
+// MustRedisCluster). Their subtests skip (or fail in CI) when the servers
+// are unreachable.
+func Modes() []Mode { return []Mode{Dev, Real, Cluster} }
 
 // Server is a running quota-center.
 type Server struct {
@@ -195,10 +200,10 @@ func StartLogged(tb testing.TB, mode Mode, logOut io.Writer, extra ...string) *S
 	var err error
 	var adminToken string
 	switch mode {
-	case Real:
-		redisAddr := MustRedis(tb)
+	case Real, Cluster:
 		dsn := MustMySQL(tb)
-		args = append(args, "--redis-addr", redisAddr, "--mysql-dsn", dsn, "--migrate-on-start")
+		args = append(args, RedisArgs(tb, mode)...)
+		args = append(args, "--mysql-dsn", dsn, "--migrate-on-start")
 		if !hasFlag(extra, "admin-tokens") {
 			adminToken = "testenv-admin-" + RandomSuffix() + RandomSuffix()
 			args = append(args, "--admin-tokens", AdminTokenName+":"+adminToken)

@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/config"
+	"github.com/quotacenter/quota-center/internal/failover"
+	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/reconcile"
+	"github.com/quotacenter/quota-center/internal/redisstore"
+)
+
+// newRedisClient builds the go-redis client of c: one server (standalone),
+// a Redis Cluster (Addr lists seed nodes; the client learns the rest and
+// follows slot moves and failovers) or the master the Sentinels at Addr name
+// MasterName (the client follows its failovers).
+func newRedisClient(c config.Redis) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs: c.Addrs(), Password: c.Password, DB: c.DB,
+		MasterName: c.MasterName, SentinelPassword: c.SentinelPassword,
+		// One seed address may still be a cluster.
+		IsClusterMode: c.Mode == config.RedisCluster,
+		DialTimeout:   c.Timeout * 2, ReadTimeout: c.Timeout, WriteTimeout: c.Timeout,
+		PoolSize: c.PoolSize, MinIdleConns: 4,
+		// go-redis retries a command after a network error or timeout (and,
+		// on a cluster, follows MOVED/ASK redirects); every script is
+		// idempotent by session id, so a retry never charges twice.
+		MaxRetries: 2,
+	})
+}
+
+// redisWait is the store's WAIT setting (QC_REDIS_WAIT_REPLICAS, _TIMEOUT),
+// with quota_redis_unreplicated_calls_total registered on reg: calls
+// answered although fewer replicas than asked acknowledged them in time.
+func redisWait(c config.Redis, reg prometheus.Registerer) redisstore.Wait {
+	short := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quota_redis_unreplicated_calls_total",
+		Help: "State-changing Redis script calls answered although fewer than QC_REDIS_WAIT_REPLICAS replicas acknowledged them within QC_REDIS_WAIT_TIMEOUT (0 when waiting is off).",
+	})
+	reg.MustRegister(short)
+	return redisstore.Wait{Replicas: c.WaitReplicas, Timeout: c.WaitTimeout, OnShort: func(n int) { short.Add(float64(n)) }}
+}
+
+// idle is a background loop with nothing to do: it returns when ctx ends.
+type idle struct{}
+
+func (idle) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// failoverWatcher notices a replaced or restarted Redis master every second
+// and rebuilds its resources from the ledger (internal/failover), then
+// reconciles them after --reconcile-settle. Dev mode has no master to lose:
+// it gets a loop that does nothing.
+func failoverWatcher(cfg config.Config, rs *redisstore.Store, policies failover.Policies, sched quota.Scheduler,
+	rec *reconcile.Reconciler, log *zap.Logger, reg prometheus.Registerer) interface{ Run(context.Context) error } {
+	if cfg.DevMode() {
+		return idle{}
+	}
+	repairs, watched := failover.NewMetrics(reg)
+	return &failover.Watcher{
+		Topology: rs, Balances: rs, Policies: policies, Scheduler: sched,
+		Reconcile: func(ctx context.Context, resource string) error {
+			return reconcileUntilSettled(ctx, rec, resource, cfg.Reconcile.Settle)
+		},
+		ReconcileAfter: cfg.Reconcile.Settle,
+		Log:            log.Named("failover"),
+		Repairs:        repairs,
+		Watched:        watched,
+	}
+}
+
+// reconcileUntilSettled reconciles a rebuilt resource until a pass finds no
+// drift or corrects it (a drift is corrected only when no request changed
+// the resource between two reads, so under traffic it takes more than one
+// pass), every settle, at most 20 passes; the periodic passes go on after.
+func reconcileUntilSettled(ctx context.Context, rec *reconcile.Reconciler, resource string, settle time.Duration) error {
+	var err error
+	for range 20 {
+		var rep reconcile.Report
+		rep, err = rec.Resource(ctx, resource)
+		if err == nil && rep.Skipped == "" && (rep.BalanceAdjusted || rep.DriftCharged == 0 && rep.DriftReserved == 0) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(settle):
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("reconcile %s: drift still there after 20 passes", resource)
+}

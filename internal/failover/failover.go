@@ -1,0 +1,185 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// Topology tells which master holds each resource's keys now (an identity
+// that changes when the master is replaced or restarted); a resource whose
+// master did not answer is absent. redisstore.Store implements it.
+type Topology interface {
+	Masters(ctx context.Context, resources []string) (map[string]string, error)
+}
+
+// Balances is what the rebuild needs of the balance store.
+type Balances interface {
+	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
+	Unlock(ctx context.Context, resource, name, token string) error
+	DropBalance(ctx context.Context, resource string, period quota.Period) error
+}
+
+// Policies lists the resources to watch.
+type Policies interface {
+	ListPolicies(ctx context.Context) ([]quota.Policy, error)
+}
+
+// Watcher polls the topology and repairs the resources whose master
+// changed. The first poll only records what it sees.
+type Watcher struct {
+	Interval  time.Duration // between polls (default 1s)
+	Topology  Topology
+	Balances  Balances
+	Policies  Policies
+	Scheduler quota.Scheduler
+	// Reconcile, when set, runs after a rebuild, ReconcileAfter later, for
+	// what was in flight during it (docs/reliability.md, G7).
+	Reconcile      func(ctx context.Context, resource string) error
+	ReconcileAfter time.Duration
+	Log            *zap.Logger
+	Now            func() time.Time   // default time.Now
+	Repairs        prometheus.Counter // nil: not counted; see NewMetrics
+	Watched        prometheus.Gauge   // resources whose master is known; nil: not exported
+
+	masters map[string]string // resource → master identity, last seen
+	pending map[string]bool   // master changed, rebuild not done yet
+}
+
+// NewMetrics registers quota_redis_failover_repairs_total and
+// quota_redis_failover_watched_resources on reg and returns them, for
+// Watcher.Repairs and Watcher.Watched.
+func NewMetrics(reg prometheus.Registerer) (prometheus.Counter, prometheus.Gauge) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quota_redis_failover_repairs_total",
+		Help: "Resources rebuilt from the ledger because the Redis master holding them was replaced or restarted.",
+	})
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quota_redis_failover_watched_resources",
+		Help: "Resources whose Redis master the failover watcher knows (a change of it is noticed from the next poll on).",
+	})
+	reg.MustRegister(c, g)
+	return c, g
+}
+
+// Run polls until ctx ends. It returns nil then.
+func (w *Watcher) Run(ctx context.Context) error {
+	if w.Interval <= 0 {
+		w.Interval = time.Second
+	}
+	t := time.NewTicker(w.Interval)
+	defer t.Stop()
+	for {
+		w.Poll(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Poll looks at the topology once and rebuilds every resource whose master
+// changed since the last poll (and those whose rebuild failed before). It
+// returns the resources rebuilt.
+func (w *Watcher) Poll(ctx context.Context) []string {
+	if w.masters == nil {
+		w.masters, w.pending = map[string]string{}, map[string]bool{}
+	}
+	pols, err := w.Policies.ListPolicies(ctx)
+	if err != nil {
+		w.log().Warn("failover watch: list policies", zap.Error(err))
+		return nil
+	}
+	names := make([]string, len(pols))
+	byName := make(map[string]quota.Policy, len(pols))
+	for i, p := range pols {
+		names[i], byName[p.ResourceName] = p.ResourceName, p
+	}
+	now, err := w.Topology.Masters(ctx, names)
+	if err != nil {
+		w.log().Warn("failover watch: masters", zap.Error(err))
+		return nil
+	}
+	for r, m := range now {
+		if old, seen := w.masters[r]; seen && old != m {
+			w.log().Warn("redis master of a resource changed: rebuilding it from the ledger",
+				zap.String("resource", r), zap.String("was", old), zap.String("now", m))
+			w.pending[r] = true
+		}
+		w.masters[r] = m
+	}
+	if w.Watched != nil {
+		w.Watched.Set(float64(len(w.masters)))
+	}
+	var done []string
+	for r := range w.pending {
+		pol, ok := byName[r]
+		if !ok {
+			delete(w.pending, r) // policy deleted
+			continue
+		}
+		if err := w.rebuild(ctx, pol); err != nil {
+			w.log().Warn("failover rebuild (retried next poll)", zap.String("resource", r), zap.Error(err))
+			continue
+		}
+		delete(w.pending, r)
+		done = append(done, r)
+		if w.Repairs != nil {
+			w.Repairs.Inc()
+		}
+		if w.Reconcile != nil {
+			go func() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(w.ReconcileAfter):
+				}
+				if err := w.Reconcile(ctx, r); err != nil {
+					w.log().Warn("reconcile after a failover rebuild", zap.String("resource", r), zap.Error(err))
+				}
+			}()
+		}
+	}
+	return done
+}
+
+// rebuild drops the resource's current period balance under its seed lock
+// (the lock quota.Service takes to seed it), so that the next apply seeds it
+// from the ledger.
+func (w *Watcher) rebuild(ctx context.Context, pol quota.Policy) error {
+	nowFn := w.Now
+	if nowFn == nil {
+		nowFn = time.Now
+	}
+	per, err := w.Scheduler.PeriodAt(pol, nowFn())
+	if err != nil {
+		return err
+	}
+	lock := "seed:" + strconv.FormatInt(per.ID(), 10)
+	token, err := w.Balances.TryLock(ctx, pol.ResourceName, lock, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		return errSeeding
+	}
+	defer func() { _ = w.Balances.Unlock(context.WithoutCancel(ctx), pol.ResourceName, lock, token) }()
+	return w.Balances.DropBalance(ctx, pol.ResourceName, per)
+}
+
+// errSeeding: another instance holds the period's seed lock.
+var errSeeding = errors.New("the period is being seeded by another holder of its lock")
+
+func (w *Watcher) log() *zap.Logger {
+	if w.Log == nil {
+		return zap.NewNop()
+	}
+	return w.Log
+}

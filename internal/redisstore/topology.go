@@ -1,0 +1,103 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// Masters tells, for each resource, which master holds its keys now: an
+// identity that changes when that master is replaced (a replica promoted
+// after a failover, on a cluster or behind Sentinel) or restarted (its
+// run_id). On a cluster, each master is "<node id>@<addr>/<run_id>"; on one
+// server every resource gets "<addr>/<run_id>". A resource whose master
+// could not be asked this time is absent from the map.
+func (s *Store) Masters(ctx context.Context, resources []string) (map[string]string, error) {
+	out := make(map[string]string, len(resources))
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		slots, err := c.ClusterSlots(ctx).Result()
+		if err != nil {
+			return nil, wrap("cluster slots", err)
+		}
+		runIDs := map[string]string{} // master addr → run_id
+		var mu sync.Mutex
+		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			id, err := runID(ctx, m)
+			if err == nil {
+				mu.Lock()
+				runIDs[m.Options().Addr] = id
+				mu.Unlock()
+			}
+			return nil // a master that does not answer: its resources are absent
+		})
+		for _, r := range resources {
+			slot, err := s.slotOf(ctx, c, r)
+			if err != nil {
+				return nil, err
+			}
+			for _, sl := range slots {
+				if int64(sl.Start) <= slot && slot <= int64(sl.End) && len(sl.Nodes) > 0 {
+					m := sl.Nodes[0]
+					if id, ok := runIDs[m.Addr]; ok {
+						out[r] = m.ID + "@" + m.Addr + "/" + id
+					}
+				}
+			}
+		}
+	case *redis.Client:
+		id, err := runID(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resources {
+			out[r] = c.Options().Addr + "/" + id
+		}
+	default:
+		return nil, fmt.Errorf("redis masters: client %T is neither one server nor a cluster", s.rdb)
+	}
+	return out, nil
+}
+
+// slotOf is the cluster slot of a resource's keys (CLUSTER KEYSLOT, asked
+// once per resource: a slot never changes).
+func (s *Store) slotOf(ctx context.Context, c *redis.ClusterClient, resource string) (int64, error) {
+	if v, ok := s.slots.Load(resource); ok {
+		return v.(int64), nil
+	}
+	slot, err := c.ClusterKeySlot(ctx, limitKey(resource)).Result()
+	if err != nil {
+		return 0, wrap("cluster keyslot", err)
+	}
+	s.slots.Store(resource, slot)
+	return slot, nil
+}
+
+// runID reads INFO server's run_id: a new one after every start.
+func runID(ctx context.Context, c *redis.Client) (string, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", wrap("info", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("redis info: no run_id in %q", info)
+}
+
+// DropBalance deletes one period's balance of a resource, so that the next
+// apply rebuilds it from the ledger (quota.Service seeds it under the
+// period's seed lock, as after Redis lost it). Sessions are left as they
+// are. It is the repair after a failover, when the new master may lack the
+// last changes the old one answered; the caller holds the period's seed
+// lock.
+func (s *Store) DropBalance(ctx context.Context, resource string, per quota.Period) error {
+	return wrap("drop balance", s.rdb.Del(ctx, balanceKey(resource, per.ID())).Err())
+}
