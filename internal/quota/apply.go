@@ -167,6 +167,11 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 		cmd.SessionID = s.opt.NewSessionID()
 	}
 	if cmd.Pools, err = s.poolsCmd(ctx, pol, req); err != nil {
+		if pol.FailMode == FailOpen && isBackendFailure(err) {
+			// The pools settings live in MySQL: while it is down an OPEN
+			// policy still fails open, as it does for any other store failure.
+			return s.failOpen(ctx, pol, cmd, err), nil
+		}
 		return ApplyResponse{}, err
 	}
 	resp, err = s.apply(ctx, pol, cmd)
