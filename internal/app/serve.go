@@ -150,10 +150,11 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
 	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
-	poolAdmin := poolctl.NewAdmin(b.ledger, rs, sched, nil)
+	poolLedger, poolLive := poolctl.Guarded(b.ledger, rs, brk)
+	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
 	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		Audit: b.ledger, Breakers: brk, Pools: poolctl.NewSource(poolAdmin, b.ledger, rs, cfg.Quota.PolicyCacheTTL),
+		Audit: b.ledger, Breakers: brk, Pools: poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL),
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -168,7 +169,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
 	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
-	poolRunner := poolctl.New(b.ledger, rs, b.ledger, sched, log, reg, 0, nil)
+	poolRunner := poolctl.New(poolLedger, poolLive, poolLedger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
 		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,

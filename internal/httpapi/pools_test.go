@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -260,28 +261,70 @@ func TestAPIKeyBoundToALine(t *testing.T) {
 // writes the layout again and rebuilds the period's pool counters from the
 // ledger (open sessions' draws, finished ones' charges), so the lines hold
 // what they held.
+// TestPoolsSurviveRedisLoss runs the same operations on two services, one
+// of which loses all of Redis' data halfway: open sessions (their pool
+// split), temporary grants (what sessions hold of them), buffer released to
+// a line and the period's counters come back from the ledger and the policy
+// store, so every line, the shared pool and every grant end the same.
 func TestPoolsSurviveRedisLoss(t *testing.T) {
-	a, _, mr := newPoolsHarnessOn(t, miniredis.RunT(t))
-	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":1000}`)
-	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":2}`})
-	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"EXPLORE","weight":1}`})
-	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":250,"businessLine":"a","sessionId":"s1"}`})
-	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":120,"businessLine":"b","sessionId":"s2"}`})
-	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s2","actualUsedAmount":90}`})
-	lines := func() string {
-		st := a.status(t, "llm")
-		b, _ := json.Marshal(st.body["pools"].(map[string]any)["lines"])
-		return string(b)
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	run := func(lose bool) (lines, grants, shared string) {
+		a, _, mr := newPoolsHarnessOn(t, miniredis.RunT(t))
+		a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":1000}`)
+		a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":2}`})
+		a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"EXPLORE","weight":1}`})
+		a.mustOK(t, request{method: "POST", path: "/admin/policies/llm/grants", body: `{"amount":100,"businessLine":"b","expiresAt":"` + exp + `","reason":"launch"}`})
+		a.mustOK(t, request{method: "POST", path: "/admin/policies/llm/buffer/release", body: `{"amount":40,"businessLine":"a","reason":"promo"}`})
+		apply := func(body string) {
+			t.Helper()
+			if r := a.post(t, "/quota/apply", body); r.status != 200 {
+				t.Fatalf("apply %s: %d %s", body, r.status, r.raw)
+			}
+		}
+		finish := func(id string, actual int) {
+			t.Helper()
+			a.mustOK(t, request{method: "POST", path: "/quota/finish", body: fmt.Sprintf(`{"resourceName":"llm","sessionId":%q,"actualUsedAmount":%d}`, id, actual)})
+		}
+		apply(`{"resourceName":"llm","applyAmount":280,"businessLine":"a","sessionId":"s1"}`)                     // dedicated 200, shared 80
+		apply(`{"resourceName":"llm","applyAmount":150,"businessLine":"b","sessionId":"s2","continuation":true}`) // dedicated 100, shared 50
+		apply(`{"resourceName":"llm","applyAmount":80,"businessLine":"b","sessionId":"s3","continuation":true}`)  // the grant
+		finish("s2", 90)
+		if lose {
+			mr.FlushAll()
+		}
+		// The next apply restores the layout, the moves, the grants, the
+		// open sessions and the counters; the finishes then refund the
+		// pools each session drew from.
+		apply(`{"resourceName":"llm","applyAmount":1,"businessLine":"b","sessionId":"s4","continuation":true}`)
+		finish("s4", 0)
+		finish("s1", 100)
+		finish("s3", 30)
+		apply(`{"resourceName":"llm","applyAmount":5,"businessLine":"a","sessionId":"s5"}`)
+		st := a.status(t, "llm").body["pools"].(map[string]any)
+		b, _ := json.Marshal(st["lines"])
+		var gs []map[string]any
+		for _, g := range st["grants"].([]any) {
+			m := g.(map[string]any)
+			delete(m, "id")
+			delete(m, "createdAt")
+			delete(m, "effectiveAt")
+			gs = append(gs, m)
+		}
+		g, _ := json.Marshal(gs)
+		return string(b), string(g), fmt.Sprint(st["sharedUsed"], " ", st["bufferFree"])
 	}
-	before := lines()
-	mr.FlushAll()
-	// The next apply (any line) restores the layout and the counters first.
-	r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":1,"businessLine":"b","sessionId":"s3","continuation":true}`)
-	if r.status != 200 {
-		t.Fatalf("apply after the loss: %d %s", r.status, r.raw)
+	wantLines, wantGrants, wantShared := run(false)
+	lines, grants, shared := run(true)
+	if lines != wantLines {
+		t.Errorf("lines after Redis lost its data:\n%s\nwithout the loss:\n%s", lines, wantLines)
 	}
-	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s3","actualUsedAmount":0}`})
-	if after := lines(); after != before {
-		t.Fatalf("lines after Redis lost its data:\n%s\nbefore:\n%s", after, before)
+	if grants != wantGrants {
+		t.Errorf("grants after Redis lost its data:\n%s\nwithout the loss:\n%s", grants, wantGrants)
+	}
+	if shared != wantShared {
+		t.Errorf("shared used, free buffer after Redis lost its data: %s, without the loss: %s", shared, wantShared)
+	}
+	if !strings.Contains(wantGrants, `"used":30`) || !strings.Contains(wantLines, `"buffer":40`) {
+		t.Fatalf("the scenario does not exercise grants and releases: %s %s", wantGrants, wantLines)
 	}
 }

@@ -26,6 +26,12 @@ type usageRow struct {
 	EndMs          sql.NullInt64 `db:"end_ms"`
 	Status         string        `db:"status"`
 	LeakRecovered  bool          `db:"leak_recovered"`
+	BusinessLine   string        `db:"business_line"`
+	DrawnDedicated int64         `db:"drawn_dedicated"`
+	DrawnShared    int64         `db:"drawn_shared"`
+	DrawnBuffer    int64         `db:"drawn_buffer"`
+	DrawnGrant     int64         `db:"drawn_grant"`
+	DrawnGrants    string        `db:"drawn_grants"`
 }
 
 func (r usageRow) record() quota.UsageRecord {
@@ -43,6 +49,13 @@ func (r usageRow) record() quota.UsageRecord {
 		StartTime:      timeOf(r.StartMs),
 		Status:         quota.Status(r.Status),
 		LeakRecovered:  r.LeakRecovered,
+		BusinessLine:   r.BusinessLine,
+		Drawn: quota.PoolSplit{Dedicated: r.DrawnDedicated, Shared: r.DrawnShared, Buffer: r.DrawnBuffer,
+			Grant: r.DrawnGrant, Grants: r.DrawnGrants},
+	}
+	if r.BusinessLine == "" {
+		// A resource without lines: drawn_buffer holds what came from its limit.
+		rec.Drawn.Base, rec.Drawn.Buffer = rec.Drawn.Buffer, 0
 	}
 	if r.EndMs.Valid {
 		rec.EndTime = timeOf(r.EndMs.Int64)
@@ -238,7 +251,8 @@ func (s *Store) Session(ctx context.Context, sessionID string) (quota.UsageRecor
 // selectUsage reads every column of usageRow; append the WHERE clause.
 const selectUsage = `SELECT resource_name, client_id, session_id, period_start_ms,
 	apply_amount, min_amount, granted_amount, charged_amount, refunded_amount, overage_amount,
-	start_ms, end_ms, status, leak_recovered
+	start_ms, end_ms, status, leak_recovered,
+	business_line, drawn_dedicated, drawn_shared, drawn_buffer, drawn_grant, drawn_grants
 	FROM quota_usage `
 
 // OpenSessionsPage returns at most limit USING rows of resource with an id

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
@@ -323,4 +326,89 @@ func orNil(op string, err error) error {
 		return nil
 	}
 	return translate(op, err)
+}
+
+// PoolMoves rebuilds what the controller and operators moved in a
+// resource's pools, for Redis after it lost them: the buffer lent to each
+// line (and to the shared pool, line ""), as the RELEASE and LEND_* events
+// less the RETURN events; each line's last watermark (WATERMARK_* events);
+// and the reclaims. Events before the resource's last POOLS_CLEARED are
+// not counted. Errors: quota.ErrUnavailable.
+func (s *Store) PoolMoves(ctx context.Context, resource string) (pools.Moves, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var since int64
+	if err := s.db.GetContext(ctx, &since, `SELECT COALESCE(MAX(id), 0) FROM quota_pool_event
+		WHERE resource_name = ? AND kind = ?`, resource, pools.KindPoolsCleared); err != nil {
+		return pools.Moves{}, translate("pool moves "+resource, err)
+	}
+	var lends []struct {
+		Line   string `db:"line"`
+		Kind   string `db:"kind"`
+		Amount int64  `db:"amount"`
+	}
+	q, args, err := sqlx.In(`SELECT line, kind, COALESCE(SUM(amount), 0) AS amount FROM quota_pool_event
+		WHERE resource_name = ? AND id > ? AND kind IN (?) GROUP BY line, kind`,
+		resource, since, append(slices.Clone(pools.LendKinds), pools.ReturnKind))
+	if err != nil {
+		return pools.Moves{}, fmt.Errorf("pool moves %s: %w", resource, err)
+	}
+	if err := s.db.SelectContext(ctx, &lends, s.db.Rebind(q), args...); err != nil {
+		return pools.Moves{}, translate("pool moves "+resource, err)
+	}
+	m := pools.Moves{Buffer: map[string]int64{}, Watermarks: map[string]int64{}}
+	for _, l := range lends {
+		if l.Kind == pools.ReturnKind {
+			m.Buffer[l.Line] -= l.Amount
+		} else {
+			m.Buffer[l.Line] += l.Amount
+		}
+	}
+	var wms []struct {
+		Line   string `db:"line"`
+		Amount int64  `db:"amount"`
+	}
+	q, args, err = sqlx.In(`SELECT e.line, e.amount FROM quota_pool_event e
+		JOIN (SELECT line, MAX(id) AS id FROM quota_pool_event
+			WHERE resource_name = ? AND id > ? AND kind IN (?) GROUP BY line) w ON e.id = w.id`,
+		resource, since, pools.WatermarkKinds)
+	if err != nil {
+		return pools.Moves{}, fmt.Errorf("pool moves %s: %w", resource, err)
+	}
+	if err := s.db.SelectContext(ctx, &wms, s.db.Rebind(q), args...); err != nil {
+		return pools.Moves{}, translate("pool moves "+resource, err)
+	}
+	for _, w := range wms {
+		m.Watermarks[w.Line] = w.Amount
+	}
+	if m.Reclaims, err = s.Reclaims(ctx, resource, 1000); err != nil {
+		return pools.Moves{}, err
+	}
+	return m, nil
+}
+
+// GrantsHeld rebuilds, from the ledger, what the sessions of a resource
+// started at or after since (Unix ms) hold of each temporary grant: USING
+// and LEAKED rows their whole draw, FINISHED rows what stays charged
+// (pools.Settle). Errors: quota.ErrUnavailable.
+func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []usageRow
+	if err := s.db.SelectContext(ctx, &rows, selectUsage+`WHERE resource_name = ? AND start_ms >= ? AND drawn_grant > 0`,
+		resource, since); err != nil {
+		return nil, translate("grants held "+resource, err)
+	}
+	out := map[string]int64{}
+	for _, r := range rows {
+		rec := r.record()
+		d := rec.Drawn.Drawn()
+		if rec.Status == quota.StatusFinished {
+			d = pools.Settle(d, rec.GrantedAmount, rec.ChargedAmount, rec.BusinessLine != "")
+		}
+		for _, g := range d.Grants {
+			out[g.ID] += g.Amount
+		}
+	}
+	return out, nil
 }

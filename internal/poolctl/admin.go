@@ -45,11 +45,14 @@ type ConfigStore interface {
 	PoolEvents(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
 	RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error
 	RecordAudit(ctx context.Context, e quota.AuditEntry) error
+	PoolMoves(ctx context.Context, resource string) (pools.Moves, error)
+	GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error)
 }
 
 // LiveStore is the pools' part of the balance store (Redis).
 type LiveStore interface {
-	SetPoolLayout(ctx context.Context, resource string, lay pools.Layout) error
+	SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error)
+	RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error)
 	PutGrant(ctx context.Context, resource string, g pools.Grant) error
 	VoidGrant(ctx context.Context, resource, id string) error
 	MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error)
@@ -142,7 +145,54 @@ func (a *Admin) Relayout(ctx context.Context, resource string) error {
 	if err != nil {
 		return err
 	}
-	return a.live.SetPoolLayout(ctx, resource, c.Layout)
+	return a.writeLayout(ctx, resource, c.Layout)
+}
+
+// writeLayout writes lay to Redis; when Redis has no layout of the resource
+// (it lost it), with the moves rebuilt from the policy store (PoolMoves).
+// An empty layout removes the pools.
+func (a *Admin) writeLayout(ctx context.Context, resource string, lay pools.Layout) error {
+	ok, err := a.live.SetPoolLayout(ctx, resource, lay, nil)
+	if err != nil || ok {
+		return err
+	}
+	moves, err := a.cfg.PoolMoves(ctx, resource)
+	if err != nil {
+		return err
+	}
+	_, err = a.live.SetPoolLayout(ctx, resource, lay, &moves)
+	return err
+}
+
+// RestoreGrants writes a resource's temporary grants that have not expired
+// back to Redis, with what sessions hold of each (rebuilt from the ledger),
+// unless Redis has them. Call it before the period's pool counters are
+// seeded and before a grant is added.
+func (a *Admin) RestoreGrants(ctx context.Context, resource string) error {
+	now := a.now().UnixMilli()
+	recs, err := a.cfg.Grants(ctx, resource, now)
+	if err != nil {
+		return err
+	}
+	var gs []pools.Grant
+	since := now
+	for _, g := range recs {
+		if g.Kind == pools.KindGrant && !g.Voided {
+			gs = append(gs, g.Grant)
+			since = min(since, g.EffectiveMs)
+		}
+	}
+	if len(gs) > 0 {
+		held, err := a.cfg.GrantsHeld(ctx, resource, since)
+		if err != nil {
+			return err
+		}
+		for i := range gs {
+			gs[i].Used = held[gs[i].ID]
+		}
+	}
+	_, err = a.live.RestoreGrants(ctx, resource, gs)
+	return err
 }
 
 // PutLine creates or replaces a line and reports whether it was created.
@@ -173,7 +223,7 @@ func (a *Admin) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 	if err != nil {
 		return pools.LineLayout{}, false, err
 	}
-	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
+	if err := a.writeLayout(ctx, resource, lay); err != nil {
 		return pools.LineLayout{}, false, err
 	}
 	a.changed(resource)
@@ -215,10 +265,17 @@ func (a *Admin) DeleteLine(ctx context.Context, resource, line string) error {
 	if err := a.cfg.DeleteLine(ctx, resource, line); err != nil {
 		return err
 	}
-	if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
+	if err := a.writeLayout(ctx, resource, lay); err != nil {
 		return err
 	}
 	a.changed(resource)
+	if len(rest) == 0 {
+		// The pools' moves went with the last line: a rebuild starts after this.
+		if err := a.cfg.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindPoolsCleared,
+			Reason: "the last business line was removed: the pools' moves are gone"}}); err != nil {
+			return err
+		}
+	}
 	return a.audit(ctx, ActionLineDelete, resource, before, nil)
 }
 
@@ -240,7 +297,7 @@ func (a *Admin) PutSettings(ctx context.Context, resource string, s pools.Settin
 		return pools.Layout{}, err
 	}
 	if len(c.Lines) > 0 {
-		if err := a.live.SetPoolLayout(ctx, resource, lay); err != nil {
+		if err := a.writeLayout(ctx, resource, lay); err != nil {
 			return pools.Layout{}, err
 		}
 	}
@@ -305,6 +362,9 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 	}
 	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("g"), Line: req.Line, Amount: req.Amount,
 		EffectiveMs: req.EffectiveMs, ExpiresMs: req.ExpiresMs}, Kind: pools.KindGrant, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
+	if err := a.RestoreGrants(ctx, resource); err != nil {
+		return pools.GrantRecord{}, err // Redis lost the others: they come back first
+	}
 	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
 		return pools.GrantRecord{}, err
 	}

@@ -22,6 +22,7 @@ type Policies interface {
 // Store is the part of the balance store (Redis) the controller uses.
 type Store interface {
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
+	RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error)
 	Unlock(ctx context.Context, resource, name, token string) error
 	PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error)
 	MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error)
@@ -54,6 +55,7 @@ type Runner struct {
 	now   func() time.Time
 	every time.Duration
 	ctls  map[string]*pools.Controller
+	locks map[string]string // resource → the token of the lock this instance holds
 
 	events *prometheus.CounterVec
 	errs   prometheus.Counter
@@ -70,7 +72,7 @@ func New(p Policies, s Store, j Journal, sched Scheduler, log *zap.Logger, reg p
 	}
 	f := promauto.With(reg)
 	return &Runner{pol: p, store: s, jour: j, sched: sched, log: log.Named("poolctl"), now: now, every: every,
-		ctls: map[string]*pools.Controller{},
+		ctls: map[string]*pools.Controller{}, locks: map[string]string{},
 		events: f.NewCounterVec(prometheus.CounterOpts{Name: "quota_pool_decisions_total",
 			Help: "Pool controller decisions, by kind (LEND_PREDICTIVE, LEND_REACTIVE, RETURN, WATERMARK_*, RECLAIM_*, GIVE_BACK, MODE)."},
 			[]string{"kind"}),
@@ -79,10 +81,12 @@ func New(p Policies, s Store, j Journal, sched Scheduler, log *zap.Logger, reg p
 	}
 }
 
-// Run ticks until ctx ends; it returns nil then.
+// Run ticks until ctx ends; it returns nil then, after releasing the
+// locks it holds.
 func (r *Runner) Run(ctx context.Context) error {
 	t := time.NewTicker(r.every)
 	defer t.Stop()
+	defer r.Release(context.WithoutCancel(ctx))
 	for {
 		r.TickAll(ctx)
 		select {
@@ -128,15 +132,9 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 	if err != nil {
 		return nil, err
 	}
-	tok, err := r.store.TryLock(ctx, res, LockName, 3*r.every)
-	if err != nil {
+	if held, err := r.hold(ctx, res); err != nil || !held {
 		return nil, err
 	}
-	if tok == "" {
-		delete(r.ctls, res) // the holder has the memory now
-		return nil, nil
-	}
-	defer func() { _ = r.store.Unlock(context.WithoutCancel(ctx), res, LockName, tok) }()
 	now := r.now()
 	per, err := r.sched.PeriodAt(p, now)
 	if err != nil {
@@ -165,10 +163,14 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 		return nil, err
 	}
 	ctl.SyncReclaims(open)
-	evs, err := r.expireReleases(ctx, res, now.UnixMilli())
+	evs, released, err := r.expireReleases(ctx, res, now.UnixMilli())
 	if err != nil {
 		return nil, err
 	}
+	for _, e := range evs {
+		m.Return(e.Line, e.Amount) // as pool_move.lua will: the controller decides on what is left
+	}
+	ctl.Released = released
 	evs = append(evs, ctl.Tick(m, now.UnixMilli())...)
 	applied := make([]pools.Event, 0, len(evs))
 	for _, e := range evs {
@@ -177,7 +179,7 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 			if err != nil {
 				return applied, err
 			}
-			if mv.Op != "watermark" {
+			if mv.Op != "watermark" && mv.Op != "mode" {
 				e.Amount = moved
 			}
 		}
@@ -199,24 +201,63 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 	return applied, nil
 }
 
+// hold takes or renews the resource's controller lock. The lock is kept
+// from tick to tick (its TTL is three ticks), so one instance keeps the
+// controller and its memory while it lives; another takes over within
+// three ticks of its death.
+func (r *Runner) hold(ctx context.Context, res string) (bool, error) {
+	ttl := 3 * r.every
+	if tok := r.locks[res]; tok != "" {
+		held, err := r.store.RenewLock(ctx, res, LockName, tok, ttl)
+		if err != nil || held {
+			return held, err
+		}
+		delete(r.locks, res) // lost it (it expired and another took it)
+	}
+	tok, err := r.store.TryLock(ctx, res, LockName, ttl)
+	if err != nil {
+		return false, err
+	}
+	if tok == "" {
+		delete(r.ctls, res) // the holder has the memory now
+		return false, nil
+	}
+	r.locks[res] = tok
+	return true, nil
+}
+
+// Release gives up the controller locks this runner holds (Run does it
+// when it ends).
+func (r *Runner) Release(ctx context.Context) {
+	for res, tok := range r.locks {
+		_ = r.store.Unlock(ctx, res, LockName, tok)
+		delete(r.locks, res)
+	}
+}
+
 // expireReleases returns, as RETURN events, the buffer releases whose
 // expiry passed (as far as they are not held now: pool_move.lua bounds
-// it), and marks them done (voided) in the journal.
-func (r *Runner) expireReleases(ctx context.Context, res string, now int64) ([]pools.Event, error) {
+// it; the controller returns the rest later), and marks them done (voided)
+// in the journal. released is what the releases still active lend, by line.
+func (r *Runner) expireReleases(ctx context.Context, res string, now int64) (evs []pools.Event, released map[string]int64, err error) {
 	gs, err := r.jour.Grants(ctx, res, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var evs []pools.Event
+	released = map[string]int64{}
 	for _, g := range gs {
-		if g.Kind != pools.KindRelease || g.Voided || g.ExpiresMs > now {
+		if g.Kind != pools.KindRelease || g.Voided {
+			continue
+		}
+		if g.ExpiresMs > now {
+			released[g.Line] += g.Amount
 			continue
 		}
 		if err := r.jour.VoidGrant(ctx, res, g.ID, now); err != nil {
-			return evs, err
+			return evs, nil, err
 		}
 		evs = append(evs, pools.Event{AtMs: now, Kind: "RETURN", Line: g.Line, Amount: g.Amount,
 			Reason: "buffer release " + g.ID + " expired"})
 	}
-	return evs, nil
+	return evs, released, nil
 }

@@ -2,6 +2,7 @@ package poolctl_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type world struct {
 	per   quota.Period
 	clock time.Time
 	n     int
+	mr    *miniredis.Miniredis
 }
 
 func newWorld(t *testing.T, el pools.Elasticity) *world {
@@ -44,7 +46,7 @@ func newWorld(t *testing.T, el pools.Elasticity) *world {
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w := &world{ctx: ctx, rs: redisstore.New(rdb), db: db, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w := &world{ctx: ctx, rs: redisstore.New(rdb), db: db, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), mr: mr}
 	w.pol = quota.Policy{ResourceName: "llm", QuotaType: quota.TypeTokens, TotalLimit: 100_000, Timezone: "UTC",
 		LeakThresholdSeconds: 300, FailMode: quota.FailClosed, CreatedAt: w.clock.Add(-time.Hour), UpdatedAt: w.clock}
 	if _, _, err := db.PutPolicy(ctx, w.pol); err != nil {
@@ -67,7 +69,7 @@ func newWorld(t *testing.T, el pools.Elasticity) *world {
 	if _, err := w.rs.Seed(ctx, "llm", w.per, w.pol.TotalLimit, quota.PeriodTotals{}, nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.rs.SetPoolLayout(ctx, "llm", lay); err != nil {
+	if _, err := w.rs.SetPoolLayout(ctx, "llm", lay, &pools.Moves{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.rs.SeedPools(ctx, "llm", w.per, nil); err != nil {
@@ -150,5 +152,114 @@ func TestElasticityOffAndTheLockKeepTheWorldStill(t *testing.T) {
 			t.Fatalf("ran without the lock: %+v %v", evs, err)
 		}
 		w2.clock = w2.clock.Add(30 * time.Second)
+	}
+}
+
+// burst drives line a into a reactive release of the whole buffer.
+func (w *world) burst(t *testing.T, r *poolctl.Runner) {
+	t.Helper()
+	for i, amount := range []int64{1, 100, 100, 6000} {
+		w.use(t, "a", amount)
+		if _, err := r.Tick(w.ctx, w.pol); err != nil {
+			t.Fatalf("tick %d: %v", i, err)
+		}
+		w.clock = w.clock.Add(30 * time.Second)
+	}
+}
+
+func (w *world) model(t *testing.T) *pools.Model {
+	t.Helper()
+	m, err := w.rs.PoolModel(w.ctx, "llm", w.per, pools.Layout{Lines: []pools.LineLayout{{Name: "a"}, {Name: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+type moved struct{ Watermark, Lent, Reclaimed, Buffer int64 }
+
+func movesOf(m *pools.Model) map[string]moved {
+	out := map[string]moved{"": {Buffer: m.SharedBuffer}}
+	for n, l := range m.Lines {
+		out[n] = moved{l.Watermark, l.Lent, l.Reclaimed, l.Buffer}
+	}
+	return out
+}
+
+// TestMovesComeBackAfterRedisLoss: buffer lent by the controller and by an
+// operator, a watermark the controller set and an executed reclaim are
+// rebuilt from the policy store when Redis loses the layout.
+func TestMovesComeBackAfterRedisLoss(t *testing.T) {
+	w := newWorld(t, pools.ElasticityReactive)
+	w.burst(t, w.runner())
+	admin := poolctl.NewAdmin(w.db, w.rs, sched{w.per}, func() time.Time { return w.clock })
+	for _, mv := range []pools.Move{{Op: "watermark", Line: "b", Amount: 7000}, {Op: "reclaim", Line: "b", To: "a", Amount: 2000}} {
+		if _, _, err := w.rs.MovePools(w.ctx, "llm", w.per, mv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.db.RecordPoolEvents(w.ctx, "llm", []pools.Event{{AtMs: 1, Kind: "WATERMARK_LOWERED", Line: "b", Amount: 7500},
+		{AtMs: 2, Kind: "WATERMARK_DECAYED", Line: "b", Amount: 7000}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.db.PutReclaim(w.ctx, "llm", pools.Reclaim{ID: "r1", From: "b", To: "a", Amount: 2000, State: pools.ReclaimExecuted, WarnedMs: 1, UpdateMs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	before := movesOf(w.model(t))
+	if before["a"].Buffer != 10_000 || before["b"].Watermark != 7000 || before["a"].Reclaimed != 2000 {
+		t.Fatalf("the scenario did not move: %+v", before)
+	}
+	w.mr.FlushAll()
+	if err := admin.Relayout(w.ctx, "llm"); err != nil {
+		t.Fatal(err)
+	}
+	if after := movesOf(w.model(t)); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("after the loss %+v, before %+v", after, before)
+	}
+	// A layout that Redis still has keeps its live moves: no rebuild.
+	if _, _, err := w.rs.MovePools(w.ctx, "llm", w.per, pools.Move{Op: "watermark", Line: "b", Amount: 8000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Relayout(w.ctx, "llm"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.model(t).Lines["b"].Watermark; got != 8000 {
+		t.Fatalf("relayout replaced a live watermark: %d", got)
+	}
+}
+
+// TestAnotherInstanceTakesOverTheController: the controller's lock is kept
+// from tick to tick (one instance decides while it lives); when it goes,
+// the next instance adopts the buffer the first lent and gives it back
+// after the peak.
+func TestAnotherInstanceTakesOverTheController(t *testing.T) {
+	w := newWorld(t, pools.ElasticityReactive)
+	r1, r2 := w.runner(), w.runner()
+	w.burst(t, r1)
+	if tok, err := w.rs.TryLock(w.ctx, "llm", poolctl.LockName, time.Minute); err != nil || tok != "" {
+		t.Fatalf("the controller's lock is free between ticks: %q %v", tok, err)
+	}
+	if evs, err := r2.Tick(w.ctx, w.pol); err != nil || len(evs) != 0 {
+		t.Fatalf("a second instance decided while the first holds the lock: %+v %v", evs, err)
+	}
+	if got := w.model(t).Lines["a"].Buffer; got != 10_000 {
+		t.Fatalf("buffer of a after the burst: %d", got)
+	}
+	r1.Release(w.ctx) // the first instance stops
+	var returned int64
+	for i := 0; i < 40 && w.model(t).Lines["a"].Buffer > 0; i++ {
+		evs, err := r2.Tick(w.ctx, w.pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Kind == "RETURN" && e.Line == "a" {
+				returned += e.Amount
+			}
+		}
+		w.clock = w.clock.Add(10 * time.Second)
+	}
+	if returned != 10_000 || w.model(t).Lines["a"].Buffer != 0 {
+		t.Fatalf("the new holder returned %d; buffer of a %d", returned, w.model(t).Lines["a"].Buffer)
 	}
 }

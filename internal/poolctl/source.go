@@ -97,7 +97,12 @@ func (s *Source) Relayout(ctx context.Context, resource string) error {
 
 // SeedPools implements quota.PoolSource: the period's counters from the
 // ledger's drawn columns (mysqlstore.PoolTotals), written if absent.
+// The resource's grants come back first (Admin.RestoreGrants), when Redis
+// lost them too.
 func (s *Source) SeedPools(ctx context.Context, resource string, per quota.Period) error {
+	if err := s.admin.RestoreGrants(ctx, resource); err != nil {
+		return err
+	}
 	t, err := s.ledger.PoolTotals(ctx, resource, per.Start)
 	if err != nil {
 		return err

@@ -71,6 +71,7 @@ type Event struct {
 	To     string `json:"toLine,omitempty"` // RECLAIM_EXECUTED, GIVE_BACK: the borrowing line
 	Amount int64  `json:"amount,omitempty"` // buffer lent or returned, quota reclaimed, or the new watermark (basis points)
 	Reason string `json:"reason"`
+	Mode   Mode   `json:"mode,omitempty"` // MODE: the line's new mode
 }
 
 // lineCtl is the controller's memory of one line.
@@ -101,6 +102,12 @@ type Controller struct {
 	didSample bool
 	Reclaims  []*Reclaim
 	nextID    int
+	// Released is the buffer operators lent and that has not expired, by
+	// line ("" = the shared pool), set by the caller before each Tick. Buffer
+	// lent beyond it and beyond what this controller lent (its memory was
+	// lost: another instance lent it, or a release expired while sessions
+	// held part of it) is adopted and returned as past a peak.
+	Released map[string]int64
 }
 
 // NewController returns a controller for the settings; periodMs is the
@@ -120,7 +127,14 @@ func (c *Controller) line(name string) *lineCtl {
 
 // ModeOf returns the line's elasticity mode now.
 func (c *Controller) ModeOf(line string) Mode {
-	switch c.Settings.Elasticity {
+	return c.Settings.ModeOf(c.line(line).mode)
+}
+
+// ModeOf is the elasticity mode of a line whose controller chose auto (""
+// = not chosen yet: predictive) under these settings: OFF, PREDICTIVE and
+// REACTIVE pin it.
+func (s Settings) ModeOf(auto Mode) Mode {
+	switch s.Elasticity {
 	case ElasticityOff:
 		return ModeOff
 	case ElasticityPredictive:
@@ -128,7 +142,10 @@ func (c *Controller) ModeOf(line string) Mode {
 	case ElasticityReactive:
 		return ModeReactive
 	}
-	return c.line(line).mode
+	if auto == "" {
+		return ModePredictive
+	}
+	return auto
 }
 
 // Tick runs the decisions due at now (ms) against m and returns them. Call
@@ -143,6 +160,11 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	for _, n := range names {
+		if _, ok := c.lines[n]; !ok && m.Lines[n].Mode != "" {
+			c.line(n).mode = m.Lines[n].Mode // the mode another instance's controller left
+		}
+	}
 	c.advanceReclaims(m, now, emit)
 	if c.Settings.Elasticity == ElasticityOff {
 		return evs
@@ -159,7 +181,13 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.reclaim(m, now, names, emit)
 	}
 	for _, n := range names {
+		c.adopt(m.Lines[n], c.line(n))
 		c.returnBuffer(m, n, now, emit)
+	}
+	if o := m.SharedBuffer - c.Released[""]; o > 0 && c.Released != nil {
+		if got := m.Return("", o); got > 0 {
+			emit("RETURN", "", got, "buffer in the shared pool that no active release holds")
+		}
 	}
 	c.lastTick = now
 	return evs
@@ -178,8 +206,9 @@ func emitter(evs *[]Event, now int64) emitFunc {
 func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, have bool, emit emitFunc) {
 	l, lc := m.Lines[name], c.line(name)
 	rate := float64(l.Consumed-lc.lastConsumed) / dt
+	back := l.Consumed < lc.lastConsumed // Redis lost the counter: no rate this time
 	lc.lastConsumed = l.Consumed
-	if !have {
+	if !have || back {
 		return
 	}
 	prev := -1.0
@@ -199,10 +228,10 @@ func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, ha
 			switch {
 			case lc.errEWMA <= ModePredictiveErr && lc.mode != ModePredictive:
 				lc.mode = ModePredictive
-				emit("MODE", name, 0, "forecast error %.0f%% ≤ 15%%: predictive", lc.errEWMA*100)
+				emit("MODE", name, 0, "forecast error %.0f%% ≤ 15%%: predictive", lc.errEWMA*100).Mode = ModePredictive
 			case lc.errEWMA > ModeReactiveErr && lc.mode != ModeReactive:
 				lc.mode = ModeReactive
-				emit("MODE", name, 0, "forecast error %.0f%% > 30%%: reactive", lc.errEWMA*100)
+				emit("MODE", name, 0, "forecast error %.0f%% > 30%%: reactive", lc.errEWMA*100).Mode = ModeReactive
 			}
 		}
 		lc.level = holtAlpha*rate + (1-holtAlpha)*(lc.level+lc.trend)
@@ -315,6 +344,31 @@ func (c *Controller) predict(m *Model, l *LineState, lc *lineCtl, name string, e
 	lc.predLent += x
 	lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
 	emit("LEND_PREDICTIVE", name, x, "forecast %.0f per period is above 80%% of %.0f (Holt, 5 minutes ahead): the line is told quota is getting tight", demand, baseMay)
+}
+
+// adopt makes what this controller counts as lent to the line match the
+// buffer the line holds beyond the active operator releases: buffer no one
+// accounts for is counted as lent by reactive elasticity (so that
+// returnBuffer gives it back), and what it counts but the line no longer
+// holds is forgotten (never taking back an operator's release). Only when
+// the caller says what operators released (Released non-nil).
+func (c *Controller) adopt(l *LineState, lc *lineCtl) {
+	if c.Released == nil {
+		return
+	}
+	mine := max(0, l.Buffer-c.Released[l.Name])
+	switch o := mine - lc.predLent - lc.reactLent; {
+	case o > 0:
+		lc.reactLent += o
+		lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
+	case o < 0:
+		x := min(-o, lc.reactLent)
+		lc.reactLent -= x
+		lc.predLent -= min(-o-x, lc.predLent)
+		if lc.predLent+lc.reactLent == 0 {
+			lc.peakLent = 0
+		}
+	}
 }
 
 // returnBuffer gives back 10 % of the episode's lent buffer every tick once

@@ -81,6 +81,9 @@ type LineState struct {
 	// Consumed counts every amount granted, all periods; the controller
 	// samples it for the line's rate.
 	Consumed int64 `json:"consumed"`
+	// Mode is the elasticity mode the controller chose for the line under
+	// AUTO ("" = none yet); Settings.ModeOf gives the mode in force.
+	Mode Mode `json:"mode,omitempty"`
 }
 
 // OwnDedicated is the dedicated part the line holds now: its layout's, less

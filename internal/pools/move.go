@@ -4,10 +4,11 @@ package pools
 // pools; the store applies it with the same bounds as the Model methods
 // (Release, Return, Reclaim, GiveBack) and a watermark set.
 type Move struct {
-	Op     string // "release", "return", "reclaim", "giveback" or "watermark"
+	Op     string // "release", "return", "reclaim", "giveback", "watermark" or "mode"
 	Line   string // release / return: the line ("" = the shared pool); reclaim / giveback: the lender; watermark: the line
 	To     string // reclaim / giveback: the borrower
 	Amount int64  // the amount, or the watermark in basis points
+	Mode   Mode   // mode: the line's elasticity mode (shown in the status)
 }
 
 // MoveOf is the store move that carries out a controller event, if any.
@@ -25,6 +26,8 @@ func MoveOf(e Event) (Move, bool) {
 			return Move{}, false // dry run
 		}
 		return Move{Op: "reclaim", Line: e.Line, To: e.To, Amount: e.Amount}, true
+	case "MODE":
+		return Move{Op: "mode", Line: e.Line, Mode: e.Mode}, e.Mode != ""
 	case "GIVE_BACK":
 		return Move{Op: "giveback", Line: e.Line, To: e.To, Amount: e.Amount}, true
 	}

@@ -230,8 +230,12 @@ func sameApply(row UsageRecord, cmd ApplyCmd) bool {
 // Redis no longer has the session: its grant and lease as first answered,
 // and remaining as it is now (the ledger does not keep the first answer's).
 func ledgerReplay(pol Policy, row UsageRecord, remaining int64) ApplyResponse {
+	draws := ownBalance(row.GrantedAmount)
+	if row.PoolSession() {
+		draws = poolDraws(row.Drawn)
+	}
 	return ApplyResponse{
-		Decision:  Decision{Granted: row.GrantedAmount, Drawn: ownBalance(row.GrantedAmount)},
+		Decision:  Decision{Granted: row.GrantedAmount, Drawn: draws},
 		SessionID: row.SessionID, Remaining: remaining,
 		LeaseExpiresAt:           row.StartTime.Add(pol.LeaseDuration()),
 		HeartbeatIntervalSeconds: pol.HeartbeatIntervalSeconds(),

@@ -10,7 +10,8 @@ import (
 
 // PoolSource tells the Service which resources use pools (business lines
 // or temporary grants; internal/pools) and repairs what the balance store
-// lost of them (Options.Pools; nil: no resource uses pools).
+// lost of them (Options.Pools; nil: no resource uses pools). Its backend
+// calls go through the backend breakers itself (poolctl.Guarded).
 type PoolSource interface {
 	// PoolsOf says whether a resource has lines (and which) or grants.
 	PoolsOf(ctx context.Context, resource string) (PoolUse, error)
@@ -53,7 +54,7 @@ func (s *Service) poolsCmd(ctx context.Context, pol Policy, req ApplyRequest) (*
 	}
 	var use PoolUse
 	if s.opt.Pools != nil {
-		u, err := Guard(s.mysql, func() (PoolUse, error) { return s.opt.Pools.PoolsOf(ctx, pol.ResourceName) })
+		u, err := s.opt.Pools.PoolsOf(ctx, pol.ResourceName) // behind its own breakers (poolctl.Guarded)
 		if err != nil {
 			return nil, fmt.Errorf("apply %s: pools: %w", pol.ResourceName, err)
 		}
@@ -120,6 +121,12 @@ func SplitOf(d pools.Drawn) PoolSplit {
 // Drawn is the pools.Drawn of p.
 func (p PoolSplit) Drawn() pools.Drawn {
 	return pools.Drawn{Base: p.Base, Dedicated: p.Dedicated, Shared: p.Shared, Buffer: p.Buffer, Grant: p.Grant, Grants: pools.ParseGrants(p.Grants)}
+}
+
+// PoolSession reports whether r is a pools' session (applied on a line or
+// with temporary grants), whose split the balance store keeps with it.
+func (r UsageRecord) PoolSession() bool {
+	return r.BusinessLine != "" || r.Drawn != PoolSplit{}
 }
 
 // poolDraws lists a pools' grant by pool, omitting empty ones.

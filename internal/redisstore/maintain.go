@@ -26,7 +26,7 @@ func seedKeys(resource string, per int64, open []quota.UsageRecord) []string {
 
 // seedArgs builds seed.lua's ARGV.
 func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, open []quota.UsageRecord) []any {
-	args := make([]any, 0, 6+9*len(open))
+	args := make([]any, 0, 6+seedSessionArgs*len(open))
 	args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), mode,
 		itoa(lease.Milliseconds()))
 	for _, r := range open {
@@ -36,9 +36,24 @@ func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, le
 		}
 		args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
 			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()), status, end)
+		// The pool split (pool_apply.lua's session fields), so that a
+		// finish refunds the pools the grant came from.
+		d := r.Drawn
+		if !r.PoolSession() {
+			args = append(args, "0", "", "0", "0", "0", "0", "")
+			continue
+		}
+		buf := d.Buffer
+		if r.BusinessLine == "" {
+			buf = d.Base // a resource without lines: 'db' holds what came from its limit
+		}
+		args = append(args, "1", r.BusinessLine, itoa(d.Dedicated), itoa(d.Shared), itoa(buf), itoa(d.Grant), d.Grants)
 	}
 	return args
 }
+
+// seedSessionArgs is how many ARGV seed.lua takes per session.
+const seedSessionArgs = 16
 
 // seedChunk bounds the open sessions restored per seed.lua call.
 const seedChunk = 500

@@ -123,16 +123,32 @@ func luaBool(b bool) string {
 // in lay are removed. What the controller and operators moved (watermarks,
 // lent, reclaimed, buffer) stays, a new line starting at its tier's
 // watermark. An empty layout (no lines) removes the pools.
-func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout) error {
-	args := []any{itoa(lay.Shared), itoa(lay.Buffer)}
+//
+// When Redis has no layout of the resource (it lost it, or this is the
+// first), moves says what to write with it: nil writes nothing and answers
+// false (rebuild the moves from the policy store and call again); a
+// non-nil one is written with the layout (pools.Moves.Fields) unless another
+// caller wrote a layout first.
+func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error) {
+	args := []any{itoa(lay.Shared), itoa(lay.Buffer), "?"}
 	if len(lay.Lines) == 0 {
 		args = []any{"-"}
+	} else if moves != nil {
+		f := moves.Fields(lay)
+		args[2] = strconv.Itoa(len(f))
+		for _, kv := range f {
+			args = append(args, kv[0], itoa(kv[1].(int64)))
+		}
 	}
 	for _, l := range lay.Lines {
 		args = append(args, l.Name, string(l.Tier), itoa(l.Dedicated), itoa(l.BorrowCap), itoa(l.Tier.BaseWatermark()))
 	}
-	_, err := s.run(ctx, poolLayoutScript, []string{poolKey(resource)}, args...)
-	return wrap("pool layout", err)
+	v, err := s.run(ctx, poolLayoutScript, []string{poolKey(resource)}, args...)
+	if err != nil {
+		return false, wrap("pool layout", err)
+	}
+	n, err := flag("pool_layout.lua", v, int64(0), 1)
+	return n == 1, wrap("pool layout", err)
 }
 
 // SeedPools writes a period's pool counters if they are not there yet
@@ -163,8 +179,30 @@ func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period
 // PutGrant writes a temporary grant (its used counter is kept). The caller
 // validates it (pools.Model.AddGrant's rules) and keeps it in the policy store.
 func (s *Store) PutGrant(ctx context.Context, resource string, g pools.Grant) error {
-	v := itoa(g.Amount) + "|" + itoa(g.EffectiveMs) + "|" + itoa(g.ExpiresMs) + "|" + g.Line
-	return wrap("grant", s.rdb.HSet(ctx, grantsKey(resource), g.ID, v).Err())
+	return wrap("grant", s.rdb.HSet(ctx, grantsKey(resource), g.ID, grantValue(g)).Err())
+}
+
+func grantValue(g pools.Grant) string {
+	return itoa(g.Amount) + "|" + itoa(g.EffectiveMs) + "|" + itoa(g.ExpiresMs) + "|" + g.Line
+}
+
+var poolGrantsScript = load("pool_grants.lua")
+
+// RestoreGrants writes a resource's grants (each with Used: what sessions
+// hold of it) unless Redis has them (pool_grants.lua: a hash it wrote
+// before is marked) and reports whether it wrote them. gs may be empty:
+// the hash is then marked as checked.
+func (s *Store) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error) {
+	args := make([]any, 0, 3*len(gs))
+	for _, g := range gs {
+		args = append(args, g.ID, grantValue(g), itoa(g.Used))
+	}
+	v, err := s.run(ctx, poolGrantsScript, []string{grantsKey(resource)}, args...)
+	if err != nil {
+		return false, wrap("restore grants", err)
+	}
+	n, err := flag("pool_grants.lua", v, int64(0), 1)
+	return n == 1, wrap("restore grants", err)
 }
 
 // VoidGrant stops a grant from being drawn; what sessions hold of it stays
@@ -202,6 +240,7 @@ func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period
 			l.Watermark, _ = strconv.ParseInt(w, 10, 64)
 		}
 		l.Lent, l.Reclaimed, l.Buffer, l.Consumed = get(p, "l:"+name), get(p, "r:"+name), get(p, "b:"+name), get(p, "n:"+name)
+		l.Mode = pools.Mode(p["m:"+name])
 		l.UsedDedicated, l.UsedShared, l.UsedBuffer, l.UsedGrant = get(b, "ud:"+name), get(b, "us:"+name), get(b, "ub:"+name), get(b, "ug:"+name)
 	}
 	for id, v := range g {
@@ -230,6 +269,8 @@ func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period
 	switch m.Op {
 	case "reclaim", "giveback":
 		args = append(args, m.To, itoa(m.Amount))
+	case "mode":
+		args = append(args, string(m.Mode))
 	default:
 		args = append(args, itoa(m.Amount))
 	}

@@ -44,7 +44,7 @@ func BenchmarkApplyPlainVersusLines(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := e.s.SetPoolLayout(ctxT(b), e.res, lay); err != nil {
+				if _, err := e.s.SetPoolLayout(ctxT(b), e.res, lay, &pools.Moves{}); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := e.s.SeedPools(ctxT(b), e.res, per, nil); err != nil {

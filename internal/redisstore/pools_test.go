@@ -36,7 +36,7 @@ func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []p
 		w.names = append(w.names, l.Name)
 	}
 	e.seed(t, w.per, limit, quota.PeriodTotals{})
-	if err := e.s.SetPoolLayout(ctxT(t), e.res, lay); err != nil {
+	if _, err := e.s.SetPoolLayout(ctxT(t), e.res, lay, &pools.Moves{}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, nil); err != nil || !ok {

@@ -1,22 +1,40 @@
 -- pool_layout.lua: write a resource's pool layout (see pool_apply.lua for the fields).
 -- KEYS[1] qc:{r}:pl
--- ARGV[1] shared  ARGV[2] buffer, then 5 values per line: name, tier, dedicated, borrowCap, base watermark (bp)
+-- ARGV[1] shared  ARGV[2] buffer
+-- ARGV[3] restore: "?" = none given, else n, followed by n field/value pairs:
+--   the live moves (w:, b:, l:, r:, sbuf) rebuilt from the policy store, written
+--   only when the hash is absent (Redis lost it, or the first layout)
+-- then 5 values per line: name, tier, dedicated, borrowCap, base watermark (bp)
 -- ARGV[1] "-": no lines; the hash is deleted.
 -- Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
 -- the others stay, and a new line starts at its tier's watermark.
+-- Returns 1 when written, 0 when the hash is absent and ARGV[3] is "?"
+-- (nothing written: call again with the moves rebuilt).
 if ARGV[1] == '-' then
   redis.call('DEL', KEYS[1])
   return 1
 end
+local fresh = redis.call('HEXISTS', KEYS[1], 'shared') == 0
+local first = 4
+if ARGV[3] == '?' then
+  if fresh then return 0 end
+else
+  local n = tonumber(ARGV[3])
+  first = 4 + 2 * n
+  if fresh then
+    redis.call('DEL', KEYS[1]) -- no stray field of a half-lost hash
+    for i = 4, first - 1, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+  end
+end
 local keep = {}
-for i = 3, #ARGV, 5 do keep[ARGV[i]] = true end
+for i = first, #ARGV, 5 do keep[ARGV[i]] = true end
 local all = redis.call('HKEYS', KEYS[1])
 for _, f in ipairs(all) do
   local line = string.match(f, '^%a:(.*)$')
   if line and not keep[line] then redis.call('HDEL', KEYS[1], f) end
 end
 redis.call('HSET', KEYS[1], 'shared', ARGV[1], 'buffer', ARGV[2])
-for i = 3, #ARGV, 5 do
+for i = first, #ARGV, 5 do
   local l = ARGV[i]
   redis.call('HSET', KEYS[1], 't:' .. l, ARGV[i + 1], 'd:' .. l, ARGV[i + 2], 'c:' .. l, ARGV[i + 3])
   redis.call('HSETNX', KEYS[1], 'w:' .. l, ARGV[i + 4])

@@ -7,6 +7,7 @@
 --   reclaim  ARGV[2] from  ARGV[3] to  ARGV[4] at most this much of from's unused dedicated part
 --   giveback ARGV[2] from  ARGV[3] to  ARGV[4] at most this much, never what `to` holds of it
 --   watermark ARGV[2] line  ARGV[3] basis points
+--   mode     ARGV[2] line  ARGV[3] PREDICTIVE | REACTIVE (the controller's choice, m:L)
 -- Returns {moved, free buffer after}; moved -1 = unknown line or op.
 local function num(v) return tonumber(v or '0') or 0 end
 local function fmt(n) return string.format('%d', n) end
@@ -66,6 +67,10 @@ elseif op == 'watermark' then
   if not exists(ARGV[2]) then return {-1, free()} end
   redis.call('HSET', KEYS[1], 'w:' .. ARGV[2], ARGV[3])
   moved = tonumber(ARGV[3])
+elseif op == 'mode' then
+  if not exists(ARGV[2]) then return {-1, free()} end
+  redis.call('HSET', KEYS[1], 'm:' .. ARGV[2], ARGV[3])
+  moved = 1
 else
   return {-1, free()}
 end

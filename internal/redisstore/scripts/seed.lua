@@ -5,13 +5,17 @@
 -- ARGV[1] limit   ARGV[2] charged   ARGV[3] reserved   ARGV[4] expire-at ms (0 = never)
 -- ARGV[5] "1" = write the balance (first chunk), "0" = sessions only (later chunks)
 -- ARGV[6] lease ms for restored USING sessions; retention ms for LEAKED ones
--- ARGV[7..] sessions, 9 values each:
+-- ARGV[7..] sessions, 16 values each:
 --           sessionId, amount, minAmount, clientId, granted, startMs, periodMs,
---           status, endMs
+--           status, endMs, pools, line, dd, ds, db, dg, gl
 --           status USING: an open session, restored with a fresh lease (endMs
 --           "0"); LEAKED: a swept one restored for a late finish to true it
 --           up (finish.lua), endMs when it was swept; it gets no lease and
 --           expires at ARGV[6] ms after endMs (the finished retention)
+--           pools "1": a pools' session (pool_apply.lua); line and the split
+--           its grant drew (dedicated, shared, buffer or base, grant, grant
+--           list "id=n;id=n") come back with it, so that its finish refunds
+--           the pools it came from; "0": the six fields are ignored
 -- Returns 1 when this call wrote the balance (or, for a later chunk, ran),
 -- 0 when the balance was already there: a concurrent seeder won, its values
 -- and its restored sessions stand, and nothing is written.
@@ -34,7 +38,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = now + tonumber(ARGV[6])
 local k = 3
-for i = 7, #ARGV, 9 do
+local function pools(sk, i)
+  if ARGV[i + 9] == '1' then
+    redis.call('HSET', sk, 'line', ARGV[i + 10], 'dd', ARGV[i + 11], 'ds', ARGV[i + 12], 'db', ARGV[i + 13],
+      'dg', ARGV[i + 14], 'gl', ARGV[i + 15])
+  end
+end
+for i = 7, #ARGV, 16 do
   local id = ARGV[i]
   k = k + 1
   local sk = KEYS[k]
@@ -45,12 +55,14 @@ for i = 7, #ARGV, 9 do
         redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
           'granted', ARGV[i + 4], 'lease', ARGV[i + 8], 'start', ARGV[i + 5],
           'period', ARGV[i + 6], 'status', 'LEAKED', 'end', ARGV[i + 8])
+        pools(sk, i)
         redis.call('PEXPIREAT', sk, string.format('%d', until_ms))
       end
     else
       redis.call('HSET', sk, 'amount', ARGV[i + 1], 'min', ARGV[i + 2], 'client', ARGV[i + 3],
         'granted', ARGV[i + 4], 'lease', string.format('%d', lease),
         'start', ARGV[i + 5], 'period', ARGV[i + 6], 'status', 'USING')
+      pools(sk, i)
       redis.call('ZADD', KEYS[3], lease, id)
     end
   end

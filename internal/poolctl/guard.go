@@ -1,0 +1,171 @@
+package poolctl
+
+import (
+	"context"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// Ledger is everything the pools use of the policy store and ledger
+// (MySQL): ConfigStore, Policies, Journal and the ledger's totals.
+type Ledger interface {
+	ConfigStore
+	ListPolicies(ctx context.Context) ([]quota.Policy, error)
+	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error)
+}
+
+// Live is everything the pools use of the balance store (Redis): LiveStore,
+// Store and the counter seeder.
+type Live interface {
+	LiveStore
+	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
+	RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error)
+	Unlock(ctx context.Context, resource, name, token string) error
+	SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error)
+}
+
+// Guarded returns l and s behind the backend breakers (quota.Guard, as the
+// Service, the sweeper and reconciliation call their stores): every call of
+// the admin surface, the Service's PoolSource and the controller counts
+// towards, and is refused by, the breaker of its backend. Unlock goes
+// straight through (releasing a lock is cleanup; it expires anyway).
+func Guarded(l Ledger, s Live, b quota.Breakers) (Ledger, Live) {
+	return guardedLedger{l: l, b: b.Ledger}, guardedLive{s: s, b: b.Balances}
+}
+
+type guardedLedger struct {
+	l Ledger
+	b quota.Breaker
+}
+
+func (g guardedLedger) GetPolicy(ctx context.Context, resource string) (quota.Policy, error) {
+	return quota.Guard(g.b, func() (quota.Policy, error) { return g.l.GetPolicy(ctx, resource) })
+}
+
+func (g guardedLedger) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
+	return quota.Guard(g.b, func() ([]quota.Policy, error) { return g.l.ListPolicies(ctx) })
+}
+
+func (g guardedLedger) Lines(ctx context.Context, resource string) ([]pools.LineSpec, error) {
+	return quota.Guard(g.b, func() ([]pools.LineSpec, error) { return g.l.Lines(ctx, resource) })
+}
+
+func (g guardedLedger) PutLine(ctx context.Context, resource string, l pools.LineSpec, at time.Time) (bool, error) {
+	return quota.Guard(g.b, func() (bool, error) { return g.l.PutLine(ctx, resource, l, at) })
+}
+
+func (g guardedLedger) DeleteLine(ctx context.Context, resource, line string) error {
+	return quota.GuardErr(g.b, func() error { return g.l.DeleteLine(ctx, resource, line) })
+}
+
+func (g guardedLedger) OpenLineSessions(ctx context.Context, resource, line string) (int64, error) {
+	return quota.Guard(g.b, func() (int64, error) { return g.l.OpenLineSessions(ctx, resource, line) })
+}
+
+func (g guardedLedger) PoolSettings(ctx context.Context, resource string) (pools.Settings, bool, error) {
+	var ok bool
+	s, err := quota.Guard(g.b, func() (s pools.Settings, err error) {
+		s, ok, err = g.l.PoolSettings(ctx, resource)
+		return s, err
+	})
+	return s, ok, err
+}
+
+func (g guardedLedger) PutPoolSettings(ctx context.Context, resource string, s pools.Settings, at time.Time) error {
+	return quota.GuardErr(g.b, func() error { return g.l.PutPoolSettings(ctx, resource, s, at) })
+}
+
+func (g guardedLedger) Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error) {
+	return quota.Guard(g.b, func() ([]pools.GrantRecord, error) { return g.l.Grants(ctx, resource, since) })
+}
+
+func (g guardedLedger) InsertGrant(ctx context.Context, resource string, r pools.GrantRecord) error {
+	return quota.GuardErr(g.b, func() error { return g.l.InsertGrant(ctx, resource, r) })
+}
+
+func (g guardedLedger) VoidGrant(ctx context.Context, resource, id string, at int64) error {
+	return quota.GuardErr(g.b, func() error { return g.l.VoidGrant(ctx, resource, id, at) })
+}
+
+func (g guardedLedger) Reclaims(ctx context.Context, resource string, limit int) ([]pools.Reclaim, error) {
+	return quota.Guard(g.b, func() ([]pools.Reclaim, error) { return g.l.Reclaims(ctx, resource, limit) })
+}
+
+func (g guardedLedger) PutReclaim(ctx context.Context, resource string, r pools.Reclaim) error {
+	return quota.GuardErr(g.b, func() error { return g.l.PutReclaim(ctx, resource, r) })
+}
+
+func (g guardedLedger) PoolEvents(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error) {
+	return quota.Guard(g.b, func() ([]pools.PoolEvent, error) { return g.l.PoolEvents(ctx, resource, limit) })
+}
+
+func (g guardedLedger) RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error {
+	return quota.GuardErr(g.b, func() error { return g.l.RecordPoolEvents(ctx, resource, evs) })
+}
+
+func (g guardedLedger) RecordAudit(ctx context.Context, e quota.AuditEntry) error {
+	return quota.GuardErr(g.b, func() error { return g.l.RecordAudit(ctx, e) })
+}
+
+func (g guardedLedger) PoolMoves(ctx context.Context, resource string) (pools.Moves, error) {
+	return quota.Guard(g.b, func() (pools.Moves, error) { return g.l.PoolMoves(ctx, resource) })
+}
+
+func (g guardedLedger) GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error) {
+	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.GrantsHeld(ctx, resource, since) })
+}
+
+func (g guardedLedger) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error) {
+	return quota.Guard(g.b, func() (map[string]pools.Drawn, error) { return g.l.PoolTotals(ctx, resource, periodStart) })
+}
+
+type guardedLive struct {
+	s Live
+	b quota.Breaker
+}
+
+func (g guardedLive) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error) {
+	return quota.Guard(g.b, func() (bool, error) { return g.s.SetPoolLayout(ctx, resource, lay, moves) })
+}
+
+func (g guardedLive) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error) {
+	return quota.Guard(g.b, func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs) })
+}
+
+func (g guardedLive) PutGrant(ctx context.Context, resource string, gr pools.Grant) error {
+	return quota.GuardErr(g.b, func() error { return g.s.PutGrant(ctx, resource, gr) })
+}
+
+func (g guardedLive) VoidGrant(ctx context.Context, resource, id string) error {
+	return quota.GuardErr(g.b, func() error { return g.s.VoidGrant(ctx, resource, id) })
+}
+
+func (g guardedLive) MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error) {
+	moved, err = quota.Guard(g.b, func() (n int64, err error) {
+		n, free, err = g.s.MovePools(ctx, resource, per, m)
+		return n, err
+	})
+	return moved, free, err
+}
+
+func (g guardedLive) PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error) {
+	return quota.Guard(g.b, func() (*pools.Model, error) { return g.s.PoolModel(ctx, resource, per, lay) })
+}
+
+func (g guardedLive) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
+	return quota.Guard(g.b, func() (string, error) { return g.s.TryLock(ctx, resource, name, ttl) })
+}
+
+func (g guardedLive) RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error) {
+	return quota.Guard(g.b, func() (bool, error) { return g.s.RenewLock(ctx, resource, name, token, ttl) })
+}
+
+func (g guardedLive) Unlock(ctx context.Context, resource, name, token string) error {
+	return g.s.Unlock(ctx, resource, name, token)
+}
+
+func (g guardedLive) SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error) {
+	return quota.Guard(g.b, func() (bool, error) { return g.s.SeedPools(ctx, resource, per, c) })
+}

@@ -1,0 +1,80 @@
+package pools
+
+import "sort"
+
+// Journal event kinds that rebuild a resource's moves (Moves): the buffer
+// lent (RELEASE by an operator, LEND_* by the controller, less every
+// RETURN), the last watermark set (WATERMARK_*), and PoolsCleared, written
+// when a resource loses its last line (its moves are gone with it: later
+// events start from nothing).
+const (
+	KindPoolsCleared = "POOLS_CLEARED"
+)
+
+// LendKinds are the event kinds that lend buffer; ReturnKind gives it back.
+var LendKinds = []string{"RELEASE", "LEND_PREDICTIVE", "LEND_REACTIVE"}
+
+// WatermarkKinds are the event kinds that set a line's watermark (Amount).
+var WatermarkKinds = []string{"WATERMARK_RAISED", "WATERMARK_LOWERED", "WATERMARK_DECAYED"}
+
+// ReturnKind is the event kind that gives lent buffer back.
+const ReturnKind = "RETURN"
+
+// Moves is what the controller and operators moved in a resource's pools
+// (the live part of qc:{r}:pl, which Redis alone holds), as rebuilt from the
+// policy store after Redis lost it: the event journal (buffer lent, last
+// watermarks) and the executed reclaims. Amounts in the policy's unit,
+// watermarks in basis points. Line "" of Buffer is the shared pool.
+type Moves struct {
+	Watermarks map[string]int64 // line → the last watermark set (absent: its tier's)
+	Buffer     map[string]int64 // line → buffer lent to it now; "" = released to the shared pool
+	Reclaims   []Reclaim        // the resource's reclaims; the executed ones (not dry-run) moved quota
+}
+
+// Fields returns the qc:{r}:pl fields that carry m on lay, bounded as the
+// moves themselves are: only lines of lay; watermarks within
+// [WatermarkFloor, MaxWatermark]; lent buffer non-negative and, in the
+// order shared pool then lines by name, never past the buffer; executed
+// reclaims whose lender and borrower both remain, a lender never lending
+// more than its dedicated part. Sorted by field name.
+func (m Moves) Fields(lay Layout) [][2]any {
+	var out [][2]any
+	left := lay.Buffer
+	lend := func(field string, n int64) {
+		n = min(max(n, 0), left)
+		if n > 0 {
+			out = append(out, [2]any{field, n})
+			left -= n
+		}
+	}
+	lend("sbuf", m.Buffer[""])
+	for _, l := range lay.Lines {
+		if w, ok := m.Watermarks[l.Name]; ok {
+			out = append(out, [2]any{"w:" + l.Name, min(max(w, WatermarkFloor), MaxWatermark)})
+		}
+		lend("b:"+l.Name, m.Buffer[l.Name])
+	}
+	lent, got := map[string]int64{}, map[string]int64{}
+	for _, r := range m.Reclaims {
+		from, okF := lay.Line(r.From)
+		_, okT := lay.Line(r.To)
+		if r.State != ReclaimExecuted || r.DryRun || !okF || !okT || r.From == r.To {
+			continue
+		}
+		n := min(r.Amount, from.Dedicated-lent[r.From])
+		if n > 0 {
+			lent[r.From] += n
+			got[r.To] += n
+		}
+	}
+	for _, l := range lay.Lines {
+		if n := lent[l.Name]; n > 0 {
+			out = append(out, [2]any{"l:" + l.Name, n})
+		}
+		if n := got[l.Name]; n > 0 {
+			out = append(out, [2]any{"r:" + l.Name, n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0].(string) < out[j][0].(string) })
+	return out
+}
