@@ -328,3 +328,70 @@ func TestPoolsSurviveRedisLoss(t *testing.T) {
 		t.Fatalf("the scenario does not exercise grants and releases: %s %s", wantGrants, wantLines)
 	}
 }
+
+// TestPolicyVersionChangesWithGrantsAndLines: apply and heartbeat answers
+// carry a policyVersion that changes when a temporary grant is added or
+// voided, a line is added or changed, the pool settings change or buffer is
+// released (issue 12: the SDK's LocalPool refetches on a new version), and
+// stays put otherwise.
+func TestPolicyVersionChangesWithGrantsAndLines(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
+	n := 0
+	version := func(line string) string {
+		t.Helper()
+		n++
+		body := fmt.Sprintf(`{"resourceName":"llm","applyAmount":1,"sessionId":"v%d"`, n)
+		if line != "" {
+			body += `,"businessLine":"` + line + `"`
+		}
+		r := a.post(t, "/quota/apply", body+"}")
+		if r.status != 200 {
+			t.Fatalf("apply: %d %s", r.status, r.raw)
+		}
+		v, _ := r.body["policyVersion"].(string)
+		hb := a.post(t, "/quota/heartbeat", fmt.Sprintf(`{"resourceName":"llm","sessionId":"v%d"}`, n))
+		if hb.status != 200 || hb.body["policyVersion"] != v || v == "" {
+			t.Fatalf("heartbeat's version %v, apply's %q: %d %s", hb.body["policyVersion"], v, hb.status, hb.raw)
+		}
+		return v
+	}
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	plain := version("")
+	if version("") != plain {
+		t.Fatal("the version changed with nothing changed")
+	}
+	seen := map[string]string{plain: "plain"}
+	step := func(name, line string) {
+		t.Helper()
+		v := version(line)
+		if prev, ok := seen[v]; ok {
+			t.Fatalf("after %s the version %q is the one of %s", name, v, prev)
+		}
+		seen[v] = name
+		if version(line) != v {
+			t.Fatalf("after %s the version changed with nothing changed", name)
+		}
+	}
+	r := a.post(t, "/admin/policies/llm/grants", `{"amount":500,"expiresAt":"`+exp+`","reason":"launch"}`)
+	if r.status != 201 {
+		t.Fatalf("grant: %d %s", r.status, r.raw)
+	}
+	step("a grant", "")
+	a.mustOK(t, request{method: "DELETE", path: "/admin/policies/llm/grants/" + r.body["grant"].(map[string]any)["id"].(string)})
+	if version("") != plain {
+		t.Fatal("voiding the only grant did not bring the version back to the plain one")
+	}
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":2}`})
+	step("a line", "a")
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":3}`})
+	step("a line's weight", "a")
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"EXPLORE","weight":1}`})
+	step("another line", "a")
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/pools", body: `{"sharedPercent":50,"dedicatedPercent":40,"bufferPercent":10}`})
+	step("the pool settings", "a")
+	a.mustOK(t, request{method: "POST", path: "/admin/policies/llm/buffer/release", body: `{"amount":10,"businessLine":"a","reason":"promo"}`})
+	step("a buffer release", "a")
+	a.mustOK(t, request{method: "DELETE", path: "/admin/policies/llm/lines/b"})
+	step("a line's removal", "a")
+}

@@ -301,6 +301,7 @@ func (a *Admin) PutSettings(ctx context.Context, resource string, s pools.Settin
 			return pools.Layout{}, err
 		}
 	}
+	a.changed(resource)
 	return lay, a.audit(ctx, ActionPoolsPut, resource, c.Settings, s)
 }
 
@@ -453,8 +454,13 @@ func (a *Admin) Release(ctx context.Context, resource string, req GrantRequest) 
 	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
 		return g, err
 	}
-	_ = a.cfg.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: g.CreatedMs, Kind: "RELEASE", Line: req.Line, Amount: moved,
-		Reason: "operator: " + req.Reason}})
+	a.changed(resource)
+	// The journal's RELEASE event is what rebuilds the lent buffer after
+	// Redis loses it (PoolMoves): a failure to write it is the answer's.
+	if err := a.cfg.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: g.CreatedMs, Kind: "RELEASE", Line: req.Line, Amount: moved,
+		Reason: "operator: " + req.Reason}}); err != nil {
+		return g, err
+	}
 	return g, a.audit(ctx, ActionBufferRelease, resource, nil, g)
 }
 

@@ -2,6 +2,9 @@ package poolctl
 
 import (
 	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
 	"sync"
 	"time"
 
@@ -84,6 +87,9 @@ func (s *Source) PoolsOf(ctx context.Context, resource string) (quota.PoolUse, e
 			use.Grants = true
 		}
 	}
+	if use.Version, err = s.version(ctx, resource, lines, gs, now.UnixMilli()); err != nil {
+		return quota.PoolUse{}, err
+	}
 	s.mu.Lock()
 	s.cache[resource] = cachedUse{use: use, at: now}
 	s.mu.Unlock()
@@ -109,4 +115,31 @@ func (s *Source) SeedPools(ctx context.Context, resource string, per quota.Perio
 	}
 	_, err = s.seeder.SeedPools(ctx, resource, per, t)
 	return err
+}
+
+// version is PoolUse.Version: a hash of the lines, the pool settings (when
+// there are lines) and the grants and releases in force at now (ms), by id.
+func (s *Source) version(ctx context.Context, resource string, lines []pools.LineSpec, gs []pools.GrantRecord, now int64) (string, error) {
+	h := fnv.New64a()
+	for _, l := range lines {
+		fmt.Fprintf(h, "l %s %s %d %d\n", l.Name, l.Tier, l.Weight, l.Dedicated)
+	}
+	if len(lines) > 0 {
+		set, _, err := s.admin.cfg.PoolSettings(ctx, resource)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "s %+v\n", set)
+	}
+	n := 0
+	for _, g := range gs {
+		if g.Active(now) {
+			fmt.Fprintf(h, "g %s %d\n", g.ID, g.Amount)
+			n++
+		}
+	}
+	if len(lines) == 0 && n == 0 {
+		return "", nil
+	}
+	return strconv.FormatUint(h.Sum64(), 36), nil
 }

@@ -146,7 +146,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 	}
 	defer func() {
 		if err == nil && !resp.Refused() {
-			resp.PolicyVersion = s.policyVersion(pol)
+			resp.PolicyVersion = s.policyVersion(ctx, pol)
 		}
 	}()
 	per, err := s.policies.periodAt(pol, s.opt.Now())

@@ -35,7 +35,7 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 	}
 	defer func() {
 		if err == nil {
-			resp.PolicyVersion = s.policyVersion(pol)
+			resp.PolicyVersion = s.policyVersion(ctx, pol)
 		}
 	}()
 	renew := func() (time.Time, error) {

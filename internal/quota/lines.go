@@ -26,6 +26,11 @@ type PoolSource interface {
 type PoolUse struct {
 	Lines  map[string]pools.Tier // its business lines; empty: none
 	Grants bool                  // it has temporary grants not yet expired
+	// Version changes when the resource's lines, pool settings, temporary
+	// grants or buffer releases change (one is added, voided, starts or
+	// ends); "" for a resource without any. It is folded into the
+	// policyVersion of apply and heartbeat answers.
+	Version string
 }
 
 // Pool names of Draw for pools' grants.
