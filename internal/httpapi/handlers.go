@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
 
+	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -284,6 +285,8 @@ type policyJSON struct {
 	FailMode             string `json:"failMode"`
 	CreatedAt            string `json:"createdAt"`
 	UpdatedAt            string `json:"updatedAt"`
+	// Pools: the pool settings, in the answer of a PUT or PATCH that set them.
+	Pools *pools.Settings `json:"pools,omitempty"`
 }
 
 func toPolicyJSON(p quota.Policy) policyJSON {
@@ -329,15 +332,16 @@ type putPolicyRequest struct {
 	Timezone             string          `json:"timezone"`
 	LeakThresholdSeconds json.RawMessage `json:"leakThresholdSeconds"`
 	FailMode             string          `json:"failMode"` // CLOSED (default) or OPEN
+	Pools                json.RawMessage `json:"pools"`    // optional: the pool settings (PUT …/pools), defaults for what is left out
 }
 
 func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "resourceName")
+	var body putPolicyRequest
 	p, err := func() (quota.Policy, error) {
 		if err := quota.ValidateResourceName(name); err != nil {
 			return quota.Policy{}, err
 		}
-		var body putPolicyRequest
 		if err := decode(r, &body); err != nil {
 			return quota.Policy{}, err
 		}
@@ -361,11 +365,21 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 			FailMode: quota.FailMode(body.FailMode),
 		}, nil
 	}()
+	var pp policyPools
+	if err == nil {
+		// "pools" is checked before anything is written, stored after the
+		// policy (its layout is cut from the new limit).
+		pp, err = s.parsePolicyPools(r, name, p.TotalLimit, pools.DefaultSettings(), body.Pools, false)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	stored, created, err := s.svc.PutPolicy(r.Context(), p)
+	out := toPolicyJSON(stored)
+	if err == nil {
+		err = pp.store(s, r, name, &out)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -375,5 +389,5 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, toPolicyJSON(stored))
+	writeJSON(w, status, out)
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/admin"
+	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -251,17 +252,33 @@ func (s *Server) handlePatchPolicy(w http.ResponseWriter, r *http.Request) {
 		}
 		err = decode(&body, &patch)
 	}
+	var pp policyPools
+	var only bool
+	if err == nil {
+		patch, pp, only, err = s.patchPolicyPools(r, name, patch)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := s.ops.PatchPolicy(r.Context(), name, patch, force, q.Get("reason"))
+	var p quota.Policy
+	if only { // nothing but "pools": the policy stays as it is
+		var c poolctl.Config
+		c, err = s.pools.Config(r.Context(), name)
+		p = c.Policy
+	} else {
+		p, err = s.ops.PatchPolicy(r.Context(), name, patch, force, q.Get("reason"))
+	}
+	out := toPolicyJSON(p)
+	if err == nil {
+		err = pp.store(s, r, name, &out)
+	}
 	if err != nil {
 		s.opsError(w, r, err)
 		return
 	}
 	s.metrics.Known(p)
-	writeJSON(w, http.StatusOK, toPolicyJSON(p))
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleDeletePolicy(w http.ResponseWriter, r *http.Request) {

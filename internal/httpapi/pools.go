@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quotacenter/quota-center/internal/poolctl"
@@ -29,6 +31,7 @@ type PoolAdmin interface {
 	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
 	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
 	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
+	CheckLayout(ctx context.Context, resource string, limit int64, set *pools.Settings) error
 }
 
 // poolRoutes adds the pools' admin endpoints to an admin router.
@@ -428,4 +431,91 @@ func (s *Server) poolStatus(ctx context.Context, resource string) (*poolStatusJS
 		}
 	}
 	return out, nil
+}
+
+// policyPools is the "pools" member of PUT and PATCH /admin/policies/{r}:
+// the policy's pool settings.
+type policyPools struct {
+	set *pools.Settings // nil: not given
+}
+
+// parsePolicyPools reads a "pools" member (raw; nil = absent) over base,
+// strictly, and checks it and the limit the policy will have against the
+// resource's lines, before anything is written. Errors:
+// *quota.ValidationError (fields "pools", "pools.<name>", "totalLimit").
+func (s *Server) parsePolicyPools(r *http.Request, resource string, limit int64, base pools.Settings, raw json.RawMessage, patch bool) (policyPools, error) {
+	if raw == nil {
+		return policyPools{}, nil
+	}
+	if s.pools == nil {
+		return policyPools{}, &quota.ValidationError{Field: "pools", Reason: "this server has no business lines and pools"}
+	}
+	if patch {
+		doc, _ := json.Marshal(base)
+		merged, err := jsonpatch.MergePatch(doc, raw)
+		if err != nil {
+			return policyPools{}, &quota.ValidationError{Field: "pools", Reason: "is not a valid merge patch: " + err.Error()}
+		}
+		raw = merged
+	}
+	set := base
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&set); err != nil {
+		return policyPools{}, &quota.ValidationError{Field: "pools", Reason: "must be an object of sharedPercent, dedicatedPercent, " +
+			"bufferPercent, borrowLimitPercent (whole numbers), elasticity, reclaimThresholdPercent, reclaimConfirmSeconds, reclaimDryRun: " + err.Error()}
+	}
+	if limit < 0 { // the patched limit is not a number: PatchPolicy refuses it
+		return policyPools{set: &set}, set.Validate()
+	}
+	return policyPools{set: &set}, s.pools.CheckLayout(r.Context(), resource, limit, &set)
+}
+
+// store writes the settings after the policy (the layout is cut from its
+// new limit).
+func (p policyPools) store(s *Server, r *http.Request, resource string, out *policyJSON) error {
+	if p.set == nil {
+		return nil
+	}
+	if _, err := s.pools.PutSettings(r.Context(), resource, *p.set); err != nil {
+		return err
+	}
+	out.Pools = p.set
+	return nil
+}
+
+// patchPolicyPools takes the "pools" member out of a PATCH
+// /admin/policies/{r} body and checks it, merged over the current settings
+// ("pools": null resets them to the defaults), against the limit the patch
+// leaves; it returns the rest of the patch, and only = the patch had
+// nothing else. Nothing is written.
+func (s *Server) patchPolicyPools(r *http.Request, resource string, patch json.RawMessage) (rest json.RawMessage, pp policyPools, only bool, err error) {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(patch, &members) != nil || members["pools"] == nil {
+		return patch, policyPools{}, false, nil // PatchPolicy answers a body that is not an object
+	}
+	raw := members["pools"]
+	delete(members, "pools")
+	if s.pools == nil {
+		return nil, policyPools{}, false, &quota.ValidationError{Field: "pools", Reason: "this server has no business lines and pools"}
+	}
+	c, err := s.pools.Config(r.Context(), resource)
+	if err != nil {
+		return nil, policyPools{}, false, err
+	}
+	limit := c.Policy.TotalLimit
+	if v, ok := members["totalLimit"]; ok {
+		if limit, err = parseAmount("totalLimit", v, true); err != nil {
+			limit = -1 // PatchPolicy refuses it
+		}
+	}
+	base, isPatch := c.Settings, true
+	if string(bytes.TrimSpace(raw)) == "null" {
+		base, raw, isPatch = pools.DefaultSettings(), json.RawMessage("{}"), false
+	}
+	if pp, err = s.parsePolicyPools(r, resource, limit, base, raw, isPatch); err != nil {
+		return nil, policyPools{}, false, err
+	}
+	rest, _ = json.Marshal(members)
+	return rest, pp, len(members) == 0, nil
 }

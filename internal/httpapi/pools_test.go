@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	opsadmin "github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
@@ -42,8 +43,9 @@ func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.AP
 	sched := &period.Scheduler{}
 	admin := poolctl.NewAdmin(sql, rs, sched, nil)
 	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, sql, rs, time.Millisecond)})
+	ops := opsadmin.New(opsadmin.Deps{Quota: svc, Live: rs, Ledger: sql, Audit: sql, Sched: sched})
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()),
-		Pools: admin, Auth: httpapi.AuthConfig{APIKeys: keys}})
+		Pools: admin, Operator: ops, Auth: httpapi.AuthConfig{APIKeys: keys}})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &testAPI{URL: ts.URL, srv: srv}, sql, mr
@@ -394,4 +396,72 @@ func TestPolicyVersionChangesWithGrantsAndLines(t *testing.T) {
 	step("a buffer release", "a")
 	a.mustOK(t, request{method: "DELETE", path: "/admin/policies/llm/lines/b"})
 	step("a line's removal", "a")
+}
+
+// TestPolicyPutAndPatchTakePools: PUT and PATCH /admin/policies/{r} take
+// the policy's "pools" settings; a limit or settings the lines do not fit,
+// shares not summing to 100 or an unknown field is a 400 that changes
+// nothing (neither the policy nor the pools); a new limit lays the pools
+// out again in Redis.
+func TestPolicyPutAndPatchTakePools(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	r := a.do(t, request{method: "PUT", path: "/admin/policies/llm", body: `{"quotaType":"TOKENS","totalLimit":100000,
+		"pools":{"sharedPercent":50,"dedicatedPercent":40,"bufferPercent":10,"borrowLimitPercent":300}}`})
+	if r.status != 201 || r.body["pools"].(map[string]any)["sharedPercent"].(interface{ String() string }).String() != "50" {
+		t.Fatalf("create with pools: %d %s", r.status, r.raw)
+	}
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","dedicated":30000}`})
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"EXPLORE","weight":1}`})
+	state := func() string {
+		return string(a.get(t, "/admin/policies/llm").raw) + string(a.get(t, "/admin/policies/llm/pools").raw)
+	}
+	before := state()
+	if num(t, a.get(t, "/admin/policies/llm/pools"), "shared") != 50000 {
+		t.Fatalf("pools: %s", before)
+	}
+	bad := []struct {
+		name, method, body, field string
+	}{
+		{"shares not summing to 100", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercent":70,"dedicatedPercent":30,"bufferPercent":10}}`, "pools"},
+		{"unknown pools field", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercnt":60}}`, "pools"},
+		{"unknown elasticity", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"elasticity":"SOMETIMES"}}`, "pools.elasticity"},
+		{"negative share", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercent":-10,"dedicatedPercent":100,"bufferPercent":10}}`, "pools.sharedPercent"},
+		{"pools not an object", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":7}`, "pools"},
+		{"a limit the lines do not fit", "PUT", `{"quotaType":"TOKENS","totalLimit":50000}`, "totalLimit"},
+		{"settings the lines do not fit", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercent":75,"dedicatedPercent":20,"bufferPercent":5}}`, "pools"},
+		{"patch: a limit the lines do not fit", "PATCH", `{"totalLimit":50000}`, "totalLimit"},
+		{"patch: settings the lines do not fit", "PATCH", `{"pools":{"sharedPercent":70,"dedicatedPercent":20}}`, "pools"},
+		{"patch: shares not summing to 100", "PATCH", `{"pools":{"sharedPercent":61}}`, "pools"},
+		{"patch: a bad policy field next to good pools", "PATCH", `{"leakThresholdSeconds":-1,"pools":{"borrowLimitPercent":100}}`, "leakThresholdSeconds"},
+		{"patch: borrowing limit too high", "PATCH", `{"pools":{"borrowLimitPercent":1001}}`, "pools.borrowLimitPercent"},
+	}
+	for _, tc := range bad {
+		r := a.do(t, request{method: tc.method, path: "/admin/policies/llm", body: tc.body})
+		if r.status != 400 || !strings.Contains(string(r.raw), `"message":"invalid `+tc.field+`:`) {
+			t.Errorf("%s: %d %s, want 400 naming %s", tc.name, r.status, r.raw, tc.field)
+		}
+		if after := state(); after != before {
+			t.Fatalf("%s changed the policy or the pools:\n%s\nbefore:\n%s", tc.name, after, before)
+		}
+	}
+	// PATCH of the pools alone leaves the policy as it is.
+	pol := string(a.get(t, "/admin/policies/llm").raw)
+	r = a.do(t, request{method: "PATCH", path: "/admin/policies/llm", body: `{"pools":{"borrowLimitPercent":400}}`})
+	if r.status != 200 || string(a.get(t, "/admin/policies/llm").raw) != pol {
+		t.Fatalf("patch pools: %d %s", r.status, r.raw)
+	}
+	if got := a.get(t, "/admin/policies/llm/pools").body["pools"].(map[string]any)["borrowLimitPercent"]; fmt.Sprint(got) != "400" {
+		t.Fatalf("borrowLimitPercent after the patch: %v", got)
+	}
+	// A new limit re-cuts the pools in Redis: a's 30 000 + a borrowing of
+	// 90 000 fits only the new shared pool of 100 000.
+	a.mustOK(t, request{method: "PATCH", path: "/admin/policies/llm", body: `{"totalLimit":200000}`})
+	if r := a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":120000,"businessLine":"a","sessionId":"big"}`); r.status != 200 {
+		t.Fatalf("apply after the new limit: %d %s", r.status, r.raw)
+	}
+	// "pools": null brings the defaults back.
+	a.mustOK(t, request{method: "PATCH", path: "/admin/policies/llm", body: `{"pools":null}`})
+	if got := a.get(t, "/admin/policies/llm/pools").body["pools"].(map[string]any)["sharedPercent"]; fmt.Sprint(got) != "60" {
+		t.Fatalf("sharedPercent after pools: null: %v", got)
+	}
 }

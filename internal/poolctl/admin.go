@@ -305,6 +305,58 @@ func (a *Admin) PutSettings(ctx context.Context, resource string, s pools.Settin
 	return lay, a.audit(ctx, ActionPoolsPut, resource, c.Settings, s)
 }
 
+// CheckLayout says whether a resource's lines fit limit with the pool
+// settings set (nil: those stored): nil, or a *quota.ValidationError naming
+// "totalLimit" (or the settings' field). A resource without lines (or not
+// created yet) fits any limit. Errors: quota.ErrUnavailable.
+func (a *Admin) CheckLayout(ctx context.Context, resource string, limit int64, set *pools.Settings) error {
+	if set != nil {
+		if err := set.Validate(); err != nil {
+			return asValidation(err)
+		}
+	}
+	lines, err := a.cfg.Lines(ctx, resource)
+	if err != nil || len(lines) == 0 {
+		return err
+	}
+	s := set
+	if s == nil {
+		cur, _, err := a.cfg.PoolSettings(ctx, resource)
+		if err != nil {
+			return err
+		}
+		s = &cur
+	}
+	if _, err := pools.Plan(limit, *s, lines); err != nil {
+		field := "totalLimit"
+		if set != nil {
+			field = "pools"
+		}
+		return &quota.ValidationError{Field: field, Reason: "does not fit the business lines of " + resource + ": " + err.Error()}
+	}
+	return nil
+}
+
+// StoreSettings stores a resource's pool settings for the limit it is about
+// to have (PUT and PATCH /admin/policies/{r} with "pools"), after
+// CheckLayout; the Service's PutPolicy then writes the layout with the new
+// limit. The resource need not exist yet. Errors: *quota.ValidationError,
+// quota.ErrUnavailable.
+func (a *Admin) StoreSettings(ctx context.Context, resource string, limit int64, set pools.Settings) error {
+	if err := a.CheckLayout(ctx, resource, limit, &set); err != nil {
+		return err
+	}
+	before, _, err := a.cfg.PoolSettings(ctx, resource)
+	if err != nil {
+		return err
+	}
+	if err := a.cfg.PutPoolSettings(ctx, resource, set, a.now()); err != nil {
+		return err
+	}
+	a.changed(resource)
+	return a.audit(ctx, ActionPoolsPut, resource, before, set)
+}
+
 // GrantRequest is a temporary grant or a buffer release to make. Times are
 // Unix ms; EffectiveMs 0 = now.
 type GrantRequest struct {

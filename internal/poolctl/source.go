@@ -143,3 +143,9 @@ func (s *Source) version(ctx context.Context, resource string, lines []pools.Lin
 	}
 	return strconv.FormatUint(h.Sum64(), 36), nil
 }
+
+// CheckLimit implements quota.PoolSource (Admin.CheckLayout with the
+// stored settings).
+func (s *Source) CheckLimit(ctx context.Context, resource string, limit int64) error {
+	return s.admin.CheckLayout(ctx, resource, limit, nil)
+}

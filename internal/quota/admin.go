@@ -45,6 +45,9 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 	if err := s.ValidatePolicy(p); err != nil {
 		return Policy{}, false, err
 	}
+	if err := s.checkPoolsLimit(ctx, p); err != nil {
+		return Policy{}, false, err
+	}
 	now := s.opt.Now().UTC().Truncate(time.Millisecond)
 	p.CreatedAt, p.UpdatedAt = now, now
 	audit, err := s.policyAudit(ctx, p.ResourceName, now)
@@ -66,6 +69,9 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 	s.policies.drop(p.ResourceName)
 	if err := GuardErr(s.redis, func() error { return s.balances.SetLimit(ctx, p.ResourceName, p.TotalLimit) }); err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: set limit: %w", p.ResourceName, err)
+	}
+	if err := s.relayoutPools(ctx, p.ResourceName); err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: pools: %w", p.ResourceName, err)
 	}
 	return stored, created, nil
 }

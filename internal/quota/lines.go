@@ -20,6 +20,9 @@ type PoolSource interface {
 	// SeedPools writes a period's pool counters, rebuilt from the ledger,
 	// unless they are there.
 	SeedPools(ctx context.Context, resource string, per Period) error
+	// CheckLimit says whether a resource's lines fit a new limit (their
+	// explicit dedicated amounts): nil, or a *ValidationError.
+	CheckLimit(ctx context.Context, resource string, limit int64) error
 }
 
 // PoolUse is how a resource uses pools.
@@ -143,4 +146,25 @@ func poolDraws(d PoolSplit) []Draw {
 		}
 	}
 	return out
+}
+
+// checkPoolsLimit refuses a limit the resource's business lines do not fit.
+func (s *Service) checkPoolsLimit(ctx context.Context, p Policy) error {
+	if s.opt.Pools == nil {
+		return nil
+	}
+	return s.opt.Pools.CheckLimit(ctx, p.ResourceName, p.TotalLimit)
+}
+
+// relayoutPools writes the layout of a resource with business lines again
+// after its limit may have changed (the pools are cut from the limit).
+func (s *Service) relayoutPools(ctx context.Context, resource string) error {
+	if s.opt.Pools == nil {
+		return nil
+	}
+	use, err := s.opt.Pools.PoolsOf(ctx, resource)
+	if err != nil || len(use.Lines) == 0 {
+		return err
+	}
+	return s.opt.Pools.Relayout(ctx, resource)
 }
