@@ -397,6 +397,7 @@ type lineStatusJSON struct {
 	Tier         pools.Tier `json:"tier"`
 	Dedicated    int64      `json:"dedicated"` // held now: layout − lent + reclaimed
 	Used         int64      `json:"used"`      // reserved + charged in this period, grants included
+	Reserved     int64      `json:"reserved"`  // held by open sessions (part of used)
 	Borrowed     int64      `json:"borrowed"`  // held from the shared pool
 	BorrowLimit  int64      `json:"borrowLimit"`
 	Lent         int64      `json:"lent"`      // moved away by reclaim
@@ -404,6 +405,7 @@ type lineStatusJSON struct {
 	Buffer       int64      `json:"buffer"`    // buffer lent to it
 	MayUse       int64      `json:"mayUse"`
 	Watermark    float64    `json:"watermarkPercent"`
+	Mode         pools.Mode `json:"elasticityMode"` // PREDICTIVE, REACTIVE or OFF
 }
 
 func (s *Server) poolStatus(ctx context.Context, resource string) (*poolStatusJSON, error) {
@@ -422,7 +424,8 @@ func (s *Server) poolStatus(ctx context.Context, resource string) (*poolStatusJS
 		l := m.Lines[ll.Name]
 		out.Lines = append(out.Lines, lineStatusJSON{BusinessLine: l.Name, Tier: l.Tier, Dedicated: l.OwnDedicated(),
 			Used: l.Used() + l.UsedGrant, Borrowed: l.UsedShared, BorrowLimit: l.BorrowCap, Lent: l.Lent, Reclaimed: l.Reclaimed,
-			Buffer: l.Buffer, MayUse: l.MayUse(), Watermark: float64(l.Watermark) / 100})
+			Buffer: l.Buffer, MayUse: l.MayUse(), Watermark: float64(l.Watermark) / 100,
+			Reserved: st.Reserved[l.Name], Mode: st.Settings.ModeOf(l.Mode)})
 	}
 	now := time.Now().UnixMilli()
 	for _, g := range st.Grants {

@@ -465,3 +465,37 @@ func TestPolicyPutAndPatchTakePools(t *testing.T) {
 		t.Fatalf("sharedPercent after pools: null: %v", got)
 	}
 }
+
+// TestStatusShowsEachLinesReservedAndMode: GET /quota/status shows, per
+// line, what its open sessions hold and its elasticity mode: the one the
+// controller chose under AUTO (kept in Redis, so any instance shows it),
+// PREDICTIVE before it chose, or the one the settings pin.
+func TestStatusShowsEachLinesReservedAndMode(t *testing.T) {
+	a, _, mr := newPoolsHarnessOn(t, miniredis.RunT(t))
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":10000}`)
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a", body: `{"tier":"CORE","weight":1}`})
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/b", body: `{"tier":"GROWTH","weight":1}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":100,"businessLine":"a","sessionId":"s1"}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/apply", body: `{"resourceName":"llm","applyAmount":50,"businessLine":"a","sessionId":"s2"}`})
+	a.mustOK(t, request{method: "POST", path: "/quota/finish", body: `{"resourceName":"llm","sessionId":"s2","actualUsedAmount":20}`})
+	lines := func() map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, l := range a.status(t, "llm").body["pools"].(map[string]any)["lines"].([]any) {
+			m := l.(map[string]any)
+			out[m["businessLine"].(string)] = m
+		}
+		return out
+	}
+	mr.HSet("qc:{llm}:pl", "m:b", "REACTIVE") // what the controller of another instance chose
+	ls := lines()
+	if fmt.Sprintf("%v %v %v", ls["a"]["used"], ls["a"]["reserved"], ls["b"]["reserved"]) != "120 100 0" {
+		t.Fatalf("used, reserved: %q: %v", fmt.Sprintf("%v %v %v", ls["a"]["used"], ls["a"]["reserved"], ls["b"]["reserved"]), ls)
+	}
+	if ls["a"]["elasticityMode"] != "PREDICTIVE" || ls["b"]["elasticityMode"] != "REACTIVE" {
+		t.Fatalf("modes under AUTO: %v %v", ls["a"]["elasticityMode"], ls["b"]["elasticityMode"])
+	}
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/pools", body: `{"elasticity":"OFF"}`})
+	if ls := lines(); ls["a"]["elasticityMode"] != "OFF" || ls["b"]["elasticityMode"] != "OFF" {
+		t.Fatalf("modes under OFF: %v", ls)
+	}
+}

@@ -412,3 +412,25 @@ func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (m
 	}
 	return out, nil
 }
+
+// LineReserved sums, per business line, the grants of the open (USING)
+// sessions of one period of a resource: what its lines hold reserved now.
+// Errors: quota.ErrUnavailable.
+func (s *Store) LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var rows []struct {
+		Line     string `db:"business_line"`
+		Reserved int64  `db:"reserved"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT business_line, COALESCE(SUM(charged_amount), 0) AS reserved
+		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ? AND status = 'USING' AND business_line <> ''
+		GROUP BY business_line`, resource, msOf(periodStart)); err != nil {
+		return nil, translate("line reserved "+resource, err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Line] = r.Reserved
+	}
+	return out, nil
+}

@@ -47,6 +47,7 @@ type ConfigStore interface {
 	RecordAudit(ctx context.Context, e quota.AuditEntry) error
 	PoolMoves(ctx context.Context, resource string) (pools.Moves, error)
 	GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error)
+	LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error)
 }
 
 // LiveStore is the pools' part of the balance store (Redis).
@@ -573,6 +574,9 @@ type Status struct {
 	Layout   pools.Layout
 	Model    *pools.Model // the live state (counters of the current period)
 	Grants   []pools.GrantRecord
+	// Reserved is what each line's open sessions hold (the ledger's USING
+	// rows of the period); the rest of a line's use is charged.
+	Reserved map[string]int64
 }
 
 // Status reads a resource's pools; ok is false when it uses none (no
@@ -597,5 +601,11 @@ func (a *Admin) Status(ctx context.Context, resource string) (Status, bool, erro
 	if err != nil {
 		return Status{}, false, err
 	}
-	return Status{Settings: c.Settings, Layout: c.Layout, Model: m, Grants: gs}, true, nil
+	st := Status{Settings: c.Settings, Layout: c.Layout, Model: m, Grants: gs}
+	if len(c.Lines) > 0 {
+		if st.Reserved, err = a.cfg.LineReserved(ctx, resource, per.Start); err != nil {
+			return Status{}, false, err
+		}
+	}
+	return st, true, nil
 }

@@ -117,6 +117,10 @@ func (g guardedLedger) GrantsHeld(ctx context.Context, resource string, since in
 	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.GrantsHeld(ctx, resource, since) })
 }
 
+func (g guardedLedger) LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error) {
+	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.LineReserved(ctx, resource, periodStart) })
+}
+
 func (g guardedLedger) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error) {
 	return quota.Guard(g.b, func() (map[string]pools.Drawn, error) { return g.l.PoolTotals(ctx, resource, periodStart) })
 }

@@ -2,6 +2,7 @@ package poolctl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -262,4 +263,63 @@ func TestAnotherInstanceTakesOverTheController(t *testing.T) {
 	if returned != 10_000 || w.model(t).Lines["a"].Buffer != 0 {
 		t.Fatalf("the new holder returned %d; buffer of a %d", returned, w.model(t).Lines["a"].Buffer)
 	}
+}
+
+// breaker is a quota.Breaker that is open (refuses every call) or counts
+// the outcomes of the calls it lets through.
+type breaker struct {
+	open  bool
+	calls int
+	fails int
+}
+
+var errOpen = fmt.Errorf("breaker open: %w", quota.ErrUnavailable)
+
+func (b *breaker) Allow() (func(error), error) {
+	if b.open {
+		return nil, errOpen
+	}
+	return func(err error) {
+		b.calls++
+		if err != nil {
+			b.fails++
+		}
+	}, nil
+}
+
+// TestPoolCallsGoThroughTheBreakers: the admin surface and the controller
+// call MySQL and Redis through the backend breakers (poolctl.Guarded): an
+// open breaker refuses the call before it reaches the store, and every call
+// let through is counted by the breaker of its backend.
+func TestPoolCallsGoThroughTheBreakers(t *testing.T) {
+	w := newWorld(t, pools.ElasticityReactive)
+	ledger, redis := &breaker{}, &breaker{}
+	gl, gs := poolctl.Guarded(w.db, w.rs, quota.Breakers{Ledger: ledger, Balances: redis})
+	admin := poolctl.NewAdmin(gl, gs, sched{w.per}, func() time.Time { return w.clock })
+	if _, _, err := admin.Status(w.ctx, "llm"); err != nil {
+		t.Fatal(err)
+	}
+	if ledger.calls == 0 || redis.calls == 0 {
+		t.Fatalf("calls counted: MySQL %d, Redis %d", ledger.calls, redis.calls)
+	}
+	r := poolctl.New(gl, gs, gl, sched{w.per}, zap.NewNop(), prometheus.NewRegistry(), 0, func() time.Time { return w.clock })
+	before := redis.calls
+	if _, err := r.Tick(w.ctx, w.pol); err != nil || redis.calls == before {
+		t.Fatalf("controller tick: %v, Redis calls %d → %d", err, before, redis.calls)
+	}
+	ledger.open = true
+	if _, _, err := admin.PutLine(w.ctx, "llm", pools.LineSpec{Name: "c", Tier: pools.TierCore, Weight: 1}); !errors.Is(err, errOpen) {
+		t.Fatalf("put line with the MySQL breaker open: %v", err)
+	}
+	if lines, err := w.db.Lines(w.ctx, "llm"); err != nil || len(lines) != 2 {
+		t.Fatalf("lines after the refused call: %+v %v", lines, err)
+	}
+	ledger.open, redis.open = false, true
+	if _, err := admin.Release(w.ctx, "llm", poolctl.GrantRequest{Amount: 10, Line: "a", Reason: "x"}); !errors.Is(err, errOpen) {
+		t.Fatalf("release with the Redis breaker open: %v", err)
+	}
+	if m := w.model(t); m.Lines["a"].Buffer != 0 {
+		t.Fatalf("buffer moved with the Redis breaker open: %d", m.Lines["a"].Buffer)
+	}
+	r.Release(w.ctx)
 }
