@@ -26,7 +26,10 @@
 # run then waits up to QC_BENCH_QUIET_WAIT for it).
 #
 # Environment:
-#   QC_BENCH_WRK_SCENARIOS wrk scenarios (scripts/wrk/*.lua)       (default "apply session heartbeat"; "" = none)
+#   QC_BENCH_WRK_SCENARIOS wrk scenarios (scripts/wrk/*.lua)       (default "apply session heartbeat pools"; "" = none)
+#                         pools (issue 13 §8): applies on a resource with 12
+#                         business lines, interleaved with the same applies
+#                         on a plain resource (server "quota-center-plain")
 #   QC_BENCH_WRK_DURATION  measured time of each wrk run           (default 8s)
 #   QC_BENCH_WRK_WARMUP    unmeasured wrk load before each run     (default 2s)
 #   QC_BENCH_WRK_THREADS   wrk threads                             (default 2)
@@ -52,6 +55,7 @@
 #   QC_BENCH_QUIET_WAIT   seconds each run may wait for the machine to go
 #                         quiet (other work below 0.3 core) before it starts (default 10)
 #   QC_BENCH_KEEP         1 = keep the qc_bench database and the benchmark's Redis keys
+#   QC_BENCH_DB           the MariaDB database it creates and drops  (default qc_bench)
 #   QC_BENCH_SERVE_ARGS   extra flags for quota-center serve, e.g.
 #                         "--redis-pipeline-max-calls 0" to measure without
 #                         auto-pipelining                           (default none)
@@ -74,7 +78,7 @@ duration=${QC_BENCH_DURATION:-10s}
 warmup=${QC_BENCH_WARMUP:-2s}
 conns_list=${QC_BENCH_CONNECTIONS:-"50 200"}
 scenarios=${QC_BENCH_SCENARIOS-"apply session heartbeat-session heartbeat"}
-wrk_scenarios=${QC_BENCH_WRK_SCENARIOS-"apply session heartbeat"}
+wrk_scenarios=${QC_BENCH_WRK_SCENARIOS-"apply session heartbeat pools"}
 wrk_duration=${QC_BENCH_WRK_DURATION:-8s}
 wrk_warmup=${QC_BENCH_WRK_WARMUP:-2s}
 wrk_threads=${QC_BENCH_WRK_THREADS:-2}
@@ -99,7 +103,7 @@ notes=${QC_BENCH_NOTES:-docs/performance-notes.md}
 # of the later scenarios, so the benchmark's policy keeps them for an hour;
 # the sweeper's own cost is measured by the scale test (docs/performance.md).
 leak_threshold=3600
-db=qc_bench
+db=${QC_BENCH_DB:-qc_bench}
 limit=9007199254740991 # 2^53-1: the largest limit; never reached
 
 redis_host=${redis%:*} redis_port=${redis##*:}
@@ -108,6 +112,7 @@ qc_url=http://127.0.0.1:$qc_port
 base_url=http://127.0.0.1:$base_port
 run_id=$(date +%s)
 qc_res=bench-qc-$run_id
+qc_pool_res=bench-pools-$run_id
 base_res=bench-base-$run_id
 
 say() { printf '==> %s\n' "$*" >&2; }
@@ -266,6 +271,25 @@ curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Conten
 	-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit,\"leakThresholdSeconds\":$leak_threshold}" "$qc_url/admin/policies/$qc_res" ||
 	die "PUT /admin/policies/$qc_res failed"
 
+if [[ " $wrk_scenarios " == *" pools "* ]]; then
+	# Issue 13 §8: the same policy with 12 business lines (3 CORE, 4 GROWTH,
+	# 5 EXPLORE; weights 100·0.85^k, as qc-replay pools), pools at their
+	# defaults.
+	say "policy $qc_pool_res: as $qc_res, with 12 business lines"
+	curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
+		-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit,\"leakThresholdSeconds\":$leak_threshold}" "$qc_url/admin/policies/$qc_pool_res" ||
+		die "PUT /admin/policies/$qc_pool_res failed"
+	for k in $(seq 1 12); do
+		tier=EXPLORE
+		((k <= 7)) && tier=GROWTH
+		((k <= 3)) && tier=CORE
+		weight=$(awk -v k="$k" 'BEGIN {printf "%d", 100 * 0.85 ^ (k - 1)}')
+		curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
+			-d "{\"tier\":\"$tier\",\"weight\":$weight}" "$qc_url/admin/policies/$qc_pool_res/lines/line-$k" ||
+			die "PUT /admin/policies/$qc_pool_res/lines/line-$k failed"
+	done
+fi
+
 redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 mariadb_pid=$(cat "$(sql -e 'SELECT @@pid_file')" 2>/dev/null || pgrep -o -x mariadbd || pgrep -o -x mysqld || true)
 watch=(--watch "quota-center=$qc_pid" --watch "baseline=$base_pid")
@@ -337,7 +361,7 @@ wrk_run() {
 	script=scripts/wrk/$scen.lua
 	[[ $server == "$LABEL_PEER" ]] && script=scripts/wrk/ratelimit.lua
 	case $server in
-	quota-center) pid=$qc_pid ;;
+	quota-center | quota-center-plain) pid=$qc_pid ;;
 	baseline) pid=$base_pid ;;
 	*) pid=$peer_pid ;;
 	esac
@@ -375,9 +399,12 @@ for scen in "${wrk_arr[@]}"; do
 	fi
 	for c in "${conn_arr[@]}"; do
 		for ((rep = 1; rep <= reps; rep++)); do
-			for target in baseline "$LABEL_PEER" quota-center; do
+			targets=(baseline "$LABEL_PEER" quota-center)
+			[[ $scen == pools ]] && targets=(quota-center-plain quota-center) # issue 13 §8: the same server, with and without lines
+			for target in "${targets[@]}"; do
 				case $target in
 				baseline) url=$base_url res=$base_res ;;
+				quota-center-plain) url=$qc_url res=$qc_res ;;
 				quota-center) url=$qc_url res=$qc_res ;;
 				*)
 					[[ -n $peer_bin && $scen == apply ]] || continue
@@ -387,6 +414,10 @@ for scen in "${wrk_arr[@]}"; do
 				wait_quiet
 				if [[ $scen == heartbeat ]]; then
 					wrk_run "$scen" "$c" "$target" "$rep" "$url" "$res" "$hb_prefix" "$hb_n"
+				elif [[ $scen == pools && $target == quota-center ]]; then
+					wrk_run "$scen" "$c" "$target" "$rep" "$url" "$qc_pool_res" 12
+				elif [[ $scen == pools ]]; then
+					wrk_run "$scen" "$c" "$target" "$rep" "$url" "$res" 0
 				else
 					wrk_run "$scen" "$c" "$target" "$rep" "$url" "$res"
 				fi
@@ -397,8 +428,8 @@ done
 stop "$peer_pid" ratelimit
 peer_pid=""
 if [[ -n $wrk_scenarios ]]; then
-	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
-	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run."
+	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
+	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run. pools (issue 13 §8): the apply of 1 on a resource with 12 business lines (3 CORE, 4 GROWTH, 5 EXPLORE, pools at their defaults), round robin over the lines, interleaved with the same script's apply on the plain resource (quota-center-plain)."
 	meta wrkhow "Servers: quota-center (durable ledger row per apply, group commit and Redis auto-pipelining at their defaults), qc-baseline (cmd/qc-baseline: net/http and one EVALSHA of the same apply/heartbeat/finish scripts per request, no ledger)$([[ -n $peer_bin ]] && echo ", and envoyproxy/ratelimit ($(cd "$(dirname "$peer_bin")" 2>/dev/null && git describe --always 2>/dev/null || echo "built from source"); its HTTP /json endpoint, one descriptor per request, INCRBY + EXPIRE per request and no ledger; REDIS_POOL_SIZE, pipelining and local cache at its defaults) on the same Redis, apply scenario only")."
 	meta wrkhow "CPU per answer: utime+stime from /proc/<pid>/stat of the server under test, redis-server and mariadbd over the measured run, and wrk's own (bash \`times\` of its subshell), divided by the 2xx answers; \"machine\" divides the busy CPU of the whole machine (/proc/stat minus idle and iowait) the same way, and so includes any other work. CPU per answer moves much less than req/s when the machine is shared; p99 is wrk's (every request of the run)."
 fi

@@ -12,6 +12,10 @@ import (
 // names its binary.
 const LabelPeer = "envoy-ratelimit"
 
+// LabelQCPlain is quota-center in the pools scenario on the resource
+// without lines (the comparison of issue 13 §8).
+const LabelQCPlain = "quota-center-plain"
+
 // WrkRun is one line of the wrk results file scripts/bench.sh writes: one
 // measured wrk run and the CPU each process used during it.
 type WrkRun struct {
@@ -94,6 +98,7 @@ var wrkScenarioTitle = map[string]string{
 	"apply":     "apply alone: every request a new session",
 	"session":   "apply → finish: a finish only after its apply's 200 was read",
 	"heartbeat": "heartbeat on 1,000 open sessions",
+	"pools":     "apply alone on a resource with 12 business lines, and the same on a plain resource (quota-center-plain)",
 }
 
 // The CPU columns, per request: the server under test, then the shared
@@ -122,7 +127,7 @@ func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
 	}
 	servers := func(s string, c int) []string {
 		var out []string
-		for _, l := range []string{LabelBaseline, LabelPeer, LabelQC} {
+		for _, l := range []string{LabelBaseline, LabelPeer, LabelQCPlain, LabelQC} {
 			if len(gs[wrkKey{s, c, l}]) > 0 {
 				out = append(out, l)
 			}
@@ -155,7 +160,9 @@ func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
 	p99 := qc("apply", func(r WrkRun) float64 { return r.Wrk.P99US / 1000 })
 	p("| apply p99 ≤ 5 ms | %s ms | %s |\n", f2(p99), passFail(p99 <= 5, !math.IsNaN(p99)))
 	sess := qc("session", WrkRun.sessPS)
-	p("| apply → finish ≥ 8,000 sessions/s | %s sessions/s | %s |\n\n", f0(sess), passFail(sess >= 8000, !math.IsNaN(sess)))
+	p("| apply → finish ≥ 8,000 sessions/s | %s sessions/s | %s |\n", f0(sess), passFail(sess >= 8000, !math.IsNaN(sess)))
+	writePoolsTarget(p, func(server string, f func(WrkRun) float64) float64 { return med("pools", 50, server, f) })
+	p("\n")
 
 	for _, s := range scens {
 		p("### %s (`%s`)\n\n", or(wrkScenarioTitle[s], s), s)
@@ -213,4 +220,33 @@ func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
 		}
 		p("\n")
 	}
+}
+
+// writePoolsTarget writes issue 13 §8's target: an apply on a resource with
+// 12 business lines costs at most 1.2× a plain apply, in latency (p50, p99)
+// and in quota-center's CPU per answer, both measured in the pools scenario
+// of the same run (interleaved).
+func writePoolsTarget(p func(string, ...any), med func(server string, f func(WrkRun) float64) float64) {
+	for _, m := range []struct {
+		name string
+		f    func(WrkRun) float64
+	}{
+		{"p50", func(r WrkRun) float64 { return r.Wrk.P50US / 1000 }},
+		{"p99", func(r WrkRun) float64 { return r.Wrk.P99US / 1000 }},
+	} {
+		lines, plain := med(LabelQC, m.f), med(LabelQCPlain, m.f)
+		if math.IsNaN(lines) || math.IsNaN(plain) {
+			p("| apply on 12 lines ≤ 1.2× a plain apply, %s (issue 13 §8) | not measured (QC_BENCH_WRK_SCENARIOS without pools) | – |\n", m.name)
+			continue
+		}
+		p("| apply on 12 lines ≤ 1.2× a plain apply, %s (issue 13 §8) | %s vs %s ms = %s | %s |\n", m.name, f2(lines), f2(plain), ratio(lines, plain), passFail(lines <= 1.2*plain, true))
+	}
+	cpu := func(server string) float64 {
+		return med(server, func(r WrkRun) float64 { return r.usPerReq(r.Server) })
+	}
+	lines, plain := cpu(LabelQC), cpu(LabelQCPlain)
+	if math.IsNaN(lines) || math.IsNaN(plain) {
+		return
+	}
+	p("| apply on 12 lines ≤ 1.2× a plain apply, quota-center CPU per answer (issue 13 §8) | %s vs %s µs = %s | %s |\n", f0(lines), f0(plain), ratio(lines, plain), passFail(lines <= 1.2*plain, true))
 }

@@ -23,6 +23,8 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 		line("apply", LabelQC, 24000, 0, 4500, 1.2),           // 12,000 req/s, 50 µs/answer
 		line("session", LabelQC, 40000, 17000, 4000, 2),       // 8,500 sessions/s
 		line("session", LabelBaseline, 50000, 25000, 4000, 2), // for the ratio
+		line("pools", LabelQCPlain, 24000, 0, 4000, 1.2),      // 50 µs/answer
+		line("pools", LabelQC, 24000, 0, 5000, 1.5),           // 62.5 µs/answer, p99 1.25×
 	}
 	path := filepath.Join(t.TempDir(), "wrk.jsonl")
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -40,6 +42,10 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 		"| apply → finish ≥ 8,000 sessions/s | 8,500 sessions/s | **pass** |",
 		"| 50 | quota-center | 12,000 | 12,000 | 1.00 | 2.00 | 4.50 | 0.60× | 1.20× | 12,000 | 0 |",
 		"| 50 | quota-center | 50 | 21 | 0 | 4 | 75 | 125 |", // µs per answer: 1.2 s / 24,000 …
+		"| apply on 12 lines ≤ 1.2× a plain apply, p50 (issue 13 §8) | 1.00 vs 1.00 ms = 1.00× | **pass** |",
+		"| apply on 12 lines ≤ 1.2× a plain apply, p99 (issue 13 §8) | 5.00 vs 4.00 ms = 1.25× | **FAIL** |",
+		"| apply on 12 lines ≤ 1.2× a plain apply, quota-center CPU per answer (issue 13 §8) | 63 vs 50 µs = 1.25× | **FAIL** |",
+		"| 50 | quota-center-plain | 50 |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
