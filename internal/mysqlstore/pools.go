@@ -119,8 +119,10 @@ func (s *Store) DeleteLine(ctx context.Context, resource, line string) error {
 	return nil
 }
 
-// OpenLineSessions counts the USING and LEAKED ledger rows of a line (a
-// LEAKED row can still be finished). Errors: quota.ErrUnavailable.
+// OpenLineSessions counts the open (USING) ledger rows of a line. A swept
+// (LEAKED) row does not hold the line: its grant stays charged as it was,
+// and a late finish of it trues up the period's balance (its pool counters
+// only while the line exists). Errors: quota.ErrUnavailable.
 func (s *Store) OpenLineSessions(ctx context.Context, resource, line string) (int64, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
