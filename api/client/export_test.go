@@ -17,3 +17,19 @@ func PoolInvariant(p *LocalPool) error {
 	}
 	return nil
 }
+
+// Abandon stops m as a process that dies would: no lease is finished, no
+// report sent, and its spool file is closed as it is (the lock released).
+func Abandon(m *Manager) {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
+	if m.spool != nil {
+		m.spool.mu.Lock()
+		_ = m.spool.f.Close()
+		m.spool.f = nil
+		m.spool.mu.Unlock()
+	}
+}

@@ -174,6 +174,9 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 			// may have reached the center under req.SessionID.
 			req.SessionID = newSessionID()
 			resp, localOpen = &ApplyResponse{SessionID: req.SessionID, GrantedAmount: amount}, true
+			// Should the process die with the lease open, the next
+			// Manager on the spool charges its whole grant.
+			m.spool.record(spoolRecord{Op: spoolOpen, ID: req.SessionID, Resource: resource, Apply: amount})
 		case ModeFunc:
 			return nil, &FallbackError{Resource: resource, Amount: amount, Cause: err, Err: fb.fn(ctx, resource, amount, err)}
 		default:
@@ -193,6 +196,8 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 		close(l.hbDone)
 		if !l.failOpen {
 			_, _ = l.report(context.Background(), 0)
+		} else {
+			m.spool.record(spoolRecord{Op: spoolDone, ID: l.sessionID})
 		}
 		return nil, ErrManagerClosed
 	}
@@ -374,6 +379,8 @@ func (l *Lease) finishWith(ctx context.Context, used int64, r endReason) (*Finis
 	if l.failOpen {
 		if used > 0 {
 			l.m.pending.add(report{resource: l.resource, sessionID: l.sessionID, apply: used, used: used})
+		} else {
+			l.m.spool.record(spoolRecord{Op: spoolDone, ID: l.sessionID})
 		}
 		return nil, nil
 	}
