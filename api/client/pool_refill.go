@@ -63,7 +63,7 @@ func (p *LocalPool) refill(size int64) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), p.m.finishBudget())
 	defer cancel()
-	lease, err := p.m.acquire(ctx, p.resource, size, acquireConfig{minAmount: 1, noGuard: true, noFallback: true, detached: true})
+	lease, err := p.m.acquire(ctx, p.resource, size, acquireConfig{minAmount: 1, line: p.cfg.line, noGuard: true, noFallback: true, detached: true})
 	result := "ok"
 	switch {
 	case err == nil:
