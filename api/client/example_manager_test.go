@@ -64,6 +64,7 @@ func ExampleWithFallback() {
 			fmt.Println("serving", resource, "from the cache")
 			return nil
 		})))
+	defer m.Close(context.Background()) // says the fail-open usage could not be reported
 
 	_, err := m.Acquire(context.Background(), "billing", 10) // default: fail closed
 	fmt.Println("billing:", errors.Is(err, client.ErrUnavailable))

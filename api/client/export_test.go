@@ -23,6 +23,9 @@ func PoolInvariant(p *LocalPool) error {
 func Abandon(m *Manager) {
 	m.mu.Lock()
 	m.closed = true
+	for l := range m.leases { // their goroutines stop; nothing is sent
+		l.cancel()
+	}
 	m.mu.Unlock()
 	close(m.stop)
 	m.wg.Wait()

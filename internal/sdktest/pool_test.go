@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,26 +39,7 @@ func TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact(t *testing.T) 
 			}
 			pools = append(pools, p)
 		}
-		stop := make(chan struct{})
-		var worst atomic.Int64
-		var mon sync.WaitGroup
-		mon.Add(1)
-		go func() { // the bound, checked while the pools work
-			defer mon.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				st := status(t, s, r)
-				over := st.UsedAmount + st.ReservedAmount - attempted.Load()
-				if over > worst.Load() {
-					worst.Store(over)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		watch := watchBound(t, s, r, attempted.Load)
 		var wg sync.WaitGroup
 		errs := make(chan error, instances*workers)
 		for _, p := range pools {
@@ -67,44 +47,20 @@ func TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact(t *testing.T) 
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(w), 7))
-					for range ops {
-						n := 1 + rng.Int64N(5)
-						if w%2 == 0 {
-							attempted.Add(n)
-							if err := p.Take(context.Background(), n); err != nil {
-								errs <- err
-								return
-							}
-							handed.Add(n)
-							continue
-						}
-						rsv, err := p.Reserve(context.Background(), n)
-						if err != nil {
-							errs <- err
-							return
-						}
-						actual := rng.Int64N(2*n + 1) // 0 … 2n: refunds and overage
-						attempted.Add(actual)
-						if err := rsv.Commit(actual); err != nil {
-							errs <- err
-							return
-						}
-						handed.Add(actual)
+					n, err := poolWork(p, rand.New(rand.NewPCG(uint64(w), 7)), ops, w%2 == 0, func(n int64) { attempted.Add(n) }, false)
+					handed.Add(n)
+					if err != nil {
+						errs <- err
 					}
 				}()
 			}
 		}
 		wg.Wait()
-		close(stop)
-		mon.Wait()
 		close(errs)
 		for err := range errs {
 			t.Fatalf("take: %v", err)
 		}
-		if w := worst.Load(); w > instances*maxBatch {
-			t.Fatalf("the center held %d units beyond what was handed out, bound %d", w, instances*maxBatch)
-		}
+		watch.check(t, instances*maxBatch)
 		for _, p := range pools {
 			if err := p.Close(context.Background()); err != nil {
 				t.Fatalf("close: %v", err)
@@ -114,7 +70,7 @@ func TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact(t *testing.T) 
 		if st.UsedAmount != handed.Load() || st.ReservedAmount != 0 || st.ActiveSessions != 0 {
 			t.Fatalf("after closing every pool: %+v, want usedAmount %d exactly", st, handed.Load())
 		}
-		t.Logf("handed %d units; the center held at most %d beyond that (bound %d)", handed.Load(), worst.Load(), instances*maxBatch)
+		t.Logf("handed %d units; the center held at most %d beyond that (bound %d)", handed.Load(), watch.worst.Load(), instances*maxBatch)
 	})
 }
 
@@ -151,31 +107,14 @@ func TestKilledPoolProcess(t *testing.T) {
 func TestKilledProcessIsChargedTheBatchByTheLeakSweeper(t *testing.T) {
 	forModes(t, func(t *testing.T, s *testenv.Server) {
 		r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 1})
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledPoolProcess$", "-test.v")
-		cmd.Env = append(os.Environ(), helperEnv+"="+s.URL+" "+r)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 0, 4096)
-		deadline := time.Now().Add(30 * time.Second)
-		for !containsLine(string(buf), "TOOK 3 HOLDING 77") {
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("child did not take: %q", buf)
-			}
-			b := make([]byte, 512)
-			n, _ := out.Read(b)
-			buf = append(buf, b[:n]...)
+		kid := startChild(t, "TestKilledPoolProcess", helperEnv+"="+s.URL+" "+r)
+		if l := kid.waitLine(t, "TOOK "); l != "TOOK 3 HOLDING 77" {
+			t.Fatalf("the child said %q", l)
 		}
 		if st := status(t, s, r); st.ReservedAmount != 80 || st.ActiveSessions != 1 {
 			t.Fatalf("the child's batch at the center: %+v", st)
 		}
-		_ = cmd.Process.Kill() // SIGKILL: no Close, no finish
-		_ = cmd.Wait()
+		kid.kill() // SIGKILL: no Close, no finish
 		testenv.Eventually(t, 20*time.Second, "the leak sweeper to charge the batch", func() bool {
 			st := status(t, s, r)
 			return st.ActiveSessions == 0 && st.UsedAmount == 80 && st.ReservedAmount == 0
@@ -184,23 +123,6 @@ func TestKilledProcessIsChargedTheBatchByTheLeakSweeper(t *testing.T) {
 			t.Fatalf("%d LEAKED ledger rows, want 1", n)
 		}
 	})
-}
-
-func containsLine(s, line string) bool {
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] != '\n' {
-			i++
-		}
-		if s[:i] == line {
-			return true
-		}
-		if i == len(s) {
-			return false
-		}
-		s = s[i+1:]
-	}
-	return false
 }
 
 func TestPoolBacksOffOn429AndRecoversWhenTheLimitRises(t *testing.T) {

@@ -1,12 +1,9 @@
 package sdktest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,45 +55,9 @@ func TestFailOpenUsageSurvivesAKilledProcessThroughTheSpool(t *testing.T) {
 		p := newProxy(t, s.URL)
 		p.down.Store(true)
 		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFailOpenSpoolChild$", "-test.v")
-		cmd.Env = append(os.Environ(), spoolHelperEnv+"="+p.URL+" "+r+" "+dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		lines := make(chan string)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		timeout := time.After(30 * time.Second)
-	wait:
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatal("the child exited before using the resource")
-				}
-				if strings.HasPrefix(l, "SPOOLED ") {
-					break wait
-				}
-			case <-timeout:
-				t.Fatal("the child did not use the resource")
-			}
-		}
-		_ = cmd.Process.Kill() // SIGKILL: no Close, nothing sent
-		_ = cmd.Wait()
-		go func() {
-			for range lines { // drain
-			}
-		}()
+		kid := startChild(t, "TestFailOpenSpoolChild", spoolHelperEnv+"="+p.URL+" "+r+" "+dir)
+		kid.waitLine(t, "SPOOLED ")
+		kid.kill() // SIGKILL: no Close, nothing sent
 		if st := status(t, s, r); st.UsedAmount != 0 || st.ActiveSessions != 0 {
 			t.Fatalf("the center saw the child's usage while away: %+v", st)
 		}
