@@ -55,8 +55,10 @@ type Fallback struct {
 func FailClosed() Fallback { return Fallback{mode: ModeFailClosed} }
 
 // FailOpen proceeds while the center is away and reports the usage later.
-// Nothing used is lost while the process lives; a process that exits before
-// the center comes back loses what it remembered (Manager.Close says so).
+// Nothing used is lost while the process lives; with WithFailOpenSpool
+// nothing is lost when it dies either (the next Manager on the spool sends
+// it), without it a process that exits before the center comes back loses
+// what it remembered (Manager.Close says so).
 func FailOpen() Fallback { return Fallback{mode: ModeFailOpen} }
 
 // Func runs fn while the center is away.
