@@ -287,7 +287,7 @@ func NewManager(baseURL string, opts ...ManagerOption) (*Manager, error) {
 		MaxRequests: 1,
 		Timeout:     cfg.breakerOpenFor,
 		ReadyToTrip: func(counts gobreaker.Counts) bool {
-			return counts.ConsecutiveFailures >= uint32(cfg.breakerFailures)
+			return int64(counts.ConsecutiveFailures) >= int64(cfg.breakerFailures)
 		},
 		IsSuccessful: func(err error) bool { return !isCenterFailure(err) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {

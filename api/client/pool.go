@@ -35,7 +35,6 @@ type LocalPool struct {
 	held        int64 // units of open reservations
 	lastBatch   int64 // size of the last batch granted
 	refilling   bool
-	want        int64         // largest take waiting for a refill
 	changed     chan struct{} // closed and replaced on every refill result
 	lastErr     error         // last refill failure, while it stands
 	retryAt     time.Time     // no refill before this (429 backoff, outage)

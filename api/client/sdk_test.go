@@ -64,7 +64,7 @@ func TestSessionIDsAreClientMadeUUIDv7(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Finish(context.Background(), 5)
+	defer func() { _, _ = l.Finish(context.Background(), 5) }()
 	u, err := uuid.Parse(l.SessionID())
 	if err != nil || u.Version() != 7 {
 		t.Fatalf("session id %q: version %v, %v; want a UUIDv7", l.SessionID(), u.Version(), err)
