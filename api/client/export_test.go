@@ -26,7 +26,18 @@ func Abandon(m *Manager) {
 	for l := range m.leases { // their goroutines stop; nothing is sent
 		l.cancel()
 	}
+	pools := make([]*LocalPool, 0, len(m.pools))
+	for p := range m.pools {
+		pools = append(pools, p)
+	}
 	m.mu.Unlock()
+	for _, p := range pools { // their janitors and refills stop; nothing is returned
+		p.mu.Lock()
+		p.closed = true
+		close(p.stop)
+		p.mu.Unlock()
+		p.wg.Wait()
+	}
 	close(m.stop)
 	m.wg.Wait()
 	if m.spool != nil {

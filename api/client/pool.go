@@ -42,7 +42,9 @@ type LocalPool struct {
 	outageSince time.Time
 	safeTokens  float64
 	safeAt      time.Time
-	safeUsed    int64 // units handed at the safe rate, to report
+	safeUsed    int64  // units handed at the safe rate, to report
+	safeID      string // the session id they are reported under
+	safeSpooled int64  // safeUsed last written to the spool
 	closed      bool
 
 	taken      atomic.Int64 // units handed, for the rate and the idle check

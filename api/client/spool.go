@@ -28,7 +28,9 @@ import (
 // client made for it, and apply and finish are idempotent by session id, so
 // a replay is charged exactly once. A fail-open lease still open when its
 // process died is charged its whole grant (its usage is unknown, as the
-// center's leak sweeper charges a leaked session).
+// center's leak sweeper charges a leaked session). A LocalPool's safe-rate
+// usage is written every second, so a process killed in an outage loses at
+// most its last second of it.
 //
 // dir is created (mode 0700) if needed; it must be on a local file system
 // (flock), and may be shared by the Managers of several processes. Unix

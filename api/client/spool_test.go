@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -188,5 +189,53 @@ func TestFailOpenSpoolOptionIsChecked(t *testing.T) {
 	}
 	if _, err := client.NewManager("http://127.0.0.1:1", client.WithFailOpenSpool(file)); err == nil || !strings.Contains(err.Error(), "WithFailOpenSpool") {
 		t.Errorf("a file as the dir: %v", err)
+	}
+}
+
+// A LocalPool serving at its outage safe rate spools what it hands out
+// (every second), so a process that dies in the outage loses none of it
+// once the spool has caught up: the next Manager charges it once.
+func TestFailOpenSpoolKeepsThePoolsSafeRateUsage(t *testing.T) {
+	dir := t.TempDir()
+	m1 := spoolManager(t, downCenter(t), dir)
+	p, err := m1.LocalPool("r", client.WithOutage(client.OutageSafeRate, 1000), client.WithIdleReturn(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handed int64 // served at the safe rate (the center is away from the start: no batch)
+	eventually(t, "25 units at the safe rate", func() bool {
+		if p.TryTake(1) {
+			handed++
+		}
+		return handed >= 25 && p.Mode() == "safe_rate"
+	})
+	spooled := func() int64 { // the last safe-rate total in the spool
+		t.Helper()
+		files := spoolFiles(t, dir)
+		if len(files) != 1 {
+			return -1
+		}
+		b, _ := os.ReadFile(files[0])
+		var last int64 = -1
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `"op":"report"`) && !strings.Contains(l, `"orphan":true`) {
+				var r struct{ Used int64 }
+				if json.Unmarshal([]byte(l), &r) == nil {
+					last = r.Used
+				}
+			}
+		}
+		return last
+	}
+	eventually(t, "the safe-rate usage in the spool", func() bool { return spooled() == handed })
+	client.Abandon(m1)
+
+	center := newFakeCenter("TOKENS", 1000)
+	defer center.Close()
+	m2 := spoolManager(t, center.URL, dir)
+	defer m2.Close(context.Background())
+	eventually(t, "the safe-rate usage to be charged", func() bool { return m2.PendingReports() == 0 })
+	if used, _ := centerUsed(center); used != handed {
+		t.Fatalf("center used %d, want the %d handed out at the safe rate", used, handed)
 	}
 }
