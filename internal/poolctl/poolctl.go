@@ -126,6 +126,10 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 	lines, err := r.pol.Lines(ctx, res)
 	if err != nil || len(lines) == 0 {
 		delete(r.ctls, res)
+		if tok := r.locks[res]; tok != "" && err == nil { // no lines left: nothing to decide
+			_ = r.store.Unlock(ctx, res, LockName, tok)
+			delete(r.locks, res)
+		}
 		return nil, err
 	}
 	set, _, err := r.pol.PoolSettings(ctx, res)
