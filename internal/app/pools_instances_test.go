@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -8,8 +9,25 @@ import (
 	"time"
 
 	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/testcluster"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
+
+// loseRedis deletes every Redis key of resource r (its balances, sessions,
+// pools, grants, locks), as a Redis that lost its data would have none.
+func loseRedis(t *testing.T, mode testenv.Mode, r string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := testenv.RedisClient(t, mode)
+	keys, err := testcluster.ScanKeys(ctx, c, "qc:{"+r+"}:*")
+	if err == nil && len(keys) > 0 {
+		err = c.Del(ctx, keys...).Err() // one slot
+	}
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("lose %s's Redis keys: %d keys, %v", r, len(keys), err)
+	}
+}
 
 // poolLine is one line of GET /quota/status's pools.
 type poolLine struct{ used, borrowed, borrowLimit, mayUse int64 }
@@ -69,7 +87,7 @@ func ledgerPools(t *testing.T, s *testenv.Server, r string) map[string]pools.Dra
 // dedicated part, borrowing limit and buffer lent; a CORE critical apply
 // never refused by a watermark; refunds back in the pools they came from
 // (Redis' counters, read through either instance, equal the ledger's
-// split).
+// split), also after Redis lost all of the resource's keys halfway.
 func TestTwoInstancesKeepThePoolInvariants(t *testing.T) {
 	for _, m := range testenv.Modes() {
 		t.Run(string(m), func(t *testing.T) {
@@ -179,6 +197,16 @@ func TestTwoInstancesKeepThePoolInvariants(t *testing.T) {
 				}
 			}
 			check("after the burst")
+			// Redis loses everything of the resource: the next apply (through
+			// either instance) rebuilds the layout, the release, the grant and
+			// the counters from the ledger, and the open sessions with their
+			// split, whose finishes then refund the pools they drew from.
+			loseRedis(t, m, r)
+			if c, out := callRetry(t, b, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 1, "businessLine": "growth",
+				"sessionId": "after-loss", "continuation": true}); c != 200 {
+				t.Fatalf("apply after the loss: %d %v", c, out)
+			}
+			check("after Redis lost the resource")
 			for i, id := range open {
 				if c, out := callRetry(t, via[i%2], "/quota/finish", map[string]any{"resourceName": r, "sessionId": id, "actualUsedAmount": 0}); c != 200 {
 					t.Fatalf("finish %s: %d %v", id, c, out)
