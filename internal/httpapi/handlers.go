@@ -99,7 +99,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		s.metrics.apply.WithLabelValues(label, "error").Inc()
+		s.metrics.apply.WithLabelValues(label, failResult(err)).Inc()
 	}
 	s.writeError(w, r, err)
 }
@@ -163,7 +163,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		result := "error"
+		result := failResult(err)
 		switch {
 		case errors.Is(err, quota.ErrSessionNotActive):
 			result = "not_active"
@@ -213,7 +213,7 @@ func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		s.metrics.finish.WithLabelValues(label, "error").Inc()
+		s.metrics.finish.WithLabelValues(label, failResult(err)).Inc()
 	}
 	s.writeError(w, r, err)
 }
