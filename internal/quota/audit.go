@@ -165,14 +165,31 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 // milliseconds, e.g. 2025-06-01T01:55:00.000Z.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// policyJSON is p as the API shows it (the audit log's before and after):
-// its timestamps in TimeFormat, not time.Time's default, which drops
-// trailing zeros of the fraction.
-func policyJSON(p Policy) ([]byte, error) {
-	type fields Policy // Policy's fields without its methods
-	return json.Marshal(struct {
-		fields
-		CreatedAt string `json:"createdAt"`
-		UpdatedAt string `json:"updatedAt"`
-	}{fields(p), p.CreatedAt.UTC().Format(TimeFormat), p.UpdatedAt.UTC().Format(TimeFormat)})
+// PolicyView is a policy as the API shows it, in GET and PUT
+// /admin/policies answers and in the audit log's before and after: its
+// timestamps in TimeFormat (not time.Time's default, which drops trailing
+// zeros of the fraction) and its failMode never empty.
+type PolicyView struct {
+	ResourceName         string `json:"resourceName"`
+	QuotaType            string `json:"quotaType"`
+	TotalLimit           int64  `json:"totalLimit"` // in the type's unit
+	ResetCron            string `json:"resetCron"`
+	Timezone             string `json:"timezone"`
+	LeakThresholdSeconds int64  `json:"leakThresholdSeconds"` // seconds
+	FailMode             string `json:"failMode"`             // CLOSED or OPEN
+	CreatedAt            string `json:"createdAt"`            // TimeFormat
+	UpdatedAt            string `json:"updatedAt"`            // TimeFormat
 }
+
+// View is p as the API shows it.
+func (p Policy) View() PolicyView {
+	return PolicyView{
+		ResourceName: p.ResourceName, QuotaType: string(p.QuotaType), TotalLimit: p.TotalLimit,
+		ResetCron: p.ResetCron, Timezone: p.Timezone, LeakThresholdSeconds: p.LeakThresholdSeconds,
+		FailMode: string(p.FailMode.OrDefault()), CreatedAt: p.CreatedAt.UTC().Format(TimeFormat),
+		UpdatedAt: p.UpdatedAt.UTC().Format(TimeFormat),
+	}
+}
+
+// policyJSON is p's View as JSON, for the audit log.
+func policyJSON(p Policy) ([]byte, error) { return json.Marshal(p.View()) }
