@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -85,24 +86,33 @@ func ActorFrom(ctx context.Context) string {
 	return AnonymousActor
 }
 
+// Validate checks f's bounds, the one check of an audit filter: Resource
+// "" or a valid resource name, Limit 0 (the default) or 1 … MaxAuditLimit,
+// BeforeID 0 (from the newest) or an entry id ≥ 1. Errors: a
+// *ValidationError for field "resource", "limit" or "before".
+func (f AuditFilter) Validate() error {
+	if f.Resource != "" && ValidateResourceName(f.Resource) != nil {
+		return invalid("resource", "must be 1 to 64 characters of [a-z0-9_.-]")
+	}
+	if f.Limit < 0 || f.Limit > MaxAuditLimit {
+		return invalid("limit", "must be a whole number from 1 to "+strconv.Itoa(MaxAuditLimit))
+	}
+	if f.BeforeID < 0 {
+		return invalid("before", "must be an audit entry id (a whole number, at least 1)")
+	}
+	return nil
+}
+
 // Audit lists the audit log, newest first. Without an audit log configured
 // (Options.Audit) nothing was recorded and the list is empty.
 //
 // Errors: *ValidationError (a bad filter), ErrUnavailable.
 func (s *Service) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
-	if f.Resource != "" {
-		if !resourceNameRE.MatchString(f.Resource) {
-			return nil, invalid("resource", "must be 1 to 64 characters of [a-z0-9_.-]")
-		}
+	if err := f.Validate(); err != nil {
+		return nil, err
 	}
 	if f.Limit == 0 {
 		f.Limit = DefaultAuditLimit
-	}
-	if f.Limit < 1 || f.Limit > MaxAuditLimit {
-		return nil, invalid("limit", fmt.Sprintf("must be 1 to %d", MaxAuditLimit))
-	}
-	if f.BeforeID < 0 {
-		return nil, invalid("before", "must be a positive audit entry id")
 	}
 	if s.opt.Audit == nil {
 		return []AuditRecord{}, nil
