@@ -100,7 +100,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		s.metrics.apply.WithLabelValues(label, "error").Inc()
+		s.metrics.apply.WithLabelValues(label, failResult(err)).Inc()
 	}
 	s.writeError(w, r, err)
 }
@@ -164,7 +164,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		result := "error"
+		result := failResult(err)
 		switch {
 		case errors.Is(err, quota.ErrSessionNotActive):
 			result = "not_active"
@@ -214,7 +214,7 @@ func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		s.metrics.finish.WithLabelValues(label, "error").Inc()
+		s.metrics.finish.WithLabelValues(label, failResult(err)).Inc()
 	}
 	s.writeError(w, r, err)
 }
@@ -275,37 +275,15 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-type policyJSON struct {
-	ResourceName         string `json:"resourceName"`
-	QuotaType            string `json:"quotaType"`
-	TotalLimit           int64  `json:"totalLimit"`
-	ResetCron            string `json:"resetCron"`
-	Timezone             string `json:"timezone"`
-	LeakThresholdSeconds int64  `json:"leakThresholdSeconds"`
-	FailMode             string `json:"failMode"`
-	CreatedAt            string `json:"createdAt"`
-	UpdatedAt            string `json:"updatedAt"`
-	// Pools: the pool settings, in the answer of a PUT or PATCH that set them.
-	Pools *pools.Settings `json:"pools,omitempty"`
-}
-
-func toPolicyJSON(p quota.Policy) policyJSON {
-	return policyJSON{
-		ResourceName: p.ResourceName, QuotaType: string(p.QuotaType), TotalLimit: p.TotalLimit,
-		ResetCron: p.ResetCron, Timezone: p.Timezone, LeakThresholdSeconds: p.LeakThresholdSeconds,
-		FailMode: string(p.FailMode.OrDefault()), CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt),
-	}
-}
-
 func (s *Server) handleListPolicies(w http.ResponseWriter, r *http.Request) {
 	ps, err := s.svc.Policies(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]policyJSON, len(ps))
+	out := make([]quota.PolicyView, len(ps))
 	for i, p := range ps {
-		out[i] = toPolicyJSON(p)
+		out[i] = p.View()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "policies": out})
 }
@@ -321,7 +299,7 @@ func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toPolicyJSON(p))
+	writeJSON(w, http.StatusOK, p.View())
 }
 
 type putPolicyRequest struct {
@@ -376,7 +354,7 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stored, created, err := s.svc.PutPolicy(r.Context(), p)
-	out := toPolicyJSON(stored)
+	out := policyWithPools{PolicyView: stored.View()}
 	if err == nil {
 		err = pp.store(s, r, name, &out)
 	}

@@ -250,7 +250,7 @@ func (s *Server) handlePatchPolicy(w http.ResponseWriter, r *http.Request) {
 	} else {
 		p, err = s.ops.PatchPolicy(r.Context(), name, patch, force, q.Get("reason"))
 	}
-	out := toPolicyJSON(p)
+	out := policyWithPools{PolicyView: p.View()}
 	if err == nil {
 		err = pp.store(s, r, name, &out)
 	}
@@ -276,7 +276,7 @@ func (s *Server) handleDeletePolicy(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "deleted": toPolicyJSON(p)})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "deleted": p.View()})
 }
 
 // periodOut is a period on the wire.

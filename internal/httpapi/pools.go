@@ -461,9 +461,16 @@ func (s *Server) parsePolicyPools(r *http.Request, resource string, limit int64,
 	return policyPools{set: &set}, s.pools.CheckLayout(r.Context(), resource, limit, &set)
 }
 
+// policyWithPools is the answer of PUT and PATCH /admin/policies/{r}: the
+// policy, and the pool settings when the request set them.
+type policyWithPools struct {
+	quota.PolicyView
+	Pools *pools.Settings `json:"pools,omitempty"`
+}
+
 // store writes the settings after the policy (the layout is cut from its
 // new limit).
-func (p policyPools) store(s *Server, r *http.Request, resource string, out *policyJSON) error {
+func (p policyPools) store(s *Server, r *http.Request, resource string, out *policyWithPools) error {
 	if p.set == nil {
 		return nil
 	}
