@@ -30,6 +30,7 @@ var ErrPolicyInUse = &Error{Code: CodePolicyInUse, Message: "policy in use"}
 type SessionQuery struct {
 	ResourceName string
 	ClientID     string // "" = any
+	BusinessLine string // "" = any
 	Status       string // USING, FINISHED, LEAKED; "" = USING first, then the others
 	Limit        int    // 1 … 1000; 0 = the server's default (100)
 	Cursor       string // NextCursor of the previous page; "" = the first page
@@ -41,6 +42,7 @@ type SessionInfo struct {
 	SessionID      string     `json:"sessionId"`
 	ResourceName   string     `json:"resourceName"`
 	ClientID       string     `json:"clientId"`
+	BusinessLine   string     `json:"businessLine,omitempty"` // "" when it has none
 	Status         string     `json:"status"`
 	GrantedAmount  int64      `json:"grantedAmount"`
 	ChargedAmount  int64      `json:"chargedAmount"`
@@ -70,6 +72,7 @@ type SessionPage struct {
 func (c *Client) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, error) {
 	v := url.Values{"resourceName": {q.ResourceName}}
 	setIf(v, "clientId", q.ClientID)
+	setIf(v, "businessLine", q.BusinessLine)
 	setIf(v, "status", q.Status)
 	setIf(v, "cursor", q.Cursor)
 	if q.Limit != 0 {
@@ -99,7 +102,7 @@ func setIf(v url.Values, k, val string) {
 }
 
 // UsageQuery asks GET /admin/usage: sessions of ResourceName started in
-// [From, To), grouped by GroupBy ("client", "hour" or "day"; UTC). Zero
+// [From, To), grouped by GroupBy ("client", "line", "hour" or "day"; UTC). Zero
 // From, To and GroupBy take the server's defaults (the last 24 h, by hour).
 type UsageQuery struct {
 	ResourceName string
@@ -108,9 +111,11 @@ type UsageQuery struct {
 }
 
 // UsageGroup is one group's sums, in the policy's unit. ClientID is set for
-// groupBy=client, Start (the bucket's UTC start) otherwise.
+// groupBy=client, BusinessLine for groupBy=line ("" for the sessions of no
+// line), Start (the bucket's UTC start) otherwise.
 type UsageGroup struct {
 	ClientID       string     `json:"clientId,omitempty"`
+	BusinessLine   string     `json:"businessLine,omitempty"`
 	Start          *time.Time `json:"start,omitempty"`
 	Sessions       int64      `json:"sessions"`
 	OpenSessions   int64      `json:"openSessions"`
@@ -134,7 +139,7 @@ type UsageReport struct {
 	Truncated    bool         `json:"truncated"`
 }
 
-// Usage sums the ledger per client, hour or day. Errors:
+// Usage sums the ledger per client, business line, hour or day. Errors:
 // ErrInvalidArgument (from not before to, an unknown groupBy, a span too
 // long for the grouping), ErrResourceNotFound.
 func (c *Client) Usage(ctx context.Context, q UsageQuery) (*UsageReport, error) {

@@ -23,6 +23,7 @@ type cursor struct {
 	V        int    `json:"v"`
 	Resource string `json:"r"`
 	Client   string `json:"c,omitempty"`
+	Line     string `json:"ln,omitempty"`
 	Status   string `json:"st,omitempty"`
 	Phase    string `json:"ph"` // "live" or "hist"
 	LeaseMs  int64  `json:"l,omitempty"`
@@ -90,8 +91,8 @@ func (s *Service) decodeCursor(ctx context.Context, raw string, q cursor) (curso
 	if err := json.Unmarshal(payload, &c); err != nil || c.V != 1 || (c.Phase != "live" && c.Phase != "hist") {
 		return cursor{}, bad("is not a cursor this server issued")
 	}
-	if c.Resource != q.Resource || c.Client != q.Client || c.Status != q.Status {
-		return cursor{}, bad("belongs to another query: repeat resourceName, clientId and status as they were")
+	if c.Resource != q.Resource || c.Client != q.Client || c.Line != q.Line || c.Status != q.Status {
+		return cursor{}, bad("belongs to another query: repeat resourceName, clientId, businessLine and status as they were")
 	}
 	return c, nil
 }
