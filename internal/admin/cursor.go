@@ -12,9 +12,9 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// cursorSecret names the shared secret in Redis that signs cursors: every
+// cursorKeyName names the shared secret in Redis that signs cursors: every
 // instance signs with the same key, so a cursor from one verifies on any.
-const cursorSecret = "admin-cursor"
+const cursorKeyName = "admin-cursor"
 
 // cursor is the position of a session listing, bound to its query. On the
 // wire it is base64url(JSON) "." base64url(HMAC-SHA256 truncated to 16
@@ -38,7 +38,7 @@ func (s *Service) cursorKey(ctx context.Context) ([]byte, error) {
 	if s.key != nil {
 		return s.key, nil
 	}
-	k, err := s.d.Live.SharedSecret(ctx, cursorSecret, 32)
+	k, err := s.d.Live.SharedSecret(ctx, cursorKeyName, 32)
 	if err != nil {
 		return nil, fmt.Errorf("cursor key: %w", err)
 	}

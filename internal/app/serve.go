@@ -30,6 +30,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
+	"github.com/quotacenter/quota-center/internal/policysync"
 	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/reconcile"
@@ -150,11 +151,27 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
 	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
-	poolAdmin := poolctl.NewAdmin(b.ledger, rs, sched, nil)
-	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
+	// Policy changes are announced on Redis pub/sub so every instance drops
+	// its cached copy at once (internal/policysync; the TTL stays the bound).
+	var svc *quota.Service
+	var poolSource *poolctl.Source
+	bus := policysync.New(b.rdb, log.Named("policysync"),
+		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) })
+	ann := announcingLedger{Store: b.ledger, bus: bus}
+	poolAdmin := poolctl.NewAdmin(ann, rs, sched, nil)
+	poolSource = poolctl.NewSource(poolAdmin, b.ledger, rs, cfg.Quota.PolicyCacheTTL)
+	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		Audit: b.ledger, Breakers: brk, Pools: poolctl.NewSource(poolAdmin, b.ledger, rs, cfg.Quota.PolicyCacheTTL),
+		Audit: b.ledger, Breakers: brk, Pools: poolSource,
 	})
+	stopBus, err := bus.Run(ctx)
+	if err != nil {
+		// Not fatal: it keeps subscribing in the background; until then
+		// other instances' changes show within the policy cache TTL.
+		log.Warn("policy change bus not subscribed yet (retrying); other instances' changes show within the policy cache TTL",
+			zap.Duration("policyCacheTTL", cfg.Quota.PolicyCacheTTL), zap.Error(err))
+	}
+	defer stopBus()
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
 		for _, p := range pols {
@@ -162,7 +179,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		}
 	}
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
-	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: b.ledger, Audit: b.ledger, Sched: sched})
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched})
 	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,

@@ -312,8 +312,14 @@ func TestConsoleRefusesChangesWithoutSessionOrCSRF(t *testing.T) {
 	if code, _ := post(limitPath, good, nil); code != http.StatusUnauthorized {
 		t.Errorf("after sign-out: %d, want 401", code)
 	}
-	if _, err := hc.Get(ui + "/resources"); err != nil && !errors.Is(err, http.ErrUseLastResponse) {
+	// A page is a redirect to the sign-in.
+	resp, err = hc.Get(ui + "/resources")
+	if err != nil && !errors.Is(err, http.ErrUseLastResponse) {
 		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther && resp.StatusCode != http.StatusFound || !strings.HasSuffix(resp.Header.Get("Location"), "/login") {
+		t.Errorf("a page after sign-out: %d to %q, want a redirect to the sign-in", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
 
