@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/policysync"
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -61,4 +63,21 @@ func (l announcingLedger) InsertGrant(ctx context.Context, resource string, g po
 
 func (l announcingLedger) VoidGrant(ctx context.Context, resource, id string, at int64) error {
 	return l.announce(ctx, resource, l.Store.VoidGrant(ctx, resource, id, at))
+}
+
+// policyBusLoop receives the policy changes of the other instances until
+// ctx ends. Not being subscribed is not fatal: the bus keeps subscribing
+// in the background, and until then other instances' changes show within
+// the policy cache TTL.
+func policyBusLoop(bus *policysync.Bus, log *zap.Logger, ttl time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		stop, err := bus.Run(ctx)
+		if err != nil {
+			log.Warn("policy change bus not subscribed yet (retrying); other instances' changes show within the policy cache TTL",
+				zap.Duration("policyCacheTTL", ttl), zap.Error(err))
+		}
+		<-ctx.Done()
+		stop()
+		return nil
+	}
 }

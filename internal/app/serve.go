@@ -185,14 +185,6 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		Audit: b.ledger, Breakers: brk, Pools: poolSource,
 	})
-	stopBus, err := bus.Run(ctx)
-	if err != nil {
-		// Not fatal: it keeps subscribing in the background; until then
-		// other instances' changes show within the policy cache TTL.
-		log.Warn("policy change bus not subscribed yet (retrying); other instances' changes show within the policy cache TTL",
-			zap.Duration("policyCacheTTL", cfg.Quota.PolicyCacheTTL), zap.Error(err))
-	}
-	defer stopBus()
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
 		for _, p := range pols {
@@ -243,6 +235,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		{"pools", poolRunner.Run},
 		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},
 		{"reconcile", rec.Run},
+		{"policysync", policyBusLoop(bus, log, cfg.Quota.PolicyCacheTTL)},
 	}
 
 	in.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
