@@ -373,8 +373,9 @@ type groupMetrics struct {
 	pipelineCalls prometheus.Histogram
 }
 
-// groupSizeBuckets are counts of rows or calls, 1 to 1000.
-var groupSizeBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
+// groupSizeBuckets are counts of rows or calls, 1 to 1024, each power of
+// two read exactly (httpapi.WholeBuckets: a group of 1 reads as 1, not 0.5).
+var groupSizeBuckets = httpapi.WholeBuckets(2, 1024)
 
 func newGroupMetrics(reg prometheus.Registerer) *groupMetrics {
 	m := &groupMetrics{
