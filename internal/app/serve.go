@@ -28,6 +28,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
+	"github.com/quotacenter/quota-center/internal/policysync"
 	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/reconcile"
@@ -171,11 +172,20 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
 	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
-	poolLedger, poolLive := poolctl.Guarded(b.ledger, rs, brk)
+	// Policy changes are announced on Redis pub/sub so every instance drops
+	// its cached copy at once (internal/policysync; the TTL stays the bound).
+	var svc *quota.Service
+	var poolSource *poolctl.Source
+	bus := policysync.New(b.rdb, log.Named("policysync"),
+		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) })
+	ann := announcingLedger{Store: b.ledger, bus: bus}
+	// The pools' calls go through the backend breakers (poolctl.Guarded).
+	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
 	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
-	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
+	poolSource = poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL)
+	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		Audit: b.ledger, Breakers: brk, Pools: poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL),
+		Audit: b.ledger, Breakers: brk, Pools: poolSource,
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -184,7 +194,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		}
 	}
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
-	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: b.ledger, Audit: b.ledger, Sched: sched})
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched})
 	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
@@ -227,6 +237,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		{"pools", poolRunner.Run},
 		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},
 		{"reconcile", rec.Run},
+		{"policysync", policyBusLoop(bus, log, cfg.Quota.PolicyCacheTTL)},
 	}
 
 	in.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
@@ -364,8 +375,9 @@ type groupMetrics struct {
 	pipelineCalls prometheus.Histogram
 }
 
-// groupSizeBuckets are counts of rows or calls, 1 to 1000.
-var groupSizeBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
+// groupSizeBuckets are counts of rows or calls, 1 to 1024, each power of
+// two read exactly (httpapi.WholeBuckets: a group of 1 reads as 1, not 0.5).
+var groupSizeBuckets = httpapi.WholeBuckets(2, 1024)
 
 func newGroupMetrics(reg prometheus.Registerer) *groupMetrics {
 	m := &groupMetrics{

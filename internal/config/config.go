@@ -443,7 +443,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.Sweeper.Interval, "sweep-interval", c.Sweeper.Interval, "how often the leak sweeper runs")
 	fs.IntVar(&c.Sweeper.Batch, "sweep-batch", c.Sweeper.Batch, "sessions swept per script call")
 	fs.DurationVar(&c.Quota.FinishedRetention, "finished-retention", c.Quota.FinishedRetention, "how long settled sessions stay in Redis for cheap repeats and late true-ups")
-	fs.DurationVar(&c.Quota.PolicyCacheTTL, "policy-cache-ttl", c.Quota.PolicyCacheTTL, "how long a policy read from MySQL is reused")
+	fs.DurationVar(&c.Quota.PolicyCacheTTL, "policy-cache-ttl", c.Quota.PolicyCacheTTL, "how long a policy read from MySQL is reused (changes are also announced to every instance at once; this bounds a missed announcement)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish on stop")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain, "how long /readyz answers 503 before the listener closes on stop (0 = at once)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")

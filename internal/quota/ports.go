@@ -227,6 +227,8 @@ type SessionState struct {
 	ApplyAmount int64
 	MinAmount   int64
 	FailOpen    bool // granted fail-open while the ledger was unreachable: its row is still to be written
+	// BusinessLine is the line a pools' session draws for ("" without one).
+	BusinessLine string
 }
 
 // SessionWriter writes ledger rows (apply, finish).
