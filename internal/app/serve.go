@@ -154,6 +154,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		Audit: b.ledger, Breakers: brk, Pools: poolctl.NewSource(poolAdmin, b.ledger, rs, cfg.Quota.PolicyCacheTTL),
+		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -219,6 +220,11 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		OnPolicy: metrics.Known, // series at 0 for policies created on other instances
 	}, b.ledger, rs, b.ledger, log.Named("sweeper"), reg)
 
+	stopGateway, err := startGateway(ctx, cfg, svc, log, reg)
+	if err != nil {
+		return err
+	}
+	defer stopGateway() // before the backends close
 	// Listen synchronously so a taken port fails the start, not later.
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
