@@ -186,20 +186,17 @@ func (s *Service) chargeGroups(ctx context.Context, req ChargeRequest) (map[stri
 			g.check = true
 		}
 	}
+	listed := make(map[string]bool, len(groups))
 	for _, it := range req.Items {
-		g := groups[it.ResourceName]
-		if g.done {
+		if listed[it.ResourceName] {
 			continue
 		}
-		g.done = true // "listed" while ordering; reset below
-		if g.check {
+		listed[it.ResourceName] = true
+		if groups[it.ResourceName].check {
 			admits = append(admits, it.ResourceName)
 		} else {
 			forced = append(forced, it.ResourceName)
 		}
-	}
-	for _, g := range groups {
-		g.done = false
 	}
 	return groups, append(admits, forced...), nil
 }
