@@ -69,8 +69,10 @@ stop() {
 cleanup() {
 	stop "$qc_pid"
 	stop "$peer_pid"
-	rcli --scan --pattern "qc:{$res}:*" | xargs -r rcli del >/dev/null || true
-	rcli --scan --pattern "${prefix}*" | xargs -r rcli del >/dev/null || true
+	local p
+	for p in "qc:{$res}:*" "${prefix}*"; do
+		rcli --scan --pattern "$p" | xargs -r redis-cli -h "${redis%:*}" -p "${redis##*:}" del >/dev/null || true
+	done
 	sql -e "DROP DATABASE IF EXISTS $db" || true
 	rm -rf "$work"
 }
