@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ domains:
 			t.Errorf("%v: %q, want %q", tc.entries, got, tc.want)
 		}
 	}
-	if _, err := d.match([]Entry{{"model", "medium"}}).resourceName([]Entry{{"model", "medium"}}); err != errRejected {
+	if _, err := d.match([]Entry{{"model", "medium"}}).resourceName([]Entry{{"model", "medium"}}); !errors.Is(err, errRejected) {
 		t.Fatalf("value outside the allow-list: %v", err)
 	}
 }

@@ -191,9 +191,10 @@ func (s *Service) domainNames() []string {
 
 // hitsOf is a descriptor's hits: its own hits_addend when set (0 too),
 // else the request's, else 1 (as envoyproxy/ratelimit counts them).
+// validate has refused hits past 2^53−1.
 func hitsOf(req *rls.RateLimitRequest, d *rlcommon.RateLimitDescriptor) int64 {
 	if h := d.GetHitsAddend(); h != nil {
-		return int64(h.GetValue())
+		return int64(min(h.GetValue(), uint64(quota.MaxAmount)))
 	}
 	return int64(max(1, req.GetHitsAddend()))
 }
