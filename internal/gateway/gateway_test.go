@@ -284,3 +284,36 @@ domains:
 		t.Fatalf("used %d, want 2 (refused calls charge nothing)", u)
 	}
 }
+
+// Concurrent first requests of new values make no more resources than the
+// cap: exactly max_resources of them are answered OK.
+func TestTheCapHoldsUnderConcurrentNewValues(t *testing.T) {
+	tpl := testenv.Resource(t)
+	sfx := testenv.RandomSuffix()
+	g := startGW(t, testenv.Dev, fmt.Sprintf(`
+domains:
+  - domain: d
+    descriptors:
+      - {key: tenant, resource: 'c-{value}-%s', template: %s, max_resources: 3}
+`, sfx, tpl))
+	g.policy(t, tpl, 5, nil)
+	results := make(chan rls.RateLimitResponse_Code, 8)
+	for i := range 8 {
+		go func() {
+			resp, err := g.ask(t, "", "d", desc(1, "tenant", fmt.Sprintf("v%d", i)))
+			if err != nil {
+				t.Error(err)
+			}
+			results <- resp.GetOverallCode()
+		}()
+	}
+	oks := 0
+	for range 8 {
+		if <-results == ok {
+			oks++
+		}
+	}
+	if oks != 3 {
+		t.Fatalf("%d new values answered OK with max_resources 3", oks)
+	}
+}

@@ -157,6 +157,9 @@ func (c *creator) ensure(ctx context.Context, d *Descriptor, name string) error 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.known[d][name] {
+		return nil // made by a concurrent call meanwhile
+	}
 	if d.MaxResources > 0 && len(c.known[d]) >= d.MaxResources {
 		return errRejected
 	}
