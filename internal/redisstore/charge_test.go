@@ -13,7 +13,7 @@ import (
 // balance after it must agree.
 func TestChargeScriptAgreesWithItsReferenceModel(t *testing.T) {
 	t.Parallel()
-	for _, b := range []string{"redis", "miniredis"} {
+	for _, b := range []string{"redis", "cluster/pipelined", "miniredis"} {
 		t.Run(b, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, b)
