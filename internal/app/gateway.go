@@ -13,20 +13,21 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// startGateway starts the Envoy rate limit service listener when
-// QC_GRPC_ADDR is set; stop (never nil) ends it once the calls in flight
-// are answered. The mapping file is validated before anything listens.
-func startGateway(ctx context.Context, cfg config.Config, svc *quota.Service, log *zap.Logger, reg prometheus.Registerer) (stop func(), err error) {
+// buildGateway builds the Envoy rate limit service listener when
+// QC_GRPC_ADDR is set (nil, nil otherwise) and listens, so that a taken
+// port fails the start; instance.run serves it. The mapping file is
+// validated before anything listens.
+func buildGateway(ctx context.Context, cfg config.Config, svc *quota.Service, log *zap.Logger, reg prometheus.Registerer) (*gateway.Server, net.Listener, error) {
 	if cfg.GRPC.Addr == "" {
-		return func() {}, nil
+		return nil, nil, nil
 	}
 	gcfg, err := gateway.LoadConfig(cfg.GRPC.GatewayConfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	creds, err := gateway.TLSFiles{Cert: cfg.GRPC.TLSCert, Key: cfg.GRPC.TLSKey, ClientCA: cfg.GRPC.TLSClientCA}.Credentials()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	keys := make([]gateway.Key, len(cfg.Auth.APIKeys))
 	for i, k := range cfg.Auth.APIKeys {
@@ -36,24 +37,13 @@ func startGateway(ctx context.Context, cfg config.Config, svc *quota.Service, lo
 		Config: gcfg, Quota: svc, Keys: gateway.NewKeys(keys), Log: log.Named("gateway"), Metrics: gateway.NewMetrics(reg),
 	})
 	if err := gsvc.Start(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.GRPC.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPC.Addr, err)
+		return nil, nil, fmt.Errorf("listen grpc %s: %w", cfg.GRPC.Addr, err)
 	}
-	srv := gateway.NewServer(gsvc, creds)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil {
-			log.Error("grpc server stopped", zap.Error(err))
-		}
-	}()
 	log.Info("grpc listening (Envoy rate limit service)", zap.String("addr", ln.Addr().String()),
 		zap.String("gateway_config", gcfg.Path), zap.Bool("tls", creds != nil), zap.Bool("api_keys", len(keys) > 0))
-	return func() {
-		srv.Stop()
-		<-done
-	}, nil
+	return gateway.NewServer(gsvc, creds), ln, nil
 }

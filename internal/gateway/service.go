@@ -244,29 +244,35 @@ func (s *Service) plan(ctx context.Context, dom *Domain, req *rls.RateLimitReque
 
 // mappingError answers a mapped resource that could not be used.
 func (s *Service) mappingError(i int, d *Descriptor, name string, err error) error {
-	c := classify(err)
-	if c == classNotFound {
+	if quota.CodeOf(err) == quota.CodeResourceNotFound {
 		return status.Errorf(codes.NotFound, "descriptors[%d] maps to resource %q (gateway config line %d), which has no policy: create it with PUT /admin/policies/%s", i, name, d.Line, name)
 	}
-	return status.Errorf(c.grpcCode(), "descriptors[%d] (resource %q): %v", i, name, err)
+	c := grpcCode(err)
+	if c == codes.Unavailable || c == codes.Internal {
+		// The message of a backend failure carries addresses and driver
+		// text: the log has it, the caller gets what to do.
+		s.log.Warn("gateway mapping could not be resolved", zap.String("resource", name), zap.Int("line", d.Line), zap.Error(err))
+		return status.Errorf(c, "descriptors[%d] (resource %q): the quota backends could not be read; retry", i, name)
+	}
+	return status.Errorf(c, "descriptors[%d] (resource %q): %v", i, name, err)
 }
 
 // failure answers a Charge that failed: bad input and missing policies
 // as errors, a store failure as the closed answer (failMode OPEN policies
 // only get here when some other policy of the request is CLOSED).
 func (s *Service) failure(dom *Domain, slots []slot, err error) (*rls.RateLimitResponse, string, error) {
-	c := classify(err)
-	if c != classUnavailable {
-		if c == classInternal {
-			s.log.Error("gateway charge failed", zap.String("domain", dom.Name), zap.Error(err))
-			return nil, "", status.Error(codes.Internal, "internal error")
-		}
-		return nil, "", status.Error(c.grpcCode(), err.Error())
+	switch c := grpcCode(err); c {
+	case codes.Unavailable:
+	case codes.Internal:
+		s.log.Error("gateway charge failed", zap.String("domain", dom.Name), zap.Error(err))
+		return nil, "", status.Error(codes.Internal, "internal error")
+	default:
+		return nil, "", status.Error(c, err.Error())
 	}
 	s.log.Warn("gateway request refused: the stores could not decide and a policy involved is failMode CLOSED",
 		zap.String("domain", dom.Name), zap.String("answer", s.cfg.FailClosedAnswer), zap.Error(err))
 	if s.cfg.FailClosedAnswer != "over_limit" {
-		return nil, "", status.Errorf(codes.Unavailable, "quota backends unavailable and the policy is failMode CLOSED: %v", err)
+		return nil, "", status.Error(codes.Unavailable, "the quota backends cannot decide and a policy of this request is failMode CLOSED; retry")
 	}
 	resp := &rls.RateLimitResponse{OverallCode: rls.RateLimitResponse_OVER_LIMIT}
 	for _, sl := range slots {
