@@ -186,6 +186,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		Audit: b.ledger, Breakers: brk, Pools: poolSource,
+		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -240,6 +241,12 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		{"policysync", policyBusLoop(bus, log, cfg.Quota.PolicyCacheTTL)},
 	}
 
+	if in.grpc, in.gln, err = buildGateway(ctx, cfg, svc, log, reg); err != nil {
+		return nil, err
+	}
+	if in.gln != nil {
+		in.closers = append([]func(){func() { _ = in.gln.Close() }}, in.closers...) // a no-op once the server stopped
+	}
 	in.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)

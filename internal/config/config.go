@@ -32,6 +32,8 @@ type Config struct {
 	Log       Log
 	Dev       Dev
 	Auth      Auth
+	// GRPC is the Envoy rate limit service listener (off by default).
+	GRPC GRPC
 	// MigrateOnStart applies the ledger migrations before serving.
 	MigrateOnStart bool
 	// ShutdownGrace bounds how long in-flight requests may finish on stop.
@@ -449,6 +451,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "json or console")
 	fs.StringVar(&c.Dev.SQLitePath, "dev-sqlite-path", c.Dev.SQLitePath, "dev mode ledger file (:memory: keeps nothing)")
+	grpcFlags(fs, &c.GRPC)
 	// Parsed below, for serve only, so that no flag error can quote a secret.
 	var adminTokens, apiKeys string
 	fs.StringVar(&adminTokens, "admin-tokens", "", "admin bearer tokens, comma-separated name:token (a bare token is named admin; 16+ characters); "+
@@ -538,6 +541,7 @@ func (c Config) validate(backendsPaired bool) error {
 		bad("log-format must be json or console, got %q", c.Log.Format)
 	}
 	errs = append(errs, c.Auth.validate()...)
+	errs = append(errs, c.GRPC.validate()...)
 	if backendsPaired {
 		switch {
 		case !c.DevMode() && len(c.Auth.APIKeys) == 0 && !c.Auth.InsecureOpenQuota:

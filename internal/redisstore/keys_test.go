@@ -17,6 +17,7 @@ var scriptVars = map[string]**redis.Script{
 	"adjust.lua": &adjustScript, "lock.lua": &lockScript, "failopen.lua": &failOpenScript,
 	"pool_apply.lua": &poolApplyScript, "pool_layout.lua": &poolLayoutScript, "pool_seed.lua": &poolSeedScript,
 	"pool_move.lua": &poolMoveScript, "pool_grants.lua": &poolGrantsScript,
+	"charge.lua": &chargeScript, "uncharge.lua": &unchargeScript,
 }
 
 // keyCheck is put in front of a script by declaredKeysOnly: every
