@@ -27,6 +27,15 @@ var errRequestTimeout = errors.New("request timeout")
 // errMediaType is returned by decode for a non-JSON Content-Type (415).
 var errMediaType = errors.New("unsupported media type")
 
+// noQuery refuses a query string on an endpoint that reads none, so that
+// a parameter is never silently ignored. Errors: *quota.ValidationError.
+func noQuery(r *http.Request) error {
+	if r.URL.RawQuery != "" {
+		return &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters"}
+	}
+	return nil
+}
+
 // decode reads one JSON object from r.Body into dst, strictly: no query
 // parameters, one JSON Content-Type (or none), no unknown fields (names
 // match exactly, case included), no duplicate keys, nothing after the

@@ -94,8 +94,8 @@ func (s *Server) writePools(w http.ResponseWriter, r *http.Request, status int) 
 // handleLines answers GET …/lines and GET …/pools: the settings, the
 // pools' sizes and every line.
 func (s *Server) handleLines(w http.ResponseWriter, r *http.Request) {
-	if r.URL.RawQuery != "" {
-		s.writeError(w, r, &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters"})
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	s.writePools(w, r, http.StatusOK)
@@ -236,7 +236,11 @@ func (s *Server) handleGrantOf(release bool) http.HandlerFunc {
 }
 
 func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
-	gs, err := s.pools.Grants(r.Context(), chi.URLParam(r, "resourceName"))
+	err := noQuery(r)
+	var gs []pools.GrantRecord
+	if err == nil {
+		gs, err = s.pools.Grants(r.Context(), chi.URLParam(r, "resourceName"))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -254,7 +258,11 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
-	if err := s.pools.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id")); err != nil {
+	err := noQuery(r)
+	if err == nil {
+		err = s.pools.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -265,7 +273,11 @@ func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
-	rs, err := s.pools.Reclaims(r.Context(), chi.URLParam(r, "resourceName"))
+	err := noQuery(r)
+	var rs []pools.Reclaim
+	if err == nil {
+		rs, err = s.pools.Reclaims(r.Context(), chi.URLParam(r, "resourceName"))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -279,7 +291,11 @@ func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rc, err := s.pools.SetReclaim(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
+		err := noQuery(r)
+		var rc pools.Reclaim
+		if err == nil {
+			rc, err = s.pools.SetReclaim(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -293,8 +309,13 @@ func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
 }
 
 func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
+	q, err := strictQuery(r, "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
 			s.writeError(w, r, &quota.ValidationError{Field: "limit", Reason: "must be 1 … 500"})

@@ -285,3 +285,34 @@ func TestPoolsSurviveRedisLoss(t *testing.T) {
 		t.Fatalf("lines after Redis lost its data:\n%s\nbefore:\n%s", after, before)
 	}
 }
+
+// TestPoolsAdminRefusesQueryParameters: the pools' admin endpoints read no
+// query parameter, so one is refused (400) instead of silently ignored, as
+// everywhere else in the API.
+func TestPoolsAdminRefusesQueryParameters(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/search", body: `{"tier":"CORE","weight":3}`})
+	base := "/admin/policies/llm"
+	for _, rq := range []request{
+		{method: "GET", path: base + "/grants?limit=-1"},
+		{method: "GET", path: base + "/grants?bogus=1"},
+		{method: "GET", path: base + "/reclaims?cursor=zzz"},
+		{method: "GET", path: base + "/pool-events?before=abc"},
+		{method: "GET", path: base + "/pool-events?limit=5&limit=6"},
+		{method: "DELETE", path: base + "/grants/g0?force=true"},
+		{method: "POST", path: base + "/reclaims/r9/confirm?bogus=1"},
+		{method: "POST", path: base + "/reclaims/r9/cancel?bogus=1"},
+		{method: "GET", path: "/admin/policies?bogus=1"},
+		{method: "GET", path: base + "?bogus=1"},
+	} {
+		r := a.do(t, rq)
+		if r.status != http.StatusBadRequest || r.body["code"] != "INVALID_ARGUMENT" || r.body["message"] == "" {
+			t.Errorf("%s %s: %d %s, want 400 INVALID_ARGUMENT", rq.method, rq.path, r.status, r.raw)
+		}
+	}
+	if r := a.get(t, base+"/pool-events?limit=5"); r.status != http.StatusOK {
+		t.Errorf("pool-events?limit=5: %d %s", r.status, r.raw)
+	}
+}
+
