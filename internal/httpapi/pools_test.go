@@ -316,3 +316,22 @@ func TestPoolsAdminRefusesQueryParameters(t *testing.T) {
 	}
 }
 
+// TestGrantsCannotPassTheLargestAmount: a resource's limit and its grants
+// together stay within 2^53-1, the largest amount Redis' Lua numbers hold
+// exactly; a grant that would pass it is refused and recorded nowhere.
+func TestGrantsCannotPassTheLargestAmount(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100}`)
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	base := "/admin/policies/llm"
+	if r := a.post(t, base+"/grants", `{"amount":9007199254740891,"expiresAt":"`+exp+`"}`); r.status != http.StatusCreated {
+		t.Fatalf("grant up to 2^53-1 in all: %d %s", r.status, r.raw)
+	}
+	r := a.post(t, base+"/grants", `{"amount":1,"expiresAt":"`+exp+`"}`)
+	if r.status != http.StatusBadRequest || r.body["code"] != "INVALID_ARGUMENT" {
+		t.Fatalf("a grant past 2^53-1 in all: %d %s, want 400", r.status, r.raw)
+	}
+	if r := a.get(t, base+"/grants"); len(r.body["grants"].([]any)) != 1 {
+		t.Fatalf("the refused grant was recorded: %s", r.raw)
+	}
+}
