@@ -272,6 +272,8 @@ func TestPatchPolicyIsAMergePatch(t *testing.T) {
 			{"negative limit", `{"totalLimit":-1}`, "", 400, "INVALID_ARGUMENT"},
 			{"string limit", `{"totalLimit":"100"}`, "", 400, "INVALID_ARGUMENT"},
 			{"fraction", `{"totalLimit":1.5}`, "", 400, "INVALID_ARGUMENT"},
+			{"zero leak threshold", `{"leakThresholdSeconds":0}`, "", 400, "INVALID_ARGUMENT"}, // as PUT; null is the default
+			{"negative leak threshold", `{"leakThresholdSeconds":-1}`, "", 400, "INVALID_ARGUMENT"},
 			{"bad cron", `{"resetCron":"every day"}`, "", 400, "INVALID_ARGUMENT"},
 			{"bad zone", `{"timezone":"Mars/Base"}`, "", 400, "INVALID_ARGUMENT"},
 			{"bad type", `{"quotaType":"LITRES"}`, "?force=true", 400, "INVALID_ARGUMENT"},
