@@ -549,3 +549,21 @@ func TestExhaustionETAMetric(t *testing.T) {
 		t.Errorf("/metrics lacks %q", want)
 	}
 }
+
+// TestOptionalBodiesRefuseNull: the bodies that may be left out (reset,
+// forced finish) are still JSON objects when sent; a literal null was read
+// as {} and reset the period.
+func TestOptionalBodiesRefuseNull(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev)
+	res := testenv.Resource(t)
+	putPolicy(t, s, res, map[string]any{"quotaType": "COUNT", "totalLimit": 10})
+	_, a, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": res, "applyAmount": 3})
+	before, _ := getStatus(t, s, res)
+	for _, path := range []string{"/admin/policies/" + res + "/reset", "/admin/sessions/" + a["sessionId"].(string) + "/finish"} {
+		code, out, _ := call(t, s, http.MethodPost, path, "null")
+		wantCode(t, path+" with null", code, out, http.StatusBadRequest, "INVALID_ARGUMENT")
+	}
+	if after, _ := getStatus(t, s, res); after != before {
+		t.Fatalf("a refused null body changed the status: %+v → %+v", before, after)
+	}
+}

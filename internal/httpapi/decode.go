@@ -72,8 +72,13 @@ func decode(r *http.Request, dst any) error {
 		// went wrong for it.
 		return &quota.ValidationError{Field: "body", Reason: "could not be read (the connection broke or the body was cut short)"}
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	switch trimmed := bytes.TrimSpace(body); {
+	case len(trimmed) == 0:
 		return &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}
+	case string(trimmed) == "null":
+		// json v2 reads a top-level null into a struct as "nothing", which
+		// would make an optional body (reset, forced finish) an empty one.
+		return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
 	}
 	// One pass with json v2 semantics (github.com/go-json-experiment/json):
 	// member names match exactly (case included), a name given twice and an
