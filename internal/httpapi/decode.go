@@ -36,6 +36,24 @@ func noQuery(r *http.Request) error {
 	return nil
 }
 
+// noBody refuses a request body on an endpoint that reads none, so that
+// e.g. {"resourceName":…} or a malformed body is never silently ignored
+// while the step runs anyway. Errors: *quota.ValidationError.
+func noBody(r *http.Request) error {
+	if n, _ := r.Body.Read(make([]byte, 1)); n > 0 {
+		return &quota.ValidationError{Field: "body", Reason: "this endpoint takes no body"}
+	}
+	return nil
+}
+
+// noInput is noQuery and noBody: a step named by its path alone.
+func noInput(r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	return noBody(r)
+}
+
 // decode reads one JSON object from r.Body into dst, strictly: no query
 // parameters, one JSON Content-Type (or none), no unknown fields (names
 // match exactly, case included), no duplicate keys, nothing after the

@@ -133,7 +133,11 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDeleteLine(w http.ResponseWriter, r *http.Request) {
-	if err := s.pools.DeleteLine(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "line")); err != nil {
+	err := noInput(r)
+	if err == nil {
+		err = s.pools.DeleteLine(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "line"))
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -258,7 +262,7 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
-	err := noQuery(r)
+	err := noInput(r)
 	if err == nil {
 		err = s.pools.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
 	}
@@ -291,7 +295,7 @@ func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		err := noQuery(r)
+		err := noInput(r)
 		var rc pools.Reclaim
 		if err == nil {
 			rc, err = s.pools.SetReclaim(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)

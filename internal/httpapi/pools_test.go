@@ -335,3 +335,35 @@ func TestGrantsCannotPassTheLargestAmount(t *testing.T) {
 		t.Fatalf("the refused grant was recorded: %s", r.raw)
 	}
 }
+
+// TestPoolsAdminStepsRefuseABody: DELETE of a line or a grant and the
+// reclaim steps read no body; a body (malformed or not) is 400 and the step
+// is not taken. Before, DELETE …/lines/x with "{" deleted the line.
+func TestPoolsAdminStepsRefuseABody(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
+	base := "/admin/policies/llm"
+	a.mustOK(t, request{method: "PUT", path: base + "/lines/search", body: `{"tier":"CORE","weight":3}`})
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	id := a.post(t, base+"/grants", `{"amount":5,"expiresAt":"`+exp+`"}`).body["grant"].(map[string]any)["id"].(string)
+	before := a.get(t, base+"/lines").raw
+	grants := a.get(t, base+"/grants").raw
+	for _, rq := range []request{
+		{method: "DELETE", path: base + "/lines/search", body: `{`},
+		{method: "DELETE", path: base + "/lines/search", body: `{"reason":"x"}`},
+		{method: "DELETE", path: base + "/grants/" + id, body: `{`},
+		{method: "POST", path: base + "/reclaims/r9/confirm", body: `{`},
+		{method: "POST", path: base + "/reclaims/r9/cancel", body: `[]`},
+	} {
+		r := a.do(t, rq)
+		if r.status != http.StatusBadRequest || r.body["code"] != "INVALID_ARGUMENT" {
+			t.Errorf("%s %s with body %s: %d %s, want 400", rq.method, rq.path, rq.body, r.status, r.raw)
+		}
+	}
+	if after := a.get(t, base+"/lines").raw; string(after) != string(before) {
+		t.Errorf("a refused DELETE changed the lines:\n%s\n%s", before, after)
+	}
+	if after := a.get(t, base+"/grants").raw; string(after) != string(grants) {
+		t.Errorf("a refused DELETE changed the grants:\n%s\n%s", grants, after)
+	}
+}

@@ -20,11 +20,7 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 		err = quota.ValidateResourceName(q.Get("resourceName")) // given, it names one resource
 	}
 	if err == nil {
-		// The endpoint reads no body: one (e.g. {"resourceName":…}) would be
-		// ignored and run a pass over every resource.
-		if n, _ := r.Body.Read(make([]byte, 1)); n > 0 {
-			err = &quota.ValidationError{Field: "body", Reason: "this endpoint takes no body; name the resource with ?resourceName="}
-		}
+		err = noBody(r) // a {"resourceName":…} body would run a pass over every resource
 	}
 	if err != nil {
 		s.writeError(w, r, err)
