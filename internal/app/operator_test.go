@@ -232,6 +232,8 @@ func TestUsageSumsTheLedger(t *testing.T) {
 			{base + "&from=" + now.Format(time.RFC3339) + "&to=" + now.Format(time.RFC3339), 400, "INVALID_ARGUMENT"},
 			{base + "&groupBy=hour&from=" + now.Add(-40*24*time.Hour).Format(time.RFC3339), 400, "INVALID_ARGUMENT"},
 			{base + "&from=yesterday", 400, "INVALID_ARGUMENT"},
+			{base + "&from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59Z", 400, "INVALID_ARGUMENT"},             // was read as "from not given"
+			{base + "&groupBy=day&from=1969-12-31T00:00:00Z&to=1970-01-02T00:00:00Z", 400, "INVALID_ARGUMENT"}, // before the ledger's epoch milliseconds
 			{base + "&resource=x", 400, "INVALID_ARGUMENT"},
 			{"/admin/usage?resourceName=NOPE", 400, "INVALID_ARGUMENT"},
 			{"/admin/usage?resourceName=no-such-" + testenv.RandomSuffix(), 404, "RESOURCE_NOT_FOUND"},
