@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -108,6 +109,20 @@ func TestControllerAutoModeFollowsTheForecastError(t *testing.T) {
 	if e := s.c.lines["a"].errEWMA; e > ModePredictiveErr || e < 0 {
 		t.Fatalf("smoothed error %.3f after a steady stretch", e)
 	}
+	// Each switch says the error that decided it, in percent.
+	var pcts []float64
+	for _, e := range s.evs {
+		if e.Kind == "MODE" {
+			var p float64
+			if _, err := fmt.Sscanf(e.Reason, "forecast error %f%%", &p); err != nil {
+				t.Fatalf("reason %q: %v", e.Reason, err)
+			}
+			pcts = append(pcts, p)
+		}
+	}
+	if len(pcts) != 2 || pcts[0] <= 30 || pcts[0] > 100 || pcts[1] > 15 {
+		t.Fatalf("errors given %v%%, want above 30 %% then at most 15 %%", pcts)
+	}
 	// A fixed mode is never switched.
 	for _, e := range []Elasticity{ElasticityPredictive, ElasticityReactive} {
 		s := newSampler(t, e)
@@ -147,8 +162,13 @@ func TestReactiveLendsAtTheBounds(t *testing.T) {
 			t.Errorf("%s: events %v, buffer lent %d; want lent=%v", c.name, evs, s.m.Lines["a"].Buffer, c.lend)
 		}
 	}
-	// Twice the rate but far from the quota: nothing.
+	// The first rate of a line has no rate before it: not a burst.
 	s := newSampler(t, ElasticityReactive)
+	if evs := s.sample(2250, SampleMs); kinds(evs)["LEND_REACTIVE"] != 0 {
+		t.Fatalf("lent on the first rate: %v", evs)
+	}
+	// Twice the rate but far from the quota: nothing.
+	s = newSampler(t, ElasticityReactive)
 	s.sample(300, SampleMs)
 	s.sample(300, SampleMs)
 	if evs := s.sample(600, SampleMs); kinds(evs)["LEND_REACTIVE"] != 0 {
