@@ -148,6 +148,8 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		return evs
 	}
 	if !c.didSample || now-c.sampled >= SampleMs {
+		// The first sample's dt is never used: that sample only records
+		// where consumption starts (a mutant of it is equivalent).
 		dt := float64(SampleMs) / 1000
 		if c.didSample {
 			dt = float64(now-c.sampled) / 1000
