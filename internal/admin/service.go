@@ -12,7 +12,7 @@ import (
 // ErrInUse: the change would reinterpret or orphan what is in use (changing
 // quotaType while the period has usage, deleting a policy with live
 // sessions); nothing was changed (HTTP 409 POLICY_IN_USE).
-var ErrInUse = errors.New("policy in use")
+var ErrInUse = quota.NewError(quota.CodePolicyInUse, "policy in use")
 
 // ErrBadCursor: a cursor that this deployment did not issue, that was
 // altered, or that belongs to another query (HTTP 400 INVALID_ARGUMENT).

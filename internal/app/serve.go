@@ -7,13 +7,11 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,9 +107,11 @@ var Version = "dev"
 
 // Serve runs `quota-center serve` with args (flags; QC_ variables fill the
 // rest) until ctx is done, then shuts down: /readyz turns 503, in-flight
-// requests drain within the grace period, the sweeper stops, then Redis and
-// MySQL are closed. Logs go to logOut. onListen, when set, gets the bound
-// address (tests listen on 127.0.0.1:0). It returns nil after a clean stop.
+// requests drain within the grace period, the background loops stop, then
+// Redis and MySQL are closed (instance.run). Logs go to logOut. onListen,
+// when set, gets the bound address (tests listen on 127.0.0.1:0). It
+// returns nil after a clean stop, and the error when the HTTP server fails
+// or a background loop dies.
 func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(addr string)) error {
 	cfg, _, err := config.Load("serve", args)
 	if err != nil {
@@ -124,15 +124,34 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 	defer func() { _ = log.Sync() }()
 	log.Info("starting", zap.String("version", Version), zap.Object("config", logObject{cfg.Redacted()}))
 	logAuth(log, cfg)
+	in, err := build(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("listening", zap.String("addr", in.ln.Addr().String()))
+	if onListen != nil {
+		onListen(in.ln.Addr().String())
+	}
+	return in.run(ctx)
+}
 
+// build opens the backends, builds the service, the HTTP API, the metrics
+// and the background loops, and listens (synchronously, so that a taken
+// port fails the start). On error, what was opened is closed again.
+func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance, err error) {
+	in := &instance{log: log, grace: cfg.ShutdownGrace, drain: cfg.ShutdownDrain}
+	defer func() {
+		if err != nil {
+			in.close()
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gm := newGroupMetrics(reg)
 	b, err := openBackends(ctx, cfg, log, gm)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer b.close()
 
 	bm := breaker.NewMetrics(reg)
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
@@ -146,7 +165,9 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
 		Timeout: ptimeout, OnPipeline: gm.pipeline,
 	}).WithWait(redisWait(cfg.Redis, reg))
-	defer rs.Close() // before b.close closes the client
+	// The pipelines stop before the client closes, the ledger's group
+	// commits with the ledger (b.close: Redis, then MySQL).
+	in.closers = append(in.closers, rs.Close, b.close)
 	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
 	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
@@ -174,28 +195,7 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Operator:     ops,
-		Reconcile: func(ctx context.Context, resource string) (any, int, error) {
-			// Its own variables: this runs per request, concurrently.
-			var reps []reconcile.Report
-			var rerr error
-			if resource == "" {
-				reps, rerr = rec.All(ctx)
-			} else {
-				var rep reconcile.Report
-				rep, rerr = rec.Resource(ctx, resource)
-				reps = []reconcile.Report{rep}
-			}
-			if rerr != nil {
-				return nil, 0, rerr
-			}
-			skipped := 0
-			for _, r := range reps {
-				if r.Skipped != "" {
-					skipped++
-				}
-			}
-			return reps, skipped, auditReconcile(ctx, b.ledger, resource, reps)
-		},
+		Reconcile:    reconcileNow(rec, b.ledger),
 		// /readyz does not ping the backends (an outage is answered with
 		// 503s or fail-open grants, which needs the instance in its load
 		// balancer); /healthz/backends does, for people and monitors. Its
@@ -213,22 +213,31 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 			}
 		},
 	})
+	in.notReady = api.Drain
 	sw := sweeper.New(sweeper.Config{
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
 		OrphanGrace: cfg.Reconcile.Grace, Breakers: brk,
 		OnPolicy: metrics.Known, // series at 0 for policies created on other instances
 	}, b.ledger, rs, b.ledger, log.Named("sweeper"), reg)
-
-	// Listen synchronously so a taken port fails the start, not later.
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+	forecastLog := log.Named("forecast")
+	in.loops = []loop{
+		{"sweeper", sw.Run},
+		{"forecast", func(ctx context.Context) error { return ops.Run(ctx, admin.DefaultSampleInterval, forecastLog) }},
+		{"pools", poolRunner.Run},
+		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},
+		{"reconcile", rec.Run},
 	}
+
+	in.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+	}
+	in.closers = append([]func(){func() { _ = in.ln.Close() }}, in.closers...) // a no-op once Serve closed it
 	con := console.New(console.Deps{
 		Ops: ops, Pools: poolAdmin, Audit: svc, Sessions: redisstore.NewConsoleSessions(b.rdb), SignIn: api.AdminSignIn,
 		OpenAdmin: cfg.DevMode() && len(cfg.Auth.AdminTokens) == 0, Logger: log.Named("console"),
 	})
-	srv := &http.Server{
+	in.srv = &http.Server{
 		Handler:           console.Mount(api.Handler(), con),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
@@ -237,81 +246,50 @@ func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(a
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(log.Named("http.server")),
 	}
-	var pprofSrv *http.Server
 	if cfg.HTTP.PprofAddr != "" {
-		pln, err := net.Listen("tcp", cfg.HTTP.PprofAddr)
+		in.pln, err = net.Listen("tcp", cfg.HTTP.PprofAddr)
 		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("listen pprof %s: %w", cfg.HTTP.PprofAddr, err)
+			return nil, fmt.Errorf("listen pprof %s: %w", cfg.HTTP.PprofAddr, err)
 		}
+		in.closers = append([]func(){func() { _ = in.pln.Close() }}, in.closers...)
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		pprofSrv = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
-		go func() { _ = pprofSrv.Serve(pln) }()
-		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
+		in.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout}
+		log.Info("pprof listening", zap.String("addr", in.pln.Addr().String()))
 	}
-	log.Info("listening", zap.String("addr", ln.Addr().String()))
-	if onListen != nil {
-		onListen(ln.Addr().String())
-	}
+	return in, nil
+}
 
-	swCtx, stopSweeper := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(5) // the sweeper, forecast sampling, the pools controller, the failover watcher, reconciliation
-	go func() {
-		defer wg.Done()
-		_ = sw.Run(swCtx)
-	}()
-	go func() {
-		defer wg.Done()
-		_ = ops.Run(swCtx, admin.DefaultSampleInterval, log.Named("forecast"))
-	}()
-	go func() {
-		defer wg.Done()
-		_ = poolRunner.Run(swCtx)
-	}()
-	go func() {
-		defer wg.Done()
-		_ = failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run(swCtx)
-	}()
-	go func() {
-		defer wg.Done()
-		_ = rec.Run(swCtx)
-	}()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
-	select {
-	case err = <-serveErr:
-		err = fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
-		log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace))
-		api.Drain()
-		if cfg.ShutdownDrain > 0 {
-			log.Info("draining: /readyz answers 503", zap.Duration("drain", cfg.ShutdownDrain))
-			time.Sleep(cfg.ShutdownDrain)
+// reconcileNow is POST /admin/reconcile: a pass now over one resource ("" =
+// all), its reports, how many were skipped (another pass held the lock),
+// audited.
+func reconcileNow(rec *reconcile.Reconciler, audit quota.AuditLog) func(ctx context.Context, resource string) (any, int, error) {
+	return func(ctx context.Context, resource string) (any, int, error) {
+		// Its own variables: this runs per request, concurrently.
+		var reps []reconcile.Report
+		var rerr error
+		if resource == "" {
+			reps, rerr = rec.All(ctx)
+		} else {
+			var rep reconcile.Report
+			rep, rerr = rec.Resource(ctx, resource)
+			reps = []reconcile.Report{rep}
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-		if serr := srv.Shutdown(sctx); serr != nil {
-			log.Warn("shutdown incomplete", zap.Error(serr))
-			_ = srv.Close()
+		if rerr != nil {
+			return nil, 0, rerr
 		}
-		cancel()
-		if serr := <-serveErr; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-			err = serr
+		skipped := 0
+		for _, r := range reps {
+			if r.Skipped != "" {
+				skipped++
+			}
 		}
+		return reps, skipped, auditReconcile(ctx, audit, resource, reps)
 	}
-	if pprofSrv != nil {
-		_ = pprofSrv.Close()
-	}
-	stopSweeper()
-	wg.Wait()
-	log.Info("stopped")
-	return err
 }
 
 // httpAuth is the HTTP layer's view of the auth config. Production (both

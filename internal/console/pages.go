@@ -2,7 +2,6 @@ package console
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -259,15 +258,15 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 	}})
 }
 
-// statusOf maps a domain error to the page's HTTP status.
+// statusOf maps a domain error (its quota.CodeOf) to the page's HTTP
+// status; what the page cannot name is a 503.
 func statusOf(err error) int {
-	var ve *quota.ValidationError
-	switch {
-	case errors.As(err, &ve):
+	switch quota.CodeOf(err) {
+	case quota.CodeInvalidArgument:
 		return http.StatusBadRequest
-	case errors.Is(err, quota.ErrResourceNotFound), errors.Is(err, quota.ErrSessionNotFound):
+	case quota.CodeResourceNotFound, quota.CodeSessionNotFound:
 		return http.StatusNotFound
-	case errors.Is(err, admin.ErrInUse), errors.Is(err, quota.ErrSessionNotActive), errors.Is(err, quota.ErrSessionConflict):
+	case quota.CodePolicyInUse, quota.CodeSessionNotActive, quota.CodeSessionConflict:
 		return http.StatusConflict
 	}
 	return http.StatusServiceUnavailable

@@ -20,8 +20,9 @@ var (
 	// (HTTP 401 UNAUTHENTICATED, with a WWW-Authenticate challenge).
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrPermissionDenied: the credentials are known but may not do this, or
-	// the endpoint is disabled (HTTP 403 PERMISSION_DENIED).
-	ErrPermissionDenied = errors.New("permission denied")
+	// the endpoint is disabled (HTTP 403 PERMISSION_DENIED); it is the
+	// domain's quota.ErrPermissionDenied.
+	ErrPermissionDenied = quota.ErrPermissionDenied
 )
 
 // AuthConfig says who may call the API. The zero value leaves every endpoint

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -13,27 +12,38 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// Wire codes of the error body {success:false, code, message}.
+// Wire codes of the error body {success:false, code, message} that only
+// the HTTP transport produces; a domain error's code is its quota.Code
+// (quota.CodeOf), written as is.
 const (
-	CodeSuccess            = "SUCCESS"
-	CodeInvalidArgument    = "INVALID_ARGUMENT"
-	CodeUnauthenticated    = "UNAUTHENTICATED"
-	CodePermissionDenied   = "PERMISSION_DENIED"
-	CodeResourceNotFound   = "RESOURCE_NOT_FOUND"
-	CodeSessionNotFound    = "SESSION_NOT_FOUND"
-	CodeNotFound           = "NOT_FOUND"
-	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"
-	CodeSessionNotActive   = "SESSION_NOT_ACTIVE"
-	CodeSessionConflict    = "SESSION_CONFLICT"
-	CodeReconcileSkipped   = "RECONCILE_SKIPPED"
-	CodeConflict           = "CONFLICT" // pools: a line with open sessions, a reclaim in another state, too little buffer
-	CodePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
-	CodeRequestTimeout     = "REQUEST_TIMEOUT"
-	CodeUnsupportedMedia   = "UNSUPPORTED_MEDIA_TYPE"
-	CodeQuotaExhausted     = "QUOTA_EXHAUSTED"
-	CodeBackendUnavailable = "BACKEND_UNAVAILABLE"
-	CodeCircuitOpen        = "CIRCUIT_BREAKER_OPEN"
-	CodeInternal           = "INTERNAL_ERROR"
+	CodeSuccess          = "SUCCESS"
+	CodeUnauthenticated  = "UNAUTHENTICATED"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
+	CodeRequestTimeout   = "REQUEST_TIMEOUT"
+	CodeUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE"
+	// CodeNotImplemented answers the operators' endpoints on a server built
+	// without an Operator (501).
+	CodeNotImplemented = "NOT_IMPLEMENTED"
+)
+
+// The domain's wire codes under the names this package's callers and tests
+// have always used.
+const (
+	CodeInvalidArgument    = string(quota.CodeInvalidArgument)
+	CodePermissionDenied   = string(quota.CodePermissionDenied)
+	CodeResourceNotFound   = string(quota.CodeResourceNotFound)
+	CodeSessionNotFound    = string(quota.CodeSessionNotFound)
+	CodeNotFound           = string(quota.CodeNotFound) // also an unknown route
+	CodeSessionNotActive   = string(quota.CodeSessionNotActive)
+	CodeSessionConflict    = string(quota.CodeSessionConflict)
+	CodeReconcileSkipped   = string(quota.CodeReconcileSkipped)
+	CodeConflict           = string(quota.CodeConflict)
+	CodePolicyInUse        = string(quota.CodePolicyInUse)
+	CodeQuotaExhausted     = string(quota.CodeQuotaExhausted)
+	CodeBackendUnavailable = string(quota.CodeBackendUnavailable)
+	CodeCircuitOpen        = string(quota.CodeCircuitOpen)
+	CodeInternal           = string(quota.CodeInternal)
 )
 
 // errorBody is the JSON of every error answer.
@@ -47,17 +57,29 @@ type errorBody struct {
 	Reason         string `json:"reason,omitempty"`         // QUOTA_EXHAUSTED of a business line: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED
 }
 
-// classify maps an error to its HTTP status and wire code. It is the one
-// place that does so.
+// httpStatus is the HTTP status of each domain code: the HTTP map of
+// quota.CodeOf. A code not listed (CodeInternal) is 500.
+var httpStatus = map[quota.Code]int{
+	quota.CodeInvalidArgument:    http.StatusBadRequest,
+	quota.CodePermissionDenied:   http.StatusForbidden,
+	quota.CodeResourceNotFound:   http.StatusNotFound,
+	quota.CodeSessionNotFound:    http.StatusNotFound,
+	quota.CodeNotFound:           http.StatusNotFound,
+	quota.CodeSessionNotActive:   http.StatusConflict,
+	quota.CodeSessionConflict:    http.StatusConflict,
+	quota.CodeConflict:           http.StatusConflict,
+	quota.CodePolicyInUse:        http.StatusConflict,
+	quota.CodeReconcileSkipped:   http.StatusConflict,
+	quota.CodeQuotaExhausted:     http.StatusTooManyRequests,
+	quota.CodeBackendUnavailable: http.StatusServiceUnavailable,
+	quota.CodeCircuitOpen:        http.StatusServiceUnavailable,
+}
+
+// classify maps an error to its HTTP status and wire code: the transport's
+// own errors here, every other through quota.CodeOf and httpStatus. It is
+// the one place that does so.
 func classify(err error) (int, string) {
-	var ve *quota.ValidationError
-	var na *quota.NotActiveError
-	if status, code, ok := classifyPools(err); ok {
-		return status, code
-	}
 	switch {
-	case errors.As(err, &ve):
-		return http.StatusBadRequest, CodeInvalidArgument
 	case errors.Is(err, errBodyTooLarge):
 		return http.StatusRequestEntityTooLarge, CodePayloadTooLarge
 	case errors.Is(err, errRequestTimeout):
@@ -66,22 +88,13 @@ func classify(err error) (int, string) {
 		return http.StatusUnsupportedMediaType, CodeUnsupportedMedia
 	case errors.Is(err, ErrUnauthenticated):
 		return http.StatusUnauthorized, CodeUnauthenticated
-	case errors.Is(err, ErrPermissionDenied):
-		return http.StatusForbidden, CodePermissionDenied
-	case errors.Is(err, quota.ErrResourceNotFound):
-		return http.StatusNotFound, CodeResourceNotFound
-	case errors.Is(err, quota.ErrSessionNotFound):
-		return http.StatusNotFound, CodeSessionNotFound
-	case errors.As(err, &na):
-		return http.StatusConflict, CodeSessionNotActive
-	case errors.Is(err, quota.ErrSessionConflict):
-		return http.StatusConflict, CodeSessionConflict
-	case errors.Is(err, quota.ErrCircuitOpen):
-		return http.StatusServiceUnavailable, CodeCircuitOpen
-	case errors.Is(err, quota.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, CodeBackendUnavailable
 	}
-	return http.StatusInternalServerError, CodeInternal
+	code := quota.CodeOf(err)
+	status, ok := httpStatus[code]
+	if !ok {
+		return http.StatusInternalServerError, CodeInternal
+	}
+	return status, string(code)
 }
 
 // writeError answers with the status and JSON body for err. 5xx errors are

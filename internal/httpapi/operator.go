@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -29,13 +28,6 @@ type Operator interface {
 	DeletePolicy(ctx context.Context, resource, reason string) (quota.Policy, error)
 }
 
-// CodePolicyInUse is the wire code of admin.ErrInUse (409).
-const CodePolicyInUse = "POLICY_IN_USE"
-
-// CodeNotImplemented answers the operators' endpoints on a server built
-// without an Operator (501).
-const CodeNotImplemented = "NOT_IMPLEMENTED"
-
 // operatorRoutes mounts the operators' endpoints on the admin group.
 func (s *Server) operatorRoutes(r chi.Router) {
 	r.Get("/admin/sessions", s.handleSessions)
@@ -44,17 +36,6 @@ func (s *Server) operatorRoutes(r chi.Router) {
 	r.Patch("/admin/policies/{resourceName}", s.handlePatchPolicy)
 	r.Delete("/admin/policies/{resourceName}", s.handleDeletePolicy)
 	r.Post("/admin/policies/{resourceName}/reset", s.handleResetPolicy)
-}
-
-// opsError answers err, mapping what only the operators' endpoints return
-// (admin.ErrInUse → 409 POLICY_IN_USE) before the common map.
-func (s *Server) opsError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, admin.ErrInUse) {
-		s.log.Debug("request refused", zap.String("route", routeOf(r)), zap.Error(err))
-		writeJSON(w, http.StatusConflict, errorBody{Code: CodePolicyInUse, Message: err.Error()})
-		return
-	}
-	s.writeError(w, r, err)
 }
 
 // opsReady answers 501 when the server has no Operator.
@@ -130,7 +111,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := s.ops.Sessions(r.Context(), sq)
 	if err != nil {
-		s.opsError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
 	out := make([]sessionJSON, len(page.Sessions))
@@ -195,7 +176,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := s.ops.Usage(r.Context(), uq)
 	if err != nil {
-		s.opsError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
 	groups := make([]usageGroupJSON, len(u.Groups))
@@ -257,7 +238,7 @@ func (s *Server) handlePatchPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.ops.PatchPolicy(r.Context(), name, patch, force, q.Get("reason"))
 	if err != nil {
-		s.opsError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
 	s.metrics.Known(p)
@@ -275,7 +256,7 @@ func (s *Server) handleDeletePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.ops.DeletePolicy(r.Context(), chi.URLParam(r, "resourceName"), q.Get("reason"))
 	if err != nil {
-		s.opsError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "deleted": toPolicyJSON(p)})
@@ -310,7 +291,7 @@ func (s *Server) handleResetPolicy(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "resourceName")
 	old, cur, err := s.ops.Reset(r.Context(), name, body.Reason)
 	if err != nil {
-		s.opsError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -344,7 +325,7 @@ func (s *Server) handleForceFinish(w http.ResponseWriter, r *http.Request) {
 	req.ResourceName, req.Reason = body.ResourceName, body.Reason
 	res, row, err := s.ops.ForceFinish(r.Context(), req)
 	if err != nil {
-		s.opsError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -313,18 +312,6 @@ func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
 		Code    string            `json:"code"`
 		Events  []pools.PoolEvent `json:"events"`
 	}{true, CodeSuccess, evs})
-}
-
-// classifyPools maps the pools' errors: unknown line, grant or reclaim 404;
-// a busy line, a reclaim in the wrong state, too little buffer 409.
-func classifyPools(err error) (int, string, bool) {
-	switch {
-	case errors.Is(err, pools.ErrUnknownLine), errors.Is(err, pools.ErrUnknownGrant), errors.Is(err, pools.ErrUnknownReclaim):
-		return http.StatusNotFound, CodeNotFound, true
-	case errors.Is(err, poolctl.ErrLineBusy), errors.Is(err, pools.ErrReclaimState), errors.Is(err, poolctl.ErrBufferShort):
-		return http.StatusConflict, CodeConflict, true
-	}
-	return 0, "", false
 }
 
 // drawnJSON is an apply answer's "drawn": what the grant took from each pool.

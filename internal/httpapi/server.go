@@ -19,9 +19,37 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
+// Leases is the clients' path of the domain: apply for a lease, keep it
+// alive, finish it (*quota.Service).
+type Leases interface {
+	Apply(ctx context.Context, req quota.ApplyRequest) (quota.ApplyResponse, error)
+	Heartbeat(ctx context.Context, resource, sessionID, clientID string) (quota.HeartbeatResponse, error)
+	Finish(ctx context.Context, req quota.FinishRequest) (quota.FinishResponse, error)
+}
+
+// Policies is the policy side of the domain: read one or all, create or
+// replace one, read the audit trail of changes (*quota.Service).
+type Policies interface {
+	Policy(ctx context.Context, resource string) (quota.Policy, error)
+	Policies(ctx context.Context) ([]quota.Policy, error)
+	PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error)
+	Audit(ctx context.Context, f quota.AuditFilter) ([]quota.AuditRecord, error)
+}
+
+// Service is what the HTTP layer uses of the domain: *quota.Service, or
+// any other implementation (a test double). A second front end declares
+// its own.
+type Service interface {
+	Leases
+	Policies
+	Status(ctx context.Context, resource string) (quota.StatusResponse, error)
+}
+
+var _ Service = (*quota.Service)(nil)
+
 // Deps is what the HTTP layer needs.
 type Deps struct {
-	Service  *quota.Service
+	Service  Service // nil only for a server that serves no domain route (tests)
 	Logger   *zap.Logger
 	Metrics  *Metrics
 	Gatherer prometheus.Gatherer // serves /metrics
@@ -54,7 +82,7 @@ type Deps struct {
 
 // Server is the HTTP API. Handler returns its routes.
 type Server struct {
-	svc       *quota.Service
+	svc       Service
 	log       *zap.Logger
 	metrics   *Metrics
 	gatherer  prometheus.Gatherer

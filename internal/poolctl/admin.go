@@ -26,7 +26,7 @@ const (
 )
 
 // ErrLineBusy: a line with open sessions cannot be deleted (HTTP 409).
-var ErrLineBusy = errors.New("business line has open sessions")
+var ErrLineBusy = quota.NewError(quota.CodeConflict, "business line has open sessions")
 
 // ConfigStore is the pools' part of the policy store (MySQL).
 type ConfigStore interface {
@@ -359,7 +359,7 @@ func (a *Admin) VoidGrant(ctx context.Context, resource, id string) error {
 }
 
 // ErrBufferShort: a release asks for more than the free buffer (HTTP 409).
-var ErrBufferShort = errors.New("not enough free buffer")
+var ErrBufferShort = quota.NewError(quota.CodeConflict, "not enough free buffer")
 
 // Release lends part of the buffer to a line or to the shared pool, until
 // ExpiresMs (the controller returns it then, as far as it is not held).
