@@ -20,6 +20,8 @@
 #   MUTATION_EFFICACY    least test efficacy, percent (default 90)
 #   MUTATION_COVERAGE    least mutator coverage, percent (default 85)
 #   MUTATION_OUT         where the reports go (default bin/mutation)
+#   MUTATION_ARGS        more gremlins flags, e.g. '-E controller\.go' to
+#                        leave a file out (a regexp of paths)
 #
 # Exit status: non-zero when a package misses a threshold or gremlins fails.
 set -uo pipefail
@@ -27,6 +29,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 GREMLINS_VERSION=v0.6.0
 read -r -a pkgs <<<"${MUTATION_PKGS:-./internal/quota ./internal/pools}"
+read -r -a extra <<<"${MUTATION_ARGS:-}"
 efficacy=${MUTATION_EFFICACY:-90}
 coverage=${MUTATION_COVERAGE:-85}
 out=${MUTATION_OUT:-bin/mutation}
@@ -45,7 +48,7 @@ for pkg in "${pkgs[@]}"; do
 	echo "==> gremlins unleash $pkg (reports: $out/$name.txt, $out/$name.json)"
 	nice -n 10 "$gremlins" unleash --tags mutation --workers 1 --timeout-coefficient 10 \
 		--threshold-efficacy "$efficacy" --threshold-mcover "$coverage" \
-		--output "$out/$name.json" "$pkg" 2>&1 | tee "$out/$name.txt" | grep -E 'LIVED|TIMED OUT|NOT COVERED|Killed|efficacy|coverage|error' || true
+		--output "$out/$name.json" "${extra[@]}" "$pkg" 2>&1 | tee "$out/$name.txt" | grep -E 'LIVED|TIMED OUT|NOT COVERED|Killed|efficacy|coverage|error' || true
 	rc=${PIPESTATUS[0]}
 	summary=$(grep -E '^Killed:' "$out/$name.txt" | tail -1)
 	timed=$(grep -E '^Timed out:' "$out/$name.txt" | tail -1 | sed 's/,.*//')
