@@ -183,3 +183,32 @@ func TestServerMadeSessionIDsAreValidAndDistinct(t *testing.T) {
 		t.Fatal("a caller owns a session when it is the owner, or when API keys are off (\"\")")
 	}
 }
+
+// Zero Options take the documented defaults: the policy cache keeps a
+// policy 2 s, a finished session is kept 24 h for repeats.
+func TestServiceDefaults(t *testing.T) {
+	now := testEpoch
+	var retention time.Duration
+	st := &stubs{finish: func(c FinishCmd) (FinishResult, error) { retention = c.Retention; return FinishResult{}, nil }}
+	svc := NewService(st, st, st, daySched{}, Options{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	for _, at := range []time.Duration{0, 2*time.Second - time.Millisecond} {
+		now = testEpoch.Add(at)
+		if _, err := svc.Policy(ctx, "r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.n("GetPolicy") != 1 {
+		t.Fatalf("%d reads within 2 s, want 1", st.n("GetPolicy"))
+	}
+	now = testEpoch.Add(2 * time.Second)
+	if _, err := svc.Policy(ctx, "r"); err != nil || st.n("GetPolicy") != 2 {
+		t.Fatalf("after 2 s: %v, %d reads", err, st.n("GetPolicy"))
+	}
+	if _, err := svc.Finish(ctx, finishReq); err != nil || retention != 24*time.Hour {
+		t.Fatalf("finish: %v, retention %v, want 24h", err, retention)
+	}
+	if d := NewService(st, st, st, daySched{}, Options{}); d.opt.Now == nil || d.opt.NewSessionID == nil || len(d.opt.NewSessionID()) != 32 {
+		t.Fatal("no clock or session ids by default")
+	}
+}
