@@ -268,14 +268,14 @@ func TestErrorSchemaCodes(t *testing.T) {
 		client.CodePayloadTooLarge, client.CodeRequestTimeout, client.CodeUnsupportedMediaType, client.CodeQuotaExhausted,
 		client.CodeBackendUnavailable, client.CodeCircuitOpen, client.CodeInternal,
 		client.CodePolicyInUse, client.CodeNotImplemented,
-		"CONFLICT", // pools (internal/httpapi CodeConflict); the Go client has no constant for it yet
+		client.CodeConflict,
 	}
 	sort.Strings(codes)
 	sort.Strings(want)
 	if !reflect.DeepEqual(codes, want) {
 		t.Errorf("Error.code enum = %v\nwant %v", codes, want)
 	}
-	for _, p := range []string{"status", "remainingQuota"} {
+	for _, p := range []string{"status", "remainingQuota", "nextResetAt", "reason"} {
 		if _, ok := props[p]; !ok {
 			t.Errorf("Error has no %q property", p)
 		}
@@ -292,6 +292,7 @@ func TestSchemasMatchClient(t *testing.T) {
 	}{
 		{"ApplyRequest", client.ApplyRequest{}},
 		{"ApplyResponse", client.ApplyResponse{}},
+		{"Drawn", client.Drawn{}},
 		{"HeartbeatRequest", client.HeartbeatRequest{}},
 		{"HeartbeatResponse", client.HeartbeatResponse{}},
 		{"FinishRequest", client.FinishRequest{}},

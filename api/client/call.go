@@ -106,7 +106,7 @@ func (m *Manager) callResource(ctx context.Context, op, resource string, fn func
 			return nil
 		}
 		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-			return &UnavailableError{Op: op, Resource: resource, Tries: tries, Err: fmt.Errorf("%w (%v)", ErrBreakerOpen, err)}
+			return &UnavailableError{Op: op, Resource: resource, Tries: tries, Err: fmt.Errorf("%w (%w)", ErrBreakerOpen, err)}
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

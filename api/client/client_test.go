@@ -145,6 +145,24 @@ func TestApply(t *testing.T) {
 	checkRequest(t, f.last(), "POST", "/quota/apply", map[string]any{"resourceName": "r", "applyAmount": 1.0})
 }
 
+func TestApplyOnABusinessLine(t *testing.T) {
+	f := newFake(t, 200, `{"success":true,"code":"SUCCESS","sessionId":"s-2","grantedAmount":500,"remainingQuota":10,
+		"leaseExpiresAt":"2024-05-01T10:05:00Z","heartbeatIntervalSeconds":30,
+		"drawn":{"dedicated":300,"shared":100,"buffer":60,"grant":40},"quotaTight":true,"policyVersion":"v7"}`)
+	c := newClient(t, f.srv.URL)
+	no := false
+	resp, err := c.Apply(context.Background(), ApplyRequest{ResourceName: "llm", ApplyAmount: 500, BusinessLine: "search", Critical: &no, Continuation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRequest(t, f.last(), "POST", "/quota/apply", map[string]any{
+		"resourceName": "llm", "applyAmount": 500.0, "businessLine": "search", "critical": false, "continuation": true,
+	})
+	if resp.Drawn == nil || *resp.Drawn != (Drawn{Dedicated: 300, Shared: 100, Buffer: 60, Grant: 40}) || !resp.QuotaTight || resp.PolicyVersion != "v7" {
+		t.Errorf("resp = %+v (drawn %+v)", resp, resp.Drawn)
+	}
+}
+
 func TestHeartbeat(t *testing.T) {
 	f := newFake(t, 200, `{"success":true,"code":"SUCCESS","sessionId":"s-2","status":"USING","leaseExpiresAt":"2024-05-01T10:10:00Z"}`)
 	c := newClient(t, f.srv.URL, WithAPIKey("k1"))
@@ -394,6 +412,10 @@ func TestErrorCodes(t *testing.T) {
 		{405, "METHOD_NOT_ALLOWED", ErrMethodNotAllowed},
 		{409, "SESSION_NOT_ACTIVE", ErrSessionNotActive},
 		{409, "SESSION_CONFLICT", ErrSessionConflict},
+		{409, "CONFLICT", ErrConflict},
+		{409, "RECONCILE_SKIPPED", ErrReconcileSkipped},
+		{409, "POLICY_IN_USE", ErrPolicyInUse},
+		{501, "NOT_IMPLEMENTED", ErrNotImplemented},
 		{413, "PAYLOAD_TOO_LARGE", ErrPayloadTooLarge},
 		{408, "REQUEST_TIMEOUT", ErrRequestTimeout},
 		{415, "UNSUPPORTED_MEDIA_TYPE", ErrUnsupportedMediaType},
@@ -443,6 +465,17 @@ func TestQuotaExhaustedDetails(t *testing.T) {
 	}
 	if e.RemainingQuota == nil || *e.RemainingQuota != 42 {
 		t.Errorf("RemainingQuota = %v", e.RemainingQuota)
+	}
+
+	if e.Reason != "" || !e.NextResetAt.IsZero() {
+		t.Errorf("Reason %q, NextResetAt %v: the server sent neither", e.Reason, e.NextResetAt)
+	}
+
+	// A business line's refusal: reason and nextResetAt.
+	f.body = `{"success":false,"code":"QUOTA_EXHAUSTED","message":"x","remainingQuota":7,"reason":"WATERMARK","nextResetAt":"2024-05-02T00:00:00Z"}`
+	_, err = c.Apply(context.Background(), ApplyRequest{ResourceName: "r", ApplyAmount: 100, BusinessLine: "search"})
+	if !errors.As(err, &e) || e.Reason != ReasonWatermark || !e.NextResetAt.Equal(mustTime(t, "2024-05-02T00:00:00Z")) {
+		t.Errorf("err = %+v, want reason WATERMARK and the next reset", e)
 	}
 
 	// No Retry-After (never resets) and remainingQuota 0.

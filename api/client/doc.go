@@ -4,10 +4,11 @@
 // Do open sessions that heartbeat and finish themselves (with a local leak
 // guard and client-made UUIDv7 session ids), behind a circuit breaker,
 // retries with backoff and a fallback chosen per resource (fail closed,
-// fail open with the usage reported later, or a function); LocalPool serves
-// high-rate use from local batches. docs/sdk.md describes the whole
-// contract. What follows is the plain Client underneath (New), one method
-// per endpoint, used by the Manager and available as Manager.Client.
+// fail open with the usage reported later, durably with WithFailOpenSpool,
+// or a function); LocalPool serves high-rate use from local batches.
+// docs/sdk.md describes the whole contract. What follows is the plain
+// Client underneath (New), one method per endpoint, used by the Manager and
+// available as Manager.Client.
 //
 // A business service reserves an amount of a limited resource with Apply,
 // which opens a session (a lease), keeps the session alive with Heartbeat

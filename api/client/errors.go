@@ -21,6 +21,7 @@ const (
 	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"     // 405
 	CodeSessionNotActive     = "SESSION_NOT_ACTIVE"     // 409: session FINISHED or LEAKED
 	CodeSessionConflict      = "SESSION_CONFLICT"       // 409: session id reused with other arguments
+	CodeConflict             = "CONFLICT"               // 409: pools admin: a line with open sessions, a reclaim in another state, too little buffer
 	CodeReconcileSkipped     = "RECONCILE_SKIPPED"      // 409: a reconciliation pass was skipped (lock held); retry
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"      // 413: body over 1 MiB
 	CodeRequestTimeout       = "REQUEST_TIMEOUT"        // 408: body slower than the server's read timeout
@@ -54,7 +55,28 @@ type Error struct {
 	// RemainingQuota is what remains in the period, sent with
 	// QUOTA_EXHAUSTED; nil when the server did not send it.
 	RemainingQuota *int64
+	// NextResetAt is when the period resets, sent with QUOTA_EXHAUSTED
+	// when the policy resets; zero otherwise.
+	NextResetAt time.Time
+	// Reason is why a business line's apply was refused, sent with
+	// QUOTA_EXHAUSTED on a resource with lines: ReasonLineExhausted,
+	// ReasonWatermark or ReasonPoolExhausted; "" otherwise (the resource's
+	// whole limit is spent).
+	Reason string
 }
+
+// Refusal reasons of a business line's QUOTA_EXHAUSTED (Error.Reason).
+const (
+	// ReasonLineExhausted: the line used all it may (its part, its
+	// borrowing limit, buffer lent, grants).
+	ReasonLineExhausted = "LINE_EXHAUSTED"
+	// ReasonWatermark: the line is above its tier's reject watermark; retry
+	// later, or send critical work.
+	ReasonWatermark = "WATERMARK"
+	// ReasonPoolExhausted: the shared pool is used up; the line may not
+	// borrow more now.
+	ReasonPoolExhausted = "POOL_EXHAUSTED"
+)
 
 // Error returns "quota-center: <status> <code>: <message>".
 func (e *Error) Error() string {
@@ -108,6 +130,10 @@ var (
 	ErrSessionNotActive = &Error{Code: CodeSessionNotActive, Message: "session not active"}
 	// ErrSessionConflict: the session id was reused with other arguments (409).
 	ErrSessionConflict = &Error{Code: CodeSessionConflict, Message: "session conflict"}
+	// ErrConflict: a pools admin call conflicts with the state (409): a
+	// line with open sessions, a reclaim in another state, too little
+	// free buffer.
+	ErrConflict = &Error{Code: CodeConflict, Message: "conflict"}
 	// ErrReconcileSkipped: a resource's reconciliation pass was skipped
 	// because another pass holds its lock (409); retry after
 	// Error.RetryAfter.
@@ -141,6 +167,8 @@ type errorBody struct {
 	Message        string `json:"message"`
 	Status         string `json:"status"`
 	RemainingQuota *int64 `json:"remainingQuota"`
+	NextResetAt    string `json:"nextResetAt"`
+	Reason         string `json:"reason"`
 }
 
 // newError builds the *Error of a non-2xx answer from its status, headers
@@ -152,6 +180,10 @@ func newError(status int, h http.Header, body []byte) *Error {
 		e.Code = eb.Code
 		e.Message = eb.Message
 		e.RemainingQuota = eb.RemainingQuota
+		e.Reason = eb.Reason
+		if eb.NextResetAt != "" {
+			e.NextResetAt, _ = time.Parse(time.RFC3339Nano, eb.NextResetAt)
+		}
 		if eb.Code == CodeSessionNotActive {
 			e.SessionStatus = eb.Status
 		} else if eb.Code == "" && eb.Message == "" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/quotacenter/quota-center/api/client"
@@ -64,6 +66,7 @@ func ExampleWithFallback() {
 			fmt.Println("serving", resource, "from the cache")
 			return nil
 		})))
+	defer m.Close(context.Background()) // says the fail-open usage could not be reported
 
 	_, err := m.Acquire(context.Background(), "billing", 10) // default: fail closed
 	fmt.Println("billing:", errors.Is(err, client.ErrUnavailable))
@@ -122,4 +125,31 @@ func ExampleLocalPool_Reserve() {
 	fmt.Println("used:", st.UsedAmount, "reserved:", st.ReservedAmount)
 	// Output:
 	// used: 1930 reserved: 0
+}
+
+// Fail-open usage that outlives the process: the first Manager runs while
+// the center is away and stops before it is back; the next Manager on the
+// same spool directory sends what it used, charged once.
+func ExampleWithFailOpenSpool() {
+	dir, _ := os.MkdirTemp("", "quota-spool")
+	defer os.RemoveAll(dir)
+	fast := client.WithRetry(1, time.Millisecond, time.Millisecond)
+
+	away, _ := client.NewManager("http://127.0.0.1:1", fast, // nothing listens there
+		client.WithFailOpenSpool(dir), client.WithFallback("reports", client.FailOpen()),
+		client.WithLogger(slog.New(slog.DiscardHandler)))
+	_ = away.Do(context.Background(), "reports", 100, func(context.Context) (int64, error) { return 40, nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	fmt.Println("close while away:", away.Close(ctx) != nil) // the spool keeps the usage
+
+	center := newFakeCenter("TOKENS", 1000) // the center is back
+	defer center.Close()
+	back, _ := client.NewManager(center.URL, fast, client.WithFailOpenSpool(dir))
+	_ = back.Close(context.Background()) // sends what it adopted from the spool
+	st, _ := back.Client().Status(context.Background(), "reports")
+	fmt.Println("used:", st.UsedAmount)
+	// Output:
+	// close while away: true
+	// used: 40
 }

@@ -17,3 +17,33 @@ func PoolInvariant(p *LocalPool) error {
 	}
 	return nil
 }
+
+// Abandon stops m as a process that dies would: no lease is finished, no
+// report sent, and its spool file is closed as it is (the lock released).
+func Abandon(m *Manager) {
+	m.mu.Lock()
+	m.closed = true
+	for l := range m.leases { // their goroutines stop; nothing is sent
+		l.cancel()
+	}
+	pools := make([]*LocalPool, 0, len(m.pools))
+	for p := range m.pools {
+		pools = append(pools, p)
+	}
+	m.mu.Unlock()
+	for _, p := range pools { // their janitors and refills stop; nothing is returned
+		p.mu.Lock()
+		p.closed = true
+		close(p.stop)
+		p.mu.Unlock()
+		p.wg.Wait()
+	}
+	close(m.stop)
+	m.wg.Wait()
+	if m.spool != nil {
+		m.spool.mu.Lock()
+		_ = m.spool.f.Close()
+		m.spool.f = nil
+		m.spool.mu.Unlock()
+	}
+}

@@ -58,6 +58,10 @@ func (f *fakeCenter) serve(w http.ResponseWriter, r *http.Request) {
 			answer(200, map[string]any{"sessionId": in.SessionID, "grantedAmount": g, "heartbeatIntervalSeconds": 1, "policyVersion": "v1"})
 			return
 		}
+		if _, ok := f.done[in.SessionID]; ok {
+			answer(409, map[string]any{"code": "SESSION_NOT_ACTIVE", "message": "session finished", "status": "FINISHED"})
+			return
+		}
 		free := f.limit - f.used - f.reserved()
 		g := min(in.ApplyAmount, free)
 		if g < in.ApplyAmount && (in.MinAmount == 0 || g < in.MinAmount) {

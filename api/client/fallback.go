@@ -55,8 +55,10 @@ type Fallback struct {
 func FailClosed() Fallback { return Fallback{mode: ModeFailClosed} }
 
 // FailOpen proceeds while the center is away and reports the usage later.
-// Nothing used is lost while the process lives; a process that exits before
-// the center comes back loses what it remembered (Manager.Close says so).
+// Nothing used is lost while the process lives; with WithFailOpenSpool
+// nothing is lost when it dies either (the next Manager on the spool sends
+// it), without it a process that exits before the center comes back loses
+// what it remembered (Manager.Close says so).
 func FailOpen() Fallback { return Fallback{mode: ModeFailOpen} }
 
 // Func runs fn while the center is away.
@@ -115,8 +117,10 @@ type report struct {
 	orphan    bool // an apply whose answer was lost: unknown to the center is fine
 }
 
-// pending holds reports until the center takes them. It lives in memory:
-// the usage of a process that dies before the center answers is lost.
+// pending holds reports until the center takes them. It lives in memory,
+// and also in the spool when the Manager has one (WithFailOpenSpool);
+// without a spool the usage of a process that dies before the center
+// answers is lost.
 type pending struct {
 	m  *Manager
 	mu sync.Mutex
@@ -126,9 +130,19 @@ type pending struct {
 
 func newPending(m *Manager) *pending { return &pending{m: m} }
 
+// add remembers r, first in the spool (fsynced) when there is one.
 func (p *pending) add(r report) {
+	p.m.spool.record(spoolRecord{Op: spoolReport, ID: r.sessionID, Resource: r.resource, Apply: r.apply, Used: r.used, Orphan: r.orphan})
+	p.addLoaded(r)
+}
+
+// addLoaded remembers reports that are in the spool already.
+func (p *pending) addLoaded(rs ...report) {
+	if len(rs) == 0 {
+		return
+	}
 	p.mu.Lock()
-	p.q = append(p.q, r)
+	p.q = append(p.q, rs...)
 	n := len(p.q)
 	p.mu.Unlock()
 	p.m.met.pending.Set(float64(n))
@@ -174,6 +188,7 @@ func (p *pending) flush(ctx context.Context) {
 			p.m.log.Error("quota-center client: usage report dropped", "resource", r.resource, "session", r.sessionID, "used", r.used, "err", err)
 		}
 		p.m.met.reports.WithLabelValues(result).Inc()
+		p.m.spool.record(spoolRecord{Op: spoolDone, ID: r.sessionID})
 		p.mu.Lock()
 		p.q = p.q[1:]
 		n := len(p.q)
@@ -189,12 +204,19 @@ func (m *Manager) deliver(ctx context.Context, r report) error {
 			_, err := m.c.Apply(ctx, ApplyRequest{ResourceName: r.resource, ApplyAmount: r.apply, MinAmount: 1, ClientID: m.cfg.clientID, SessionID: r.sessionID})
 			return err
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrSessionNotActive) {
 			return err
 		}
+		// SESSION_NOT_ACTIVE: a replay of a report the center took
+		// already (finished, or swept as leaked); the finish below gets
+		// the first settlement back, or says it is settled.
 	}
-	return m.callResource(ctx, "finish", r.resource, func(ctx context.Context) error {
+	err := m.callResource(ctx, "finish", r.resource, func(ctx context.Context) error {
 		_, err := m.c.Finish(ctx, FinishRequest{ResourceName: r.resource, SessionID: r.sessionID, ActualUsedAmount: r.used})
 		return err
 	})
+	if r.apply > 0 && errors.Is(err, ErrSessionNotActive) {
+		return nil // a replayed report whose session the center settled already
+	}
+	return err
 }

@@ -47,13 +47,15 @@ func (r endReason) String() string {
 // kept alive by heartbeats at the center's heartbeatIntervalSeconds until
 // Finish. Its methods are safe for concurrent use.
 type Lease struct {
-	m         *Manager
-	resource  string
-	sessionID string
-	granted   int64
-	qtype     QuotaType
-	failOpen  bool
-	started   time.Time
+	m          *Manager
+	resource   string
+	sessionID  string
+	granted    int64
+	qtype      QuotaType
+	failOpen   bool
+	started    time.Time
+	drawn      *Drawn
+	quotaTight bool
 
 	ctx    context.Context // Done when the lease ends
 	cancel context.CancelFunc
@@ -83,6 +85,15 @@ func (l *Lease) Granted() int64 { return l.granted }
 // the center is back.
 func (l *Lease) FailOpen() bool { return l.failOpen }
 
+// Drawn returns where the grant came from (dedicated part, shared pool,
+// buffer, temporary grants), or nil on a resource without business lines
+// or grants, and on a fail-open lease.
+func (l *Lease) Drawn() *Drawn { return l.drawn }
+
+// QuotaTight reports whether the center said the line's quota is tight
+// (buffer lent to it): degrade non-critical work.
+func (l *Lease) QuotaTight() bool { return l.quotaTight }
+
 // PolicyVersion returns the policy version of the last apply or heartbeat
 // answer ("" from a server that sends none, or on a fail-open lease).
 func (l *Lease) PolicyVersion() string {
@@ -108,15 +119,31 @@ func (l *Lease) Use(used int64) {
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	minAmount  int64
-	noGuard    bool // LocalPool batches: the pool decides when they end
-	noFallback bool // LocalPool batches: the pool has its own outage mode
-	detached   bool // LocalPool batches: ctx bounds the apply only, not the lease
+	minAmount    int64
+	line         string
+	nonCritical  bool
+	continuation bool
+	noGuard      bool // LocalPool batches: the pool decides when they end
+	noFallback   bool // LocalPool batches: the pool has its own outage mode
+	detached     bool // LocalPool batches: ctx bounds the apply only, not the lease
 }
 
 // MinAmount allows a partial grant of at least min units when the whole
 // amount does not fit (the apply's minAmount).
 func MinAmount(min int64) AcquireOption { return func(c *acquireConfig) { c.minAmount = min } }
+
+// BusinessLine charges the business line line on a resource with lines
+// (the apply's businessLine; see docs/pools.md). Required there, refused
+// with ErrInvalidArgument elsewhere.
+func BusinessLine(line string) AcquireOption { return func(c *acquireConfig) { c.line = line } }
+
+// NonCritical marks a preview or debug call ("critical": false): a line
+// above its watermark refuses it first.
+func NonCritical() AcquireOption { return func(c *acquireConfig) { c.nonCritical = true } }
+
+// Continuation marks more work for a running conversation or job: a
+// watermark never refuses it.
+func Continuation() AcquireOption { return func(c *acquireConfig) { c.continuation = true } }
 
 // Acquire applies for amount of resource and returns a Lease that heartbeats
 // in the background until Finish. The session id is made here (UUIDv7), so
@@ -143,7 +170,12 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 	if m.isClosed() {
 		return nil, ErrManagerClosed
 	}
-	req := ApplyRequest{ResourceName: resource, ApplyAmount: amount, MinAmount: ac.minAmount, ClientID: m.cfg.clientID, SessionID: newSessionID()}
+	req := ApplyRequest{ResourceName: resource, ApplyAmount: amount, MinAmount: ac.minAmount, ClientID: m.cfg.clientID, SessionID: newSessionID(),
+		BusinessLine: ac.line, Continuation: ac.continuation}
+	if ac.nonCritical {
+		no := false
+		req.Critical = &no
+	}
 	var resp *ApplyResponse
 	localOpen := false
 	err := m.callResource(ctx, "apply", resource, func(ctx context.Context) error {
@@ -174,6 +206,9 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 			// may have reached the center under req.SessionID.
 			req.SessionID = newSessionID()
 			resp, localOpen = &ApplyResponse{SessionID: req.SessionID, GrantedAmount: amount}, true
+			// Should the process die with the lease open, the next
+			// Manager on the spool charges its whole grant.
+			m.spool.record(spoolRecord{Op: spoolOpen, ID: req.SessionID, Resource: resource, Apply: amount})
 		case ModeFunc:
 			return nil, &FallbackError{Resource: resource, Amount: amount, Cause: err, Err: fb.fn(ctx, resource, amount, err)}
 		default:
@@ -183,6 +218,7 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 	l := &Lease{
 		m: m, resource: resource, sessionID: req.SessionID, granted: resp.GrantedAmount,
 		failOpen: localOpen, started: m.cfg.now(), used: -1, version: resp.PolicyVersion, hbDone: make(chan struct{}),
+		drawn: resp.Drawn, quotaTight: resp.QuotaTight,
 	}
 	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if !l.failOpen && !ac.detached { // LocalPool batches need no unit
@@ -193,6 +229,8 @@ func (m *Manager) acquire(ctx context.Context, resource string, amount int64, ac
 		close(l.hbDone)
 		if !l.failOpen {
 			_, _ = l.report(context.Background(), 0)
+		} else {
+			m.spool.record(spoolRecord{Op: spoolDone, ID: l.sessionID})
 		}
 		return nil, ErrManagerClosed
 	}
@@ -374,6 +412,8 @@ func (l *Lease) finishWith(ctx context.Context, used int64, r endReason) (*Finis
 	if l.failOpen {
 		if used > 0 {
 			l.m.pending.add(report{resource: l.resource, sessionID: l.sessionID, apply: used, used: used})
+		} else {
+			l.m.spool.record(spoolRecord{Op: spoolDone, ID: l.sessionID})
 		}
 		return nil, nil
 	}

@@ -44,6 +44,7 @@ type Manager struct {
 
 	types   sync.Map // resource → QuotaType, from Status, for Do and the leak guard
 	pending *pending
+	spool   *spool // nil without WithFailOpenSpool
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
@@ -73,6 +74,7 @@ type managerConfig struct {
 	logger          *slog.Logger
 	now             func() time.Time
 	pool            poolConfig // WithPoolDefaults
+	spoolDir        string     // WithFailOpenSpool
 }
 
 // ManagerOption configures a Manager in NewManager. An invalid value makes
@@ -265,9 +267,18 @@ func NewManager(baseURL string, opts ...ManagerOption) (*Manager, error) {
 		pools:  map[*LocalPool]struct{}{},
 		stop:   make(chan struct{}),
 	}
+	if cfg.spoolDir != "" {
+		if !spoolSupported {
+			return nil, optionError("WithFailOpenSpool", "not supported on this platform (needs flock)")
+		}
+		if m.spool, err = openSpool(cfg.spoolDir, log); err != nil {
+			return nil, optionError("WithFailOpenSpool", "%v", err)
+		}
+	}
 	m.met = newMetrics()
 	if cfg.registry != nil {
 		if err := m.met.register(cfg.registry); err != nil {
+			m.spool.close()
 			return nil, optionError("WithRegistry", "%v", err)
 		}
 	}
@@ -276,7 +287,7 @@ func NewManager(baseURL string, opts ...ManagerOption) (*Manager, error) {
 		MaxRequests: 1,
 		Timeout:     cfg.breakerOpenFor,
 		ReadyToTrip: func(counts gobreaker.Counts) bool {
-			return counts.ConsecutiveFailures >= uint32(cfg.breakerFailures)
+			return int64(counts.ConsecutiveFailures) >= int64(cfg.breakerFailures)
 		},
 		IsSuccessful: func(err error) bool { return !isCenterFailure(err) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
@@ -285,6 +296,9 @@ func NewManager(baseURL string, opts ...ManagerOption) (*Manager, error) {
 		},
 	})
 	m.pending = newPending(m)
+	if m.spool != nil {
+		m.pending.addLoaded(m.spool.adopt()...)
+	}
 	m.wg.Add(1)
 	go m.reportLoop()
 	return m, nil
@@ -298,7 +312,8 @@ func (m *Manager) Client() *Client { return m.c }
 func (m *Manager) BreakerState() string { return m.breaker.State().String() }
 
 // PendingReports returns how many usage reports wait for the center
-// (fail-open leases and finishes it did not take yet).
+// (fail-open leases and finishes it did not take yet, and, with
+// WithFailOpenSpool, those adopted from a Manager that is gone).
 func (m *Manager) PendingReports() int { return m.pending.len() }
 
 // newSessionID makes a UUIDv7 session id: time-ordered, so ledger rows of
@@ -318,8 +333,9 @@ var ErrManagerClosed = errors.New("quota-center client: manager closed")
 // Close finishes every open lease with its usage so far (as a cancelled
 // context does), closes every LocalPool (returning unused batch units),
 // tries once more to send the remembered usage, and stops the background
-// work. It returns an error when usage is still unreported when ctx ends;
-// that usage is then lost with the process (it lives only in memory).
+// work. It returns an error when usage is still unreported when ctx ends:
+// without WithFailOpenSpool that usage is lost with the process; with it,
+// the spool file keeps it for the next Manager started on the same dir.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -347,7 +363,14 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.wg.Wait()
 	m.pending.flush(ctx)
 	if n := m.pending.len(); n > 0 {
-		errs = append(errs, fmt.Errorf("quota-center client: %d usage reports not delivered: %w", n, ctx.Err()))
+		kept := "lost"
+		if m.spool != nil {
+			kept = "kept in " + m.spool.path + " for the next Manager on " + m.spool.dir
+		}
+		errs = append(errs, fmt.Errorf("quota-center client: %d usage reports not delivered (%s): %w", n, kept, ctx.Err()))
+	}
+	if m.spool != nil {
+		m.spool.close()
 	}
 	m.c.HTTPClient().CloseIdleConnections()
 	return errors.Join(errs...)
@@ -363,6 +386,9 @@ func (m *Manager) reportLoop() {
 		case <-m.stop:
 			return
 		case <-t.C:
+			if m.spool != nil { // the reports of Managers that died since
+				m.pending.addLoaded(m.spool.adopt()...)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.reportInterval)
 			m.pending.flush(ctx)
 			cancel()

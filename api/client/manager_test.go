@@ -19,22 +19,29 @@ func quiet() client.ManagerOption {
 }
 
 func TestNewManagerNamesTheBadOption(t *testing.T) {
-	cases := map[string]client.ManagerOption{
-		"WithTimeouts":       client.WithTimeouts(time.Second, 0),
-		"WithBreaker":        client.WithBreaker(0, time.Second),
-		"WithRetry":          client.WithRetry(2, time.Second, time.Millisecond),
-		"WithLeakGuard":      client.WithLeakGuard(-time.Second),
-		"WithReportInterval": client.WithReportInterval(0),
-		"WithFallback":       client.WithFallback("", client.Func(nil)),
-		"WithRegistry":       client.WithRegistry(nil),
-		"WithLogger":         client.WithLogger(nil),
-		"WithClientID":       client.WithClientID(strings.Repeat("x", 129)),
-		"WithPoolDefaults":   client.WithPoolDefaults(client.WithOutage(client.OutageSafeRate, 0)),
+	cases := []struct {
+		name string
+		opt  client.ManagerOption
+	}{
+		{"WithTimeouts", client.WithTimeouts(time.Second, 0)}, // a zero timeout
+		{"WithTimeouts", client.WithTimeouts(-time.Second, time.Second)},
+		{"WithBreaker", client.WithBreaker(0, time.Second)},
+		{"WithRetry", client.WithRetry(2, time.Second, time.Millisecond)},
+		{"WithLeakGuard", client.WithLeakGuard(-time.Second)},
+		{"WithReportInterval", client.WithReportInterval(0)},
+		{"WithFallback", client.WithFallback("", client.Func(nil))},
+		{"WithFallback", client.WithFallback("x", client.Fallback{})}, // an unknown fallback
+		{"WithRegistry", client.WithRegistry(nil)},
+		{"WithLogger", client.WithLogger(nil)},
+		{"WithClientID", client.WithClientID(strings.Repeat("x", 129))},
+		{"WithPoolDefaults", client.WithPoolDefaults(client.WithOutage(client.OutageSafeRate, 0))},
+		{"WithBatch", client.WithPoolDefaults(client.WithBatch(-1, 1, 10))}, // a negative batch
+		{"WithFailOpenSpool", client.WithFailOpenSpool("")},
 	}
-	for name, opt := range cases {
-		_, err := client.NewManager("http://127.0.0.1:1", opt)
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: %v, want an error naming the option", name, err)
+	for _, tc := range cases {
+		_, err := client.NewManager("http://127.0.0.1:1", tc.opt)
+		if err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s: %v, want an error naming the option", tc.name, err)
 		}
 	}
 	if _, err := client.NewManager("ftp://x"); err == nil {

@@ -26,6 +26,10 @@ const (
 // (409); nothing was changed.
 var ErrPolicyInUse = &Error{Code: CodePolicyInUse, Message: "policy in use"}
 
+// ErrNotImplemented: the server was built without the operators'
+// endpoints (501).
+var ErrNotImplemented = &Error{Code: CodeNotImplemented, Message: "not implemented"}
+
 // SessionQuery filters GET /admin/sessions. ResourceName is required.
 type SessionQuery struct {
 	ResourceName string

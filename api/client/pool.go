@@ -35,7 +35,6 @@ type LocalPool struct {
 	held        int64 // units of open reservations
 	lastBatch   int64 // size of the last batch granted
 	refilling   bool
-	want        int64         // largest take waiting for a refill
 	changed     chan struct{} // closed and replaced on every refill result
 	lastErr     error         // last refill failure, while it stands
 	retryAt     time.Time     // no refill before this (429 backoff, outage)
@@ -43,7 +42,9 @@ type LocalPool struct {
 	outageSince time.Time
 	safeTokens  float64
 	safeAt      time.Time
-	safeUsed    int64 // units handed at the safe rate, to report
+	safeUsed    int64  // units handed at the safe rate, to report
+	safeID      string // the session id they are reported under
+	safeSpooled int64  // safeUsed last written to the spool
 	closed      bool
 
 	taken      atomic.Int64 // units handed, for the rate and the idle check

@@ -50,6 +50,7 @@ type poolConfig struct {
 	exhaustedMax              time.Duration
 	outage                    OutageMode
 	safeRate                  float64 // units per second
+	line                      string  // WithLine
 }
 
 func defaultPoolConfig() poolConfig {
@@ -116,6 +117,12 @@ func WithOutage(mode OutageMode, rate float64) PoolOption {
 		c.outage, c.safeRate = mode, rate
 		return nil
 	}
+}
+
+// WithLine makes the pool's batch applies charge the business line line
+// (see BusinessLine); "" (default) names none.
+func WithLine(line string) PoolOption {
+	return func(c *poolConfig) error { c.line = line; return nil }
 }
 
 // WithPoolDefaults sets the PoolOptions every LocalPool of the Manager

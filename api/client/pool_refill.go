@@ -63,7 +63,7 @@ func (p *LocalPool) refill(size int64) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), p.m.finishBudget())
 	defer cancel()
-	lease, err := p.m.acquire(ctx, p.resource, size, acquireConfig{minAmount: 1, noGuard: true, noFallback: true, detached: true})
+	lease, err := p.m.acquire(ctx, p.resource, size, acquireConfig{minAmount: 1, line: p.cfg.line, noGuard: true, noFallback: true, detached: true})
 	result := "ok"
 	switch {
 	case err == nil:
@@ -177,13 +177,35 @@ func (p *LocalPool) retireLocked(b *poolBatch) {
 }
 
 // reportSafeLocked hands the units served at the outage safe rate to the
-// Manager's reports: an apply and a finish of that usage under a fresh
-// session id, sent when the center answers.
+// Manager's reports: an apply and a finish of that usage under a session
+// id made for it (the one it was spooled under), sent when the center
+// answers.
 func (p *LocalPool) reportSafeLocked() {
 	if p.safeUsed > 0 {
-		p.m.pending.add(report{resource: p.resource, sessionID: newSessionID(), apply: p.safeUsed, used: p.safeUsed})
-		p.safeUsed = 0
+		p.m.pending.add(report{resource: p.resource, sessionID: p.safeSessionLocked(), apply: p.safeUsed, used: p.safeUsed})
 	}
+	p.safeUsed, p.safeID, p.safeSpooled = 0, "", 0
+}
+
+// safeSessionLocked is the session id of the safe-rate usage not yet
+// reported, made on first use.
+func (p *LocalPool) safeSessionLocked() string {
+	if p.safeID == "" {
+		p.safeID = newSessionID()
+	}
+	return p.safeID
+}
+
+// spoolSafeLocked writes the safe-rate usage so far to the spool (with
+// WithFailOpenSpool), under the id it will be reported with: a process that
+// dies in an outage loses at most the last second of it. Under p.mu, so
+// that no older total lands after the report (or its done).
+func (p *LocalPool) spoolSafeLocked() {
+	if p.m.spool == nil || p.safeUsed == p.safeSpooled || p.safeUsed <= 0 {
+		return
+	}
+	p.m.spool.record(spoolRecord{Op: spoolReport, ID: p.safeSessionLocked(), Resource: p.resource, Apply: p.safeUsed, Used: p.safeUsed})
+	p.safeSpooled = p.safeUsed
 }
 
 // broadcastLocked wakes every waiting take.
@@ -226,6 +248,7 @@ func (p *LocalPool) tick(now time.Time, dt time.Duration) {
 		p.m.met.fallbackSecs.WithLabelValues(p.resource, p.cfg.outage.String()).Add(now.Sub(p.outageSince).Seconds())
 		p.outageSince = now
 	}
+	p.spoolSafeLocked()
 	if delta > 0 || p.held > 0 || len(p.batches) == 0 {
 		p.idleFor = 0
 		return

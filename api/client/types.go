@@ -40,6 +40,31 @@ type ApplyRequest struct {
 	// MinAmount, when > 0, allows a partial grant of at least MinAmount
 	// when ApplyAmount does not fit; 0 means all or nothing.
 	MinAmount int64 `json:"minAmount,omitempty"`
+	// BusinessLine names the business line to charge on a resource with
+	// lines (docs/pools.md): required there, refused (400) elsewhere. An
+	// API key bound to a line may only name that one (403); "" with such a
+	// key means its line.
+	BusinessLine string `json:"businessLine,omitempty"`
+	// Critical false marks a preview or debug call, refused first above a
+	// line's watermark; nil (not sent) means true.
+	Critical *bool `json:"critical,omitempty"`
+	// Continuation marks more work for a running conversation or job: a
+	// watermark never refuses it, only a line with nothing left does.
+	Continuation bool `json:"continuation,omitempty"`
+}
+
+// Drawn says which pools a grant came from, in the policy's unit (answers
+// on resources with business lines or temporary grants only). The four
+// add up to GrantedAmount.
+type Drawn struct {
+	// Dedicated is what came from the line's own part.
+	Dedicated int64 `json:"dedicated"`
+	// Shared is what the line borrowed from the shared pool.
+	Shared int64 `json:"shared"`
+	// Buffer is what came from the buffer lent to the line (elasticity).
+	Buffer int64 `json:"buffer"`
+	// Grant is what came from temporary grants.
+	Grant int64 `json:"grant"`
 }
 
 // ApplyResponse is the answer to a granted Apply.
@@ -58,6 +83,12 @@ type ApplyResponse struct {
 	// FailOpen is true when a failMode OPEN policy granted this apply while
 	// the center could not decide; RemainingQuota is then -1 (unknown).
 	FailOpen bool `json:"failOpen,omitempty"`
+	// Drawn is where the grant came from; nil on a resource without
+	// business lines or temporary grants.
+	Drawn *Drawn `json:"drawn,omitempty"`
+	// QuotaTight is true while buffer is lent to the business line (the
+	// elasticity saw its quota getting tight): degrade non-critical work.
+	QuotaTight bool `json:"quotaTight,omitempty"`
 	// PolicyVersion is an opaque token that changes when the resource's
 	// limit changes, its period resets, or a grant or line of its pool
 	// changes; compare it for equality only. "" from older servers.

@@ -286,17 +286,7 @@ func (s *Service) DeletePolicy(ctx context.Context, resource, reason string) (qu
 		return quota.Policy{}, err
 	}
 	s.d.Quota.ForgetPolicy(resource)
-	return pol, s.audit(ctx, quota.ActionPolicyDelete, resource, policyDoc(pol), nil, reason)
-}
-
-// policyDoc is the policy as the API shows it, for the audit log.
-func policyDoc(p quota.Policy) map[string]any {
-	return map[string]any{
-		"resourceName": p.ResourceName, "quotaType": p.QuotaType, "totalLimit": p.TotalLimit,
-		"resetCron": p.ResetCron, "timezone": p.Timezone, "leakThresholdSeconds": p.LeakThresholdSeconds,
-		"failMode": p.FailMode.OrDefault(), "createdAt": p.CreatedAt.UTC().Format(quota.TimeFormat),
-		"updatedAt": p.UpdatedAt.UTC().Format(quota.TimeFormat),
-	}
+	return pol, s.audit(ctx, quota.ActionPolicyDelete, resource, pol.View(), nil, reason)
 }
 
 // audit records an action that is done; a failure is ErrUnavailable (the

@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// units are the quota types' units as metric names spell them.
-var units = []string{"seconds", "calls", "tokens", "bytes"}
+	"github.com/quotacenter/quota-center/internal/quota"
+)
 
 // ForecastCollector exports each resource's forecast, computed at scrape
 // time from the same data as GET /quota/status:
@@ -42,7 +41,7 @@ func NewForecastCollector(reg prometheus.Registerer, svc *Service, timeout time.
 			Name: "quota_forecast_scrape_errors_total", Help: "Forecast reads (status or burn samples) that failed during a metrics scrape.",
 		}),
 	}
-	for _, u := range units {
+	for _, u := range quota.Units() {
 		c.burn[u] = prometheus.NewDesc("quota_burn_rate_"+u+"_per_second",
 			"Consumption (charged + reserved) per second over the last 5 minutes of the current period, in "+u+".",
 			[]string{"resource"}, nil)

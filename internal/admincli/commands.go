@@ -13,22 +13,11 @@ import (
 
 	"github.com/quotacenter/quota-center/api/client"
 	"github.com/quotacenter/quota-center/internal/display"
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // unitOf is the unit name of a quota type, as display wants it.
-func unitOf(t client.QuotaType) string {
-	switch t {
-	case "DURATION":
-		return "seconds"
-	case "COUNT":
-		return "calls"
-	case "TOKENS":
-		return "tokens"
-	case "BANDWIDTH":
-		return "bytes"
-	}
-	return ""
-}
+func unitOf(t client.QuotaType) string { return quota.QuotaType(t).Unit() }
 
 func ts(t time.Time) string {
 	if t.IsZero() {

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -53,13 +55,17 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 
 // parseAuditQuery reads resource (a resource name), limit (1 … 500,
 // default 100) and before (an entry id ≥ 1); any other parameter, a repeated
-// one or a malformed value is a *quota.ValidationError.
+// one or a malformed value is a *quota.ValidationError. It only parses:
+// the bounds are quota.AuditFilter.Validate's, where a value that is no
+// whole number, and a limit or before of 0 (which the domain reads as "the
+// default" and "from the newest" but the query must not say), stand as -1.
 func parseAuditQuery(raw string) (quota.AuditFilter, error) {
 	f := quota.AuditFilter{Limit: quota.DefaultAuditLimit}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
 		return f, &quota.ValidationError{Field: "query", Reason: "is not a valid query string"}
 	}
+	resourceField := "resource"
 	for k, v := range q {
 		if len(v) > 1 {
 			return f, &quota.ValidationError{Field: k, Reason: "is given twice"}
@@ -69,27 +75,39 @@ func parseAuditQuery(raw string) (quota.AuditFilter, error) {
 			if _, both := q["resourceName"]; both && k == "resource" {
 				return f, &quota.ValidationError{Field: "resource", Reason: "give resourceName or resource (its old name), not both"}
 			}
-			if err := quota.ValidateResourceName(v[0]); err != nil {
-				return f, &quota.ValidationError{Field: k, Reason: "must be 1 to 64 characters of [a-z0-9_.-]"}
+			if v[0] == "" {
+				v[0] = "." // present but empty: not a resource name, unlike an absent one
 			}
-			f.Resource = v[0]
+			f.Resource, resourceField = v[0], k
 		case "limit":
-			n, ok := queryInt(v[0])
-			if !ok || n < 1 || n > quota.MaxAuditLimit {
-				return f, &quota.ValidationError{Field: "limit", Reason: "must be a whole number from 1 to " + strconv.Itoa(quota.MaxAuditLimit)}
-			}
-			f.Limit = int(n)
+			f.Limit = int(wholeOrInvalid(v[0], quota.MaxAuditLimit))
 		case "before":
-			n, ok := queryInt(v[0])
-			if !ok || n < 1 {
-				return f, &quota.ValidationError{Field: "before", Reason: "must be an audit entry id (a whole number, at least 1)"}
-			}
-			f.BeforeID = n
+			f.BeforeID = wholeOrInvalid(v[0], math.MaxInt64)
 		default:
 			return f, &quota.ValidationError{Field: k, Reason: "is not a known query parameter (resourceName, limit, before)"}
 		}
 	}
+	if err := f.Validate(); err != nil {
+		var ve *quota.ValidationError
+		if errors.As(err, &ve) && ve.Field == "resource" {
+			ve.Field = resourceField
+		}
+		return f, err
+	}
 	return f, nil
+}
+
+// wholeOrInvalid is s as a whole number from 1, capped at most+1 (still
+// out of bounds, never overflowing an int), or -1 when it is none.
+func wholeOrInvalid(s string, most int64) int64 {
+	n, ok := queryInt(s)
+	switch {
+	case !ok || n < 1:
+		return -1
+	case n > most:
+		return min(n, most+1)
+	}
+	return n
 }
 
 // queryInt parses a plain decimal integer: no sign, no leading zeros, no

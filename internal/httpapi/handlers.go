@@ -99,7 +99,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		s.metrics.apply.WithLabelValues(label, "error").Inc()
+		s.metrics.apply.WithLabelValues(label, failResult(err)).Inc()
 	}
 	s.writeError(w, r, err)
 }
@@ -163,7 +163,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		result := "error"
+		result := failResult(err)
 		switch {
 		case errors.Is(err, quota.ErrSessionNotActive):
 			result = "not_active"
@@ -213,7 +213,7 @@ func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if label := s.errorLabel(r, body.ResourceName, err); label != "" {
-		s.metrics.finish.WithLabelValues(label, "error").Inc()
+		s.metrics.finish.WithLabelValues(label, failResult(err)).Inc()
 	}
 	s.writeError(w, r, err)
 }
@@ -274,35 +274,15 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-type policyJSON struct {
-	ResourceName         string `json:"resourceName"`
-	QuotaType            string `json:"quotaType"`
-	TotalLimit           int64  `json:"totalLimit"`
-	ResetCron            string `json:"resetCron"`
-	Timezone             string `json:"timezone"`
-	LeakThresholdSeconds int64  `json:"leakThresholdSeconds"`
-	FailMode             string `json:"failMode"`
-	CreatedAt            string `json:"createdAt"`
-	UpdatedAt            string `json:"updatedAt"`
-}
-
-func toPolicyJSON(p quota.Policy) policyJSON {
-	return policyJSON{
-		ResourceName: p.ResourceName, QuotaType: string(p.QuotaType), TotalLimit: p.TotalLimit,
-		ResetCron: p.ResetCron, Timezone: p.Timezone, LeakThresholdSeconds: p.LeakThresholdSeconds,
-		FailMode: string(p.FailMode.OrDefault()), CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt),
-	}
-}
-
 func (s *Server) handleListPolicies(w http.ResponseWriter, r *http.Request) {
 	ps, err := s.svc.Policies(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]policyJSON, len(ps))
+	out := make([]quota.PolicyView, len(ps))
 	for i, p := range ps {
-		out[i] = toPolicyJSON(p)
+		out[i] = p.View()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "policies": out})
 }
@@ -318,7 +298,7 @@ func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toPolicyJSON(p))
+	writeJSON(w, http.StatusOK, p.View())
 }
 
 type putPolicyRequest struct {
@@ -375,5 +355,5 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, toPolicyJSON(stored))
+	writeJSON(w, status, stored.View())
 }

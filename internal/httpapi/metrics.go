@@ -10,8 +10,6 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-var units = []string{"seconds", "calls", "tokens", "bytes"}
-
 // Metrics are the request-side Prometheus metrics. Resource labels are only
 // ever set for resources that have a policy, so unknown names never create
 // series; there is no client or session label.
@@ -34,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
 	m := &Metrics{
 		apply: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "quota_apply_total", Help: "Apply requests by resource and result (granted, replayed, exhausted, fail_open, error).",
+			Name: "quota_apply_total", Help: "Apply requests by resource and result (granted, replayed, exhausted, fail_open, rejected: refused with another 4xx, error: a 5xx).",
 		}, []string{"resource", "result"}),
 		failOpen: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_fail_open_grants_total",
@@ -44,10 +42,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "quota_exhausted_total", Help: "Applies refused because the period's quota was exhausted.",
 		}, []string{"resource"}),
 		finish: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "quota_finish_total", Help: "Finish requests by resource and result (finished, replayed, recovered, rejected, error).",
+			Name: "quota_finish_total", Help: "Finish requests by resource and result (finished, replayed, recovered, rejected: refused with a 4xx, error: a 5xx).",
 		}, []string{"resource", "result"}),
 		heartbeat: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "quota_heartbeat_total", Help: "Heartbeats by resource and result (ok, not_active, not_found, rejected, error).",
+			Name: "quota_heartbeat_total", Help: "Heartbeats by resource and result (ok, not_active, not_found, rejected: refused with another 4xx, error: a 5xx).",
 		}, []string{"resource", "result"}),
 		granted:  map[string]*prometheus.CounterVec{},
 		charged:  map[string]*prometheus.CounterVec{},
@@ -60,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2.5},
 		}, []string{"route", "method", "code"}),
 	}
-	for _, u := range units {
+	for _, u := range quota.Units() {
 		m.granted[u] = f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_granted_" + u + "_total", Help: "Amount granted by applies, in " + u + ".",
 		}, []string{"resource"})
@@ -95,13 +93,23 @@ func usedBuckets() []float64 {
 	return out
 }
 
+// failResult is the result label of a request answered with err: "error"
+// when the server failed (5xx), "rejected" when the request was refused
+// (4xx: a bad field, a conflict, a session not found …).
+func failResult(err error) string {
+	if status, _ := classify(err); status >= 500 {
+		return "error"
+	}
+	return "rejected"
+}
+
 // Known creates a resource's series at 0 when its policy appears (at start,
 // on a PUT, and on every sweep pass for policies other instances created),
 // so that dashboards show zeros, not gaps, and increase() sees the first
 // event of a counter instead of a series born at 1.
 func (m *Metrics) Known(p quota.Policy) {
 	r, u := p.ResourceName, p.QuotaType.Unit()
-	for _, res := range []string{"granted", "replayed", "exhausted", "fail_open", "error"} {
+	for _, res := range []string{"granted", "replayed", "exhausted", "fail_open", "rejected", "error"} {
 		m.apply.WithLabelValues(r, res)
 	}
 	m.exhausted.WithLabelValues(r)
@@ -190,7 +198,7 @@ func NewBalanceCollector(reg prometheus.Registerer, src StatusSource, timeout ti
 			Name: "quota_store_scrape_errors_total", Help: "Balance reads that failed during a metrics scrape.",
 		}),
 	}
-	for _, u := range units {
+	for _, u := range quota.Units() {
 		c.descs[u] = [4]*prometheus.Desc{
 			prometheus.NewDesc("quota_limit_"+u, "Limit of the current period, in "+u+".", []string{"resource"}, nil),
 			prometheus.NewDesc("quota_used_"+u, "Charged in the current period (finished and leaked sessions), in "+u+".", []string{"resource"}, nil),

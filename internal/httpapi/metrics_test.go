@@ -107,3 +107,30 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		}
 	})
 }
+
+// A request the server refuses (a 4xx other than 429) counts as
+// "rejected", not "error": "error" is the server's own failures (5xx,
+// TestUnreachableRedisAnswers503), what alerts and the dashboard read as such.
+func TestRefusalsAreCountedAsRejected(t *testing.T) {
+	h := newHarness(t)
+	h.putPolicy(t, res, obj(putPolicy.fields...))
+	h.mustOK(t, apply.req(obj(kv("resourceName", str(res)), kv("applyAmount", "100"), kv("sessionId", str("s-reused")))))
+	r := h.do(t, apply.req(obj(kv("resourceName", str(res)), kv("applyAmount", "7"), kv("sessionId", str("s-reused")))))
+	assertError(t, r, http.StatusConflict, "SESSION_CONFLICT")
+	r = h.do(t, finish.req(obj(kv("resourceName", str(res)), kv("sessionId", str("s-never")), kv("actualUsedAmount", "1"))))
+	assertError(t, r, http.StatusNotFound, "SESSION_NOT_FOUND")
+	samples := h.scrape(t)
+	for _, c := range []struct {
+		metric, result string
+		want           float64
+	}{
+		{"quota_apply_total", "rejected", 1},
+		{"quota_apply_total", "error", 0},
+		{"quota_finish_total", "rejected", 1},
+		{"quota_finish_total", "error", 0},
+	} {
+		if v, ok := find(samples, c.metric, map[string]string{"resource": res, "result": c.result}); !ok || v != c.want {
+			t.Errorf("%s{result=%q} = %v (present %v), want %v", c.metric, c.result, v, ok, c.want)
+		}
+	}
+}

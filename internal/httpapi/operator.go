@@ -242,7 +242,7 @@ func (s *Server) handlePatchPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.Known(p)
-	writeJSON(w, http.StatusOK, toPolicyJSON(p))
+	writeJSON(w, http.StatusOK, p.View())
 }
 
 func (s *Server) handleDeletePolicy(w http.ResponseWriter, r *http.Request) {
@@ -259,7 +259,7 @@ func (s *Server) handleDeletePolicy(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "deleted": toPolicyJSON(p)})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "code": CodeSuccess, "deleted": p.View()})
 }
 
 // periodOut is a period on the wire.

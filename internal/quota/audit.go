@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -85,24 +86,33 @@ func ActorFrom(ctx context.Context) string {
 	return AnonymousActor
 }
 
+// Validate checks f's bounds, the one check of an audit filter: Resource
+// "" or a valid resource name, Limit 0 (the default) or 1 … MaxAuditLimit,
+// BeforeID 0 (from the newest) or an entry id ≥ 1. Errors: a
+// *ValidationError for field "resource", "limit" or "before".
+func (f AuditFilter) Validate() error {
+	if f.Resource != "" && ValidateResourceName(f.Resource) != nil {
+		return invalid("resource", "must be 1 to 64 characters of [a-z0-9_.-]")
+	}
+	if f.Limit < 0 || f.Limit > MaxAuditLimit {
+		return invalid("limit", "must be a whole number from 1 to "+strconv.Itoa(MaxAuditLimit))
+	}
+	if f.BeforeID < 0 {
+		return invalid("before", "must be an audit entry id (a whole number, at least 1)")
+	}
+	return nil
+}
+
 // Audit lists the audit log, newest first. Without an audit log configured
 // (Options.Audit) nothing was recorded and the list is empty.
 //
 // Errors: *ValidationError (a bad filter), ErrUnavailable.
 func (s *Service) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
-	if f.Resource != "" {
-		if !resourceNameRE.MatchString(f.Resource) {
-			return nil, invalid("resource", "must be 1 to 64 characters of [a-z0-9_.-]")
-		}
+	if err := f.Validate(); err != nil {
+		return nil, err
 	}
 	if f.Limit == 0 {
 		f.Limit = DefaultAuditLimit
-	}
-	if f.Limit < 1 || f.Limit > MaxAuditLimit {
-		return nil, invalid("limit", fmt.Sprintf("must be 1 to %d", MaxAuditLimit))
-	}
-	if f.BeforeID < 0 {
-		return nil, invalid("before", "must be a positive audit entry id")
 	}
 	if s.opt.Audit == nil {
 		return []AuditRecord{}, nil
@@ -165,14 +175,31 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 // milliseconds, e.g. 2025-06-01T01:55:00.000Z.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// policyJSON is p as the API shows it (the audit log's before and after):
-// its timestamps in TimeFormat, not time.Time's default, which drops
-// trailing zeros of the fraction.
-func policyJSON(p Policy) ([]byte, error) {
-	type fields Policy // Policy's fields without its methods
-	return json.Marshal(struct {
-		fields
-		CreatedAt string `json:"createdAt"`
-		UpdatedAt string `json:"updatedAt"`
-	}{fields(p), p.CreatedAt.UTC().Format(TimeFormat), p.UpdatedAt.UTC().Format(TimeFormat)})
+// PolicyView is a policy as the API shows it, in GET and PUT
+// /admin/policies answers and in the audit log's before and after: its
+// timestamps in TimeFormat (not time.Time's default, which drops trailing
+// zeros of the fraction) and its failMode never empty.
+type PolicyView struct {
+	ResourceName         string `json:"resourceName"`
+	QuotaType            string `json:"quotaType"`
+	TotalLimit           int64  `json:"totalLimit"` // in the type's unit
+	ResetCron            string `json:"resetCron"`
+	Timezone             string `json:"timezone"`
+	LeakThresholdSeconds int64  `json:"leakThresholdSeconds"` // seconds
+	FailMode             string `json:"failMode"`             // CLOSED or OPEN
+	CreatedAt            string `json:"createdAt"`            // TimeFormat
+	UpdatedAt            string `json:"updatedAt"`            // TimeFormat
 }
+
+// View is p as the API shows it.
+func (p Policy) View() PolicyView {
+	return PolicyView{
+		ResourceName: p.ResourceName, QuotaType: string(p.QuotaType), TotalLimit: p.TotalLimit,
+		ResetCron: p.ResetCron, Timezone: p.Timezone, LeakThresholdSeconds: p.LeakThresholdSeconds,
+		FailMode: string(p.FailMode.OrDefault()), CreatedAt: p.CreatedAt.UTC().Format(TimeFormat),
+		UpdatedAt: p.UpdatedAt.UTC().Format(TimeFormat),
+	}
+}
+
+// policyJSON is p's View as JSON, for the audit log.
+func policyJSON(p Policy) ([]byte, error) { return json.Marshal(p.View()) }

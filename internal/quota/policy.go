@@ -33,6 +33,20 @@ func (t QuotaType) Unit() string {
 	return ""
 }
 
+// QuotaTypes are the four known types.
+var QuotaTypes = []QuotaType{TypeDuration, TypeCount, TypeTokens, TypeBandwidth}
+
+// Units returns the base unit of every known type, in the order of
+// QuotaTypes: "seconds", "calls", "tokens", "bytes" (as metric names spell
+// them). The slice is the caller's.
+func Units() []string {
+	us := make([]string, len(QuotaTypes))
+	for i, t := range QuotaTypes {
+		us[i] = t.Unit()
+	}
+	return us
+}
+
 // Valid reports whether t is one of the four known types.
 func (t QuotaType) Valid() bool { return t.Unit() != "" }
 

@@ -187,7 +187,7 @@ func New(cfg Config, store Store, ledger Ledger, policies Policies, sched quota.
 	for _, res := range []string{"ok", "error", "skipped"} {
 		r.runs.WithLabelValues(res)
 	}
-	for _, u := range []string{"seconds", "calls", "tokens", "bytes"} {
+	for _, u := range quota.Units() {
 		r.drift[u] = f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "quota_reconcile_drift_" + u,
 			Help: "Redis minus ledger for the current period at the last reconciliation, in " + u + " (field charged or reserved).",

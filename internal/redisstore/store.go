@@ -69,9 +69,6 @@ func (s *Store) runHot(ctx context.Context, script *redis.Script, keys []string,
 	return s.run(ctx, script, keys, args...)
 }
 
-// Client returns the underlying go-redis client.
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
-
 func prefix(resource string) string { return "qc:{" + resource + "}:" }
 
 func limitKey(r string) string              { return prefix(r) + "limit" }

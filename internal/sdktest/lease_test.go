@@ -87,6 +87,27 @@ func TestCancelledContextFinishesWithTheElapsedSeconds(t *testing.T) {
 	}
 }
 
+// TestDoChargesTheMeasuredSecondsOnADurationResource: fn returns -1 on a
+// DURATION resource, and the session is charged the elapsed seconds
+// (rounded up), not the 600 applied for; a panic there is charged the
+// elapsed seconds too.
+func TestDoChargesTheMeasuredSecondsOnADurationResource(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev)
+	r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeDuration, TotalLimit: 10_000})
+	m := manager(t, s.URL)
+	if err := m.Do(context.Background(), r, 600, func(context.Context) (int64, error) { return -1, nil }); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Do(context.Background(), r, 600, func(context.Context) (int64, error) { panic("kaput") })
+	var pe *client.PanicError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Do with a panic: %v", err)
+	}
+	if st := status(t, s, r); st.UsedAmount < 2 || st.UsedAmount > 10 || st.ActiveSessions != 0 {
+		t.Fatalf("status %+v, want the elapsed seconds of two short calls (1 each, rounded up), not their 600", st)
+	}
+}
+
 func TestDoFinishesWhenFnFailsOrPanics(t *testing.T) {
 	s := testenv.Start(t, testenv.Dev)
 	r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000})

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,26 +39,7 @@ func TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact(t *testing.T) 
 			}
 			pools = append(pools, p)
 		}
-		stop := make(chan struct{})
-		var worst atomic.Int64
-		var mon sync.WaitGroup
-		mon.Add(1)
-		go func() { // the bound, checked while the pools work
-			defer mon.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				st := status(t, s, r)
-				over := st.UsedAmount + st.ReservedAmount - attempted.Load()
-				if over > worst.Load() {
-					worst.Store(over)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		watch := watchBound(t, s, r, attempted.Load)
 		var wg sync.WaitGroup
 		errs := make(chan error, instances*workers)
 		for _, p := range pools {
@@ -64,44 +47,20 @@ func TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact(t *testing.T) 
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(w), 7))
-					for range ops {
-						n := 1 + rng.Int64N(5)
-						if w%2 == 0 {
-							attempted.Add(n)
-							if err := p.Take(context.Background(), n); err != nil {
-								errs <- err
-								return
-							}
-							handed.Add(n)
-							continue
-						}
-						rsv, err := p.Reserve(context.Background(), n)
-						if err != nil {
-							errs <- err
-							return
-						}
-						actual := rng.Int64N(2*n + 1) // 0 … 2n: refunds and overage
-						attempted.Add(actual)
-						if err := rsv.Commit(actual); err != nil {
-							errs <- err
-							return
-						}
-						handed.Add(actual)
+					n, err := poolWork(p, rand.New(rand.NewPCG(uint64(w), 7)), ops, w%2 == 0, func(n int64) { attempted.Add(n) }, false)
+					handed.Add(n)
+					if err != nil {
+						errs <- err
 					}
 				}()
 			}
 		}
 		wg.Wait()
-		close(stop)
-		mon.Wait()
 		close(errs)
 		for err := range errs {
 			t.Fatalf("take: %v", err)
 		}
-		if w := worst.Load(); w > instances*maxBatch {
-			t.Fatalf("the center held %d units beyond what was handed out, bound %d", w, instances*maxBatch)
-		}
+		watch.check(t, instances*maxBatch)
 		for _, p := range pools {
 			if err := p.Close(context.Background()); err != nil {
 				t.Fatalf("close: %v", err)
@@ -111,7 +70,7 @@ func TestThreeManagersWithLocalPoolsStayWithinTheBoundAndEndExact(t *testing.T) 
 		if st.UsedAmount != handed.Load() || st.ReservedAmount != 0 || st.ActiveSessions != 0 {
 			t.Fatalf("after closing every pool: %+v, want usedAmount %d exactly", st, handed.Load())
 		}
-		t.Logf("handed %d units; the center held at most %d beyond that (bound %d)", handed.Load(), worst.Load(), instances*maxBatch)
+		t.Logf("handed %d units; the center held at most %d beyond that (bound %d)", handed.Load(), watch.worst.Load(), instances*maxBatch)
 	})
 }
 
@@ -148,31 +107,14 @@ func TestKilledPoolProcess(t *testing.T) {
 func TestKilledProcessIsChargedTheBatchByTheLeakSweeper(t *testing.T) {
 	forModes(t, func(t *testing.T, s *testenv.Server) {
 		r := policy(t, s, client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 1})
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledPoolProcess$", "-test.v")
-		cmd.Env = append(os.Environ(), helperEnv+"="+s.URL+" "+r)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 0, 4096)
-		deadline := time.Now().Add(30 * time.Second)
-		for !containsLine(string(buf), "TOOK 3 HOLDING 77") {
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("child did not take: %q", buf)
-			}
-			b := make([]byte, 512)
-			n, _ := out.Read(b)
-			buf = append(buf, b[:n]...)
+		kid := startChild(t, "TestKilledPoolProcess", helperEnv+"="+s.URL+" "+r)
+		if l := kid.waitLine(t, "TOOK "); l != "TOOK 3 HOLDING 77" {
+			t.Fatalf("the child said %q", l)
 		}
 		if st := status(t, s, r); st.ReservedAmount != 80 || st.ActiveSessions != 1 {
 			t.Fatalf("the child's batch at the center: %+v", st)
 		}
-		_ = cmd.Process.Kill() // SIGKILL: no Close, no finish
-		_ = cmd.Wait()
+		kid.kill() // SIGKILL: no Close, no finish
 		testenv.Eventually(t, 20*time.Second, "the leak sweeper to charge the batch", func() bool {
 			st := status(t, s, r)
 			return st.ActiveSessions == 0 && st.UsedAmount == 80 && st.ReservedAmount == 0
@@ -181,23 +123,6 @@ func TestKilledProcessIsChargedTheBatchByTheLeakSweeper(t *testing.T) {
 			t.Fatalf("%d LEAKED ledger rows, want 1", n)
 		}
 	})
-}
-
-func containsLine(s, line string) bool {
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] != '\n' {
-			i++
-		}
-		if s[:i] == line {
-			return true
-		}
-		if i == len(s) {
-			return false
-		}
-		s = s[i+1:]
-	}
-	return false
 }
 
 func TestPoolBacksOffOn429AndRecoversWhenTheLimitRises(t *testing.T) {
@@ -326,43 +251,141 @@ func TestPoolBatchSweptDuringAnOutageIsTruedUpToWhatWasHandedOut(t *testing.T) {
 	})
 }
 
-// TestStaleBatchIsReturnedWhenThePolicyVersionChanges: a limit change
-// changes the policy version in the heartbeat answers; the pool returns the
-// batch it holds (finished with what it handed out) and fetches a fresh one
-// under the new version.
+// TestStaleBatchIsReturnedWhenThePolicyVersionChanges: a limit change, a
+// period reset, a temporary grant and a line change each change the policy
+// version in the heartbeat answers; the pool returns the batch it holds
+// (finished with what it handed out) and fetches a fresh one under the new
+// version. The pool's batches are of business line "a" (a resource with
+// lines a and, for the line case, b).
 func TestStaleBatchIsReturnedWhenThePolicyVersionChanges(t *testing.T) {
+	changes := []struct {
+		name string
+		// serverPending: the server may not change the version on this
+		// change yet (the pools' part of internal/quota/version.go); the
+		// case checks that first and skips, saying so, when it does not.
+		serverPending bool
+		change        func(t *testing.T, s *testenv.Server, spec client.PolicySpec)
+	}{
+		{"limit", false, func(t *testing.T, s *testenv.Server, spec client.PolicySpec) {
+			spec.TotalLimit = 500
+			if _, err := admin(t, s).PutPolicy(context.Background(), spec); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"reset", false, func(t *testing.T, s *testenv.Server, spec client.PolicySpec) {
+			if _, err := admin(t, s).ResetPeriod(context.Background(), spec.ResourceName, "sdktest"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"grant", true, func(t *testing.T, s *testenv.Server, spec client.PolicySpec) {
+			exp := time.Now().Add(time.Hour)
+			if _, err := admin(t, s).GrantQuota(context.Background(), spec.ResourceName, client.GrantRequest{Amount: 300, BusinessLine: "a", ExpiresAt: &exp, Reason: "sdktest"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"line", true, func(t *testing.T, s *testenv.Server, spec client.PolicySpec) {
+			putLine(t, s, spec.ResourceName, "b")
+		}},
+	}
 	forModes(t, func(t *testing.T, s *testenv.Server) {
-		spec := client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 3}
-		r := policy(t, s, spec)
-		m := manager(t, s.URL)
-		pool, err := m.LocalPool(r, client.WithBatch(100, 100, 100))
+		for _, ch := range changes {
+			t.Run(ch.name, func(t *testing.T) {
+				ctx := context.Background()
+				spec := client.PolicySpec{QuotaType: client.QuotaTypeTokens, TotalLimit: 1000, LeakThresholdSeconds: 3}
+				spec.ResourceName = policy(t, s, spec)
+				adm := admin(t, s)
+				putLine(t, s, spec.ResourceName, "a")
+				var probe *client.ApplyResponse
+				if ch.serverPending { // a plain session, to see whether the server changes the version
+					var err error
+					if probe, err = adm.Apply(ctx, client.ApplyRequest{ResourceName: spec.ResourceName, ApplyAmount: 1, BusinessLine: "a"}); err != nil {
+						t.Fatal(err)
+					}
+					defer func() {
+						_, _ = adm.Finish(ctx, client.FinishRequest{ResourceName: spec.ResourceName, SessionID: probe.SessionID})
+					}()
+				}
+				m := manager(t, s.URL)
+				pool, err := m.LocalPool(spec.ResourceName, client.WithBatch(100, 100, 100), client.WithLine("a"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := pool.Take(ctx, 10); err != nil {
+					t.Fatal(err)
+				}
+				ch.change(t, s, spec)
+				if probe != nil && !versionChanges(t, adm, spec.ResourceName, probe) {
+					t.Skipf("the server does not change policyVersion on a %s yet (internal/quota/version.go, the pools' part); the SDK's reaction is tested by the limit and reset cases", ch.name)
+				}
+				// The stale batch is finished with its 10 (a reset leaves
+				// it in the old period) and a fresh one of 100 is held.
+				testenv.Eventually(t, 30*time.Second, "the stale batch to be returned and a fresh one fetched", func() bool {
+					return ledgerRows(t, s, spec.ResourceName, "FINISHED") == 1 && pool.Available() == 100
+				})
+				probes := int64(0) // the probe session still open (1 unit)
+				if probe != nil {
+					probes = 1
+				}
+				st := status(t, s, spec.ResourceName)
+				if st.ActiveSessions != 1+probes || st.ReservedAmount != 100+probes {
+					t.Fatalf("after the change: %+v, want one fresh batch of 100 (and the probe's 1)", st)
+				}
+				if err := pool.Take(ctx, 4); err != nil {
+					t.Fatal(err)
+				}
+				if err := pool.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				st = status(t, s, spec.ResourceName)
+				want := int64(14)
+				if ch.name == "reset" {
+					want = 4 // the stale batch's 10 were charged in the period before the reset
+				}
+				if st.UsedAmount != want || st.ReservedAmount != probes {
+					t.Fatalf("after close: %+v, want used %d", st, want)
+				}
+			})
+		}
+	})
+}
+
+// versionChanges heartbeats the probe session until its policy version
+// differs from the apply's, for up to 5 s (the policy cache's TTL in
+// tests is shorter).
+func versionChanges(t *testing.T, c *client.Client, r string, probe *client.ApplyResponse) bool {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		hb, err := c.Heartbeat(context.Background(), client.HeartbeatRequest{ResourceName: r, SessionID: probe.SessionID})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pool.Take(context.Background(), 10); err != nil {
-			t.Fatal(err)
+		if hb.PolicyVersion != probe.PolicyVersion {
+			return true
 		}
-		spec.ResourceName, spec.TotalLimit = r, 500
-		if _, err := admin(t, s).PutPolicy(context.Background(), spec); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, 30*time.Second, "the stale batch to be returned and a fresh one fetched", func() bool {
-			st := status(t, s, r)
-			return st.UsedAmount == 10 && st.ActiveSessions == 1 && st.ReservedAmount == 100 && pool.Available() == 100
-		})
-		if n := ledgerRows(t, s, r, "FINISHED"); n != 1 {
-			t.Fatalf("%d FINISHED ledger rows, want the stale batch's", n)
-		}
-		if err := pool.Take(context.Background(), 4); err != nil {
-			t.Fatal(err)
-		}
-		if err := pool.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if st := status(t, s, r); st.UsedAmount != 14 || st.ReservedAmount != 0 {
-			t.Fatalf("after close: %+v, want used 14", st)
-		}
-	})
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+// putLine adds business line name (weight 1) to resource r.
+func putLine(t *testing.T, s *testenv.Server, r, name string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, s.URL+"/admin/policies/"+r+"/lines/"+name, strings.NewReader(`{"tier":"GROWTH","weight":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("put line %s: %s %s", name, resp.Status, b)
+	}
 }
 
 func TestIdlePoolReturnsItsUnusedUnits(t *testing.T) {
