@@ -188,3 +188,49 @@ func TestPredictiveLendsAheadOfThePeakAndReturnsAfter(t *testing.T) {
 		t.Fatalf("at 3000/s: buffer %d, free %d", a.Buffer, s.m.BufferFree())
 	}
 }
+
+// The forecast that decides a predictive lending is the average rate over
+// the next 5 minutes (Holt's level plus its trend over 1 … 10 samples:
+// level + trend·5.5), over one period.
+func TestPredictiveForecastIncludesTheTrend(t *testing.T) {
+	m, _ := oneLine(t, ElasticityPredictive)
+	st := DefaultSettings()
+	st.Elasticity = ElasticityPredictive
+	s := &sampler{m: m, c: NewController(st, 60_000)}
+	s.evs = s.c.Tick(m, 0)
+	s.sample(30_000, SampleMs)
+	// Level 960/s rising 40/s a sample; the next sample at 1000/s keeps
+	// the trend: the average over the horizon is 1000 + 40·5.5 = 1220/s,
+	// 73 200 a period, 1200 over 80 % of the 90 000 the line may use.
+	lc := s.c.lines["a"]
+	lc.level, lc.trend, lc.forecast = 960, 40, 1000
+	evs := s.sample(30_000, SampleMs)
+	if lend := eventsOf(evs, "LEND_PREDICTIVE"); len(lend) != 1 || lend[0].Amount != 1200 {
+		t.Fatalf("lent %v, want 1200 (level %.1f, trend %.1f)", lend, lc.level, lc.trend)
+	}
+}
+
+// For periods longer than the horizon, what the line may still use in the
+// period is what it has not used yet: a line that has used most of its
+// quota gets buffer ahead of a forecast that an idle one would not need.
+func TestPredictiveLongPeriodsCountWhatIsUsed(t *testing.T) {
+	for _, c := range []struct {
+		used, lend int64
+	}{{0, 0}, {60_000, 6_000}} {
+		s := newSampler(t, ElasticityPredictive) // PeriodMs 0: longer than the horizon
+		a := s.m.Lines["a"]
+		a.UsedDedicated = c.used
+		for range 3 {
+			s.sample(100*SampleMs/1000, SampleMs) // 100/s: 30 000 over the 5 minutes
+		}
+		var lent int64
+		for _, e := range eventsOf(s.evs, "LEND_PREDICTIVE") {
+			lent += e.Amount
+		}
+		// 80 % of the 30 000 left is 24 000: 6 000 over, lent once and
+		// kept while the forecast stays there (not returned and lent again).
+		if lent != c.lend || len(eventsOf(s.evs, "RETURN")) != 0 || a.Buffer != c.lend {
+			t.Errorf("used %d: lent %d, buffer %d, events %v; want %d lent once", c.used, lent, a.Buffer, s.evs, c.lend)
+		}
+	}
+}
