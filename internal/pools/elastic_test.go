@@ -1,6 +1,9 @@
 package pools
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func eventsOf(evs []Event, kind string) []Event {
 	var out []Event
@@ -103,7 +106,8 @@ func TestReactiveHoldLowersTheWatermarkWhileTheBurstLasts(t *testing.T) {
 	}
 	evs := s.sample(2250, SampleMs) // 390 s: the hold ends, the rate still twice
 	low, ret := eventsOf(evs, "WATERMARK_LOWERED"), eventsOf(evs, "RETURN")
-	if len(low) != 1 || low[0].Amount != 7500 || a.Watermark != 7500 || len(ret) != 1 || ret[0].Amount != 2000 {
+	if len(low) != 1 || low[0].Amount != 7500 || a.Watermark != 7500 || len(ret) != 1 || ret[0].Amount != 2000 ||
+		!strings.Contains(low[0].Reason, "still 2.0× its pre-burst rate") {
 		t.Fatalf("at the hold's end: %v", evs)
 	}
 	s.sample(2250, SampleMs)

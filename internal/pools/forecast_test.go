@@ -3,6 +3,7 @@ package pools
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -163,9 +164,21 @@ func TestReactiveLendsAtTheBounds(t *testing.T) {
 		if lent != c.lend {
 			t.Errorf("%s: events %v, buffer lent %d; want lent=%v", c.name, evs, s.m.Lines["a"].Buffer, c.lend)
 		}
+		if lent && !strings.Contains(eventsOf(evs, "LEND_REACTIVE")[0].Reason, "is 2.0× the rate 30 s before") {
+			t.Errorf("%s: the reason does not say by how much the rate rose: %v", c.name, evs)
+		}
+	}
+	// Buffer already lent to the line is not part of what it presses on:
+	// with 10 000 lent, a quarter of 90 000 still decides.
+	s := newSampler(t, ElasticityReactive)
+	_ = s.m.Release("a", 10_000)
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	if evs := s.sample(2250, SampleMs); kinds(evs)["LEND_REACTIVE"] != 1 || s.m.Lines["a"].Buffer != 20_000 {
+		t.Fatalf("with buffer lent: %v, buffer %d", evs, s.m.Lines["a"].Buffer)
 	}
 	// The first rate of a line has no rate before it: not a burst.
-	s := newSampler(t, ElasticityReactive)
+	s = newSampler(t, ElasticityReactive)
 	if evs := s.sample(2250, SampleMs); kinds(evs)["LEND_REACTIVE"] != 0 {
 		t.Fatalf("lent on the first rate: %v", evs)
 	}
