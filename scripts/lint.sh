@@ -3,7 +3,8 @@
 # of the project in one pass, each named as it runs, a summary at the end.
 #
 #   Go:          gofmt, go vet, staticcheck, golangci-lint (.golangci.yml), on
-#                the service and on deploy/checks
+#                the service, the api module (OpenAPI file, Go SDK) and
+#                deploy/checks
 #   Prometheus:  promtool check rules, test rules, check config, and check
 #                metrics on a live /metrics (a dev-mode server started here)
 #   OpenAPI:     Redocly's linter, pinned in tools/openapi-lint
@@ -42,20 +43,27 @@ gofmt_clean() {
 	[[ -z $out ]] || { echo "not gofmt-ed (run make fmt):"; echo "$out"; return 1; }
 }
 in_checks() { (cd deploy/checks && "$@"); }
+in_api() { (cd api && "$@"); }
 
 check "gofmt" gofmt_clean
 check "go vet" go vet ./...
+check "go vet (api)" in_api go vet ./...
 check "go vet (deploy/checks)" in_checks go vet ./...
 
 GOBIN_DIR=$(go env GOPATH)/bin
 export PATH="$PATH:$GOBIN_DIR"
 if have staticcheck "go install honnef.co/go/tools/cmd/staticcheck@v0.8.2"; then
 	check "staticcheck" staticcheck ./...
+	check "staticcheck (api)" in_api staticcheck ./...
 	check "staticcheck (deploy/checks)" in_checks staticcheck ./...
 fi
 if have golangci-lint "go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0"; then
-	check "golangci-lint" golangci-lint run ./...
-	check "golangci-lint (deploy/checks)" in_checks golangci-lint run --config ../../.golangci.yml ./...
+	# --allow-parallel-runners: another golangci-lint on the machine (another
+	# checkout's make lint) would otherwise fail this run at once.
+	gl() { golangci-lint run --allow-parallel-runners "$@"; }
+	check "golangci-lint" gl ./...
+	check "golangci-lint (api)" in_api gl --config ../.golangci.yml ./...
+	check "golangci-lint (deploy/checks)" in_checks gl --config ../../.golangci.yml ./...
 fi
 
 if have promtool "apt-get install prometheus (Debian's package brings promtool)"; then

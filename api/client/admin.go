@@ -39,6 +39,8 @@ type AuditEntry struct {
 	// (null when there was none).
 	Before json.RawMessage `json:"before"`
 	After  json.RawMessage `json:"after"`
+	// Reason is why, as the operator gave it ("" when none was given).
+	Reason string `json:"reason"`
 }
 
 // Audit reads the audit log of admin changes, newest first

@@ -34,6 +34,7 @@ var ErrNotImplemented = &Error{Code: CodeNotImplemented, Message: "not implement
 type SessionQuery struct {
 	ResourceName string
 	ClientID     string // "" = any
+	BusinessLine string // "" = any
 	Status       string // USING, FINISHED, LEAKED; "" = USING first, then the others
 	Limit        int    // 1 … 1000; 0 = the server's default (100)
 	Cursor       string // NextCursor of the previous page; "" = the first page
@@ -45,6 +46,7 @@ type SessionInfo struct {
 	SessionID      string     `json:"sessionId"`
 	ResourceName   string     `json:"resourceName"`
 	ClientID       string     `json:"clientId"`
+	BusinessLine   string     `json:"businessLine,omitempty"` // "" when it has none
 	Status         string     `json:"status"`
 	GrantedAmount  int64      `json:"grantedAmount"`
 	ChargedAmount  int64      `json:"chargedAmount"`
@@ -74,6 +76,7 @@ type SessionPage struct {
 func (c *Client) Sessions(ctx context.Context, q SessionQuery) (*SessionPage, error) {
 	v := url.Values{"resourceName": {q.ResourceName}}
 	setIf(v, "clientId", q.ClientID)
+	setIf(v, "businessLine", q.BusinessLine)
 	setIf(v, "status", q.Status)
 	setIf(v, "cursor", q.Cursor)
 	if q.Limit != 0 {
@@ -103,7 +106,7 @@ func setIf(v url.Values, k, val string) {
 }
 
 // UsageQuery asks GET /admin/usage: sessions of ResourceName started in
-// [From, To), grouped by GroupBy ("client", "hour" or "day"; UTC). Zero
+// [From, To), grouped by GroupBy ("client", "line", "hour" or "day"; UTC). Zero
 // From, To and GroupBy take the server's defaults (the last 24 h, by hour).
 type UsageQuery struct {
 	ResourceName string
@@ -112,9 +115,11 @@ type UsageQuery struct {
 }
 
 // UsageGroup is one group's sums, in the policy's unit. ClientID is set for
-// groupBy=client, Start (the bucket's UTC start) otherwise.
+// groupBy=client, BusinessLine for groupBy=line ("" for the sessions of no
+// line), Start (the bucket's UTC start) otherwise.
 type UsageGroup struct {
 	ClientID       string     `json:"clientId,omitempty"`
+	BusinessLine   string     `json:"businessLine,omitempty"`
 	Start          *time.Time `json:"start,omitempty"`
 	Sessions       int64      `json:"sessions"`
 	OpenSessions   int64      `json:"openSessions"`
@@ -138,7 +143,7 @@ type UsageReport struct {
 	Truncated    bool         `json:"truncated"`
 }
 
-// Usage sums the ledger per client, hour or day. Errors:
+// Usage sums the ledger per client, business line, hour or day. Errors:
 // ErrInvalidArgument (from not before to, an unknown groupBy, a span too
 // long for the grouping), ErrResourceNotFound.
 func (c *Client) Usage(ctx context.Context, q UsageQuery) (*UsageReport, error) {

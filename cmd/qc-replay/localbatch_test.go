@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 )
 
@@ -22,7 +23,7 @@ func TestLocalBatchFlagsAreChecked(t *testing.T) {
 	for _, args := range [][]string{{"--local-batch", "-1"}, {"--local-batch", "100", "--local-batch-max", "50"}} {
 		var errOut bytes.Buffer
 		_, err := parseFlags(args, &errOut)
-		if _, ok := err.(*usageError); !ok {
+		if ue := (*usageError)(nil); !errors.As(err, &ue) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
 	}

@@ -149,7 +149,8 @@ func toPeriodJSON(p quota.Period) periodJSON {
 // fire time; an @every policy counts its intervals from now). The new
 // period starts with nothing used; sessions in flight stay in their own
 // period, where their finish settles and refunds. This instance uses the new
-// period at once, others within QC_POLICY_CACHE_TTL. Audited as policy.reset
+// period at once; others when the change is announced (internal/policysync),
+// at the latest within QC_POLICY_CACHE_TTL. Audited as policy.reset
 // with the periods before and after.
 //
 // Errors: *quota.ValidationError, quota.ErrResourceNotFound,

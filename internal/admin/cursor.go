@@ -12,9 +12,9 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// cursorSecret names the shared secret in Redis that signs cursors: every
+// cursorKeyName names the shared secret in Redis that signs cursors: every
 // instance signs with the same key, so a cursor from one verifies on any.
-const cursorSecret = "admin-cursor"
+const cursorKeyName = "admin-cursor"
 
 // cursor is the position of a session listing, bound to its query. On the
 // wire it is base64url(JSON) "." base64url(HMAC-SHA256 truncated to 16
@@ -23,6 +23,7 @@ type cursor struct {
 	V        int    `json:"v"`
 	Resource string `json:"r"`
 	Client   string `json:"c,omitempty"`
+	Line     string `json:"ln,omitempty"`
 	Status   string `json:"st,omitempty"`
 	Phase    string `json:"ph"` // "live" or "hist"
 	LeaseMs  int64  `json:"l,omitempty"`
@@ -37,7 +38,7 @@ func (s *Service) cursorKey(ctx context.Context) ([]byte, error) {
 	if s.key != nil {
 		return s.key, nil
 	}
-	k, err := s.d.Live.SharedSecret(ctx, cursorSecret, 32)
+	k, err := s.d.Live.SharedSecret(ctx, cursorKeyName, 32)
 	if err != nil {
 		return nil, fmt.Errorf("cursor key: %w", err)
 	}
@@ -90,8 +91,8 @@ func (s *Service) decodeCursor(ctx context.Context, raw string, q cursor) (curso
 	if err := json.Unmarshal(payload, &c); err != nil || c.V != 1 || (c.Phase != "live" && c.Phase != "hist") {
 		return cursor{}, bad("is not a cursor this server issued")
 	}
-	if c.Resource != q.Resource || c.Client != q.Client || c.Status != q.Status {
-		return cursor{}, bad("belongs to another query: repeat resourceName, clientId and status as they were")
+	if c.Resource != q.Resource || c.Client != q.Client || c.Line != q.Line || c.Status != q.Status {
+		return cursor{}, bad("belongs to another query: repeat resourceName, clientId, businessLine and status as they were")
 	}
 	return c, nil
 }

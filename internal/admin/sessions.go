@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -13,7 +14,7 @@ const (
 	DefaultSessionLimit = 100
 	MaxSessionLimit     = 1000
 	// maxScan bounds the entries one listing call examines when a clientId
-	// filter drops some: a page may come back short, with a cursor.
+	// or line filter drops some: a page may come back short, with a cursor.
 	maxScan = 5000
 )
 
@@ -21,6 +22,7 @@ const (
 type SessionQuery struct {
 	Resource string
 	ClientID string       // "": any
+	Line     string       // business line (pools); "": any
 	Status   quota.Status // "": USING first (Redis), then FINISHED and LEAKED (ledger)
 	Limit    int          // 1 … MaxSessionLimit; 0 = DefaultSessionLimit
 	Cursor   string       // "" = the first page
@@ -34,6 +36,7 @@ type Session struct {
 	SessionID      string
 	ResourceName   string
 	ClientID       string
+	BusinessLine   string // "" for a session without one
 	Status         quota.Status
 	Granted        int64
 	Charged        int64
@@ -65,6 +68,11 @@ func (q *SessionQuery) validate() error {
 			return err
 		}
 	}
+	if q.Line != "" {
+		if err := pools.ValidateLineName(q.Line); err != nil {
+			return &quota.ValidationError{Field: "businessLine", Reason: "must be 1 to 64 characters of [a-z0-9_.-]"}
+		}
+	}
 	switch q.Status {
 	case "", quota.StatusUsing, quota.StatusFinished, quota.StatusLeaked:
 	default:
@@ -84,7 +92,7 @@ func (q *SessionQuery) validate() error {
 // for or renewed is at the top), then FINISHED and LEAKED ones from the
 // ledger (the latest started first). Each call examines at most
 // max(limit, 5000) entries whatever the number of sessions; with a clientId
-// filter a page may hold fewer than limit sessions and still have a
+// or business-line filter a page may hold fewer than limit sessions and still have a
 // NextCursor. The listing is live: a session renewed while you page may move
 // above the cursor and be missed, one that finishes may show twice.
 //
@@ -98,7 +106,7 @@ func (s *Service) Sessions(ctx context.Context, q SessionQuery) (SessionPage, er
 	if err != nil {
 		return SessionPage{}, err
 	}
-	bind := cursor{Resource: q.Resource, Client: q.ClientID, Status: string(q.Status)}
+	bind := cursor{Resource: q.Resource, Client: q.ClientID, Line: q.Line, Status: string(q.Status)}
 	cur := bind
 	cur.Phase = "live"
 	if q.Status == quota.StatusFinished || q.Status == quota.StatusLeaked {
@@ -121,7 +129,7 @@ func (s *Service) Sessions(ctx context.Context, q SessionQuery) (SessionPage, er
 		case q.Status == quota.StatusUsing:
 			return page, nil
 		}
-		cur = cursor{Resource: cur.Resource, Client: cur.Client, Status: cur.Status, Phase: "hist"}
+		cur = cursor{Resource: cur.Resource, Client: cur.Client, Line: cur.Line, Status: cur.Status, Phase: "hist"}
 		if len(page.Sessions) == q.Limit {
 			return s.finishPage(ctx, page, cur)
 		}
@@ -147,7 +155,7 @@ func (s *Service) finishPage(ctx context.Context, page SessionPage, cur cursor) 
 func (s *Service) liveSessions(ctx context.Context, pol quota.Policy, q SessionQuery, cur *cursor, page *SessionPage, now time.Time) (bool, error) {
 	pos := quota.LivePos{LeaseMs: cur.LeaseMs, Skip: cur.Skip}
 	chunk := q.Limit
-	if q.ClientID != "" {
+	if q.ClientID != "" || q.Line != "" {
 		chunk = max(q.Limit, 500)
 	}
 	for scanned := 0; len(page.Sessions) < q.Limit && scanned < max(q.Limit, maxScan); {
@@ -157,7 +165,7 @@ func (s *Service) liveSessions(ctx context.Context, pol quota.Policy, q SessionQ
 		}
 		scanned += chunk
 		for _, ls := range got {
-			if q.ClientID != "" && ls.ClientID != q.ClientID {
+			if q.ClientID != "" && ls.ClientID != q.ClientID || q.Line != "" && ls.BusinessLine != q.Line {
 				pos = ls.Pos
 				continue
 			}
@@ -181,10 +189,10 @@ func (s *Service) liveSessions(ctx context.Context, pol quota.Policy, q SessionQ
 func (s *Service) historySessions(ctx context.Context, q SessionQuery, cur *cursor, page *SessionPage) (bool, error) {
 	limit := q.Limit - len(page.Sessions)
 	hq := quota.HistoryQuery{
-		Resource: q.Resource, ClientID: q.ClientID, Statuses: []quota.Status{quota.StatusFinished, quota.StatusLeaked},
+		Resource: q.Resource, ClientID: q.ClientID, Line: q.Line, Statuses: []quota.Status{quota.StatusFinished, quota.StatusLeaked},
 		Before: quota.HistoryPos{StartMs: cur.StartMs, ID: cur.ID}, Limit: limit, Scan: limit + 1,
 	}
-	if q.Status != "" || q.ClientID != "" {
+	if q.Status != "" || q.ClientID != "" || q.Line != "" {
 		// A filter that may drop most rows: a wider window, still bounded.
 		hq.Scan = max(limit+1, maxScan)
 	}
@@ -204,7 +212,8 @@ func (s *Service) historySessions(ctx context.Context, q SessionQuery, cur *curs
 
 func liveView(pol quota.Policy, ls quota.LiveSession, now time.Time) Session {
 	return Session{
-		SessionID: ls.SessionID, ResourceName: pol.ResourceName, ClientID: ls.ClientID, Status: quota.StatusUsing,
+		SessionID: ls.SessionID, ResourceName: pol.ResourceName, ClientID: ls.ClientID, BusinessLine: ls.BusinessLine,
+		Status:  quota.StatusUsing,
 		Granted: ls.Granted, PeriodStart: ls.PeriodStart, StartTime: ls.StartTime,
 		LastHeartbeat: ls.LeaseExpiresAt.Add(-pol.LeaseDuration()), LeaseExpiresAt: ls.LeaseExpiresAt,
 		Age: max(0, now.Sub(ls.StartTime)), FailOpen: ls.FailOpen,
@@ -213,7 +222,8 @@ func liveView(pol quota.Policy, ls quota.LiveSession, now time.Time) Session {
 
 func historyView(r quota.UsageRecord) Session {
 	return Session{
-		SessionID: r.SessionID, ResourceName: r.ResourceName, ClientID: r.ClientID, Status: r.Status,
+		SessionID: r.SessionID, ResourceName: r.ResourceName, ClientID: r.ClientID, BusinessLine: r.BusinessLine,
+		Status:  r.Status,
 		Granted: r.GrantedAmount, Charged: r.ChargedAmount, Refunded: r.RefundedAmount, Overage: r.OverageAmount,
 		PeriodStart: r.PeriodStart, StartTime: r.StartTime, EndTime: r.EndTime,
 		Age: max(0, r.EndTime.Sub(r.StartTime)), LeakRecovered: r.LeakRecovered,

@@ -14,19 +14,21 @@ const MaxUsageGroups = 1000
 
 // MaxUsageSpan bounds to − from of a usage query per grouping: an hourly
 // series of at most 31 days (744 points), daily and per-client sums of at
-// most 400 days.
+// most 400 days (per business line too).
 var MaxUsageSpan = map[string]time.Duration{
 	quota.GroupByHour:   31 * 24 * time.Hour,
 	quota.GroupByDay:    400 * 24 * time.Hour,
 	quota.GroupByClient: 400 * 24 * time.Hour,
+	quota.GroupByLine:   400 * 24 * time.Hour,
 }
 
 // DefaultUsageSpan is the span of a usage query that gives no from.
 const DefaultUsageSpan = 24 * time.Hour
 
 // UsageQuery asks GET /admin/usage: the sessions of Resource that started
-// in [From, To), grouped by GroupBy (client, hour or day; hours and days in
-// UTC). Zero To is now; zero From is To − 24 h; "" GroupBy is hour.
+// in [From, To), grouped by GroupBy (client, line, hour or day; hours and
+// days in UTC; sessions of no business line form the line ""). Zero To is
+// now; zero From is To − 24 h; "" GroupBy is hour.
 type UsageQuery struct {
 	Resource string
 	From, To time.Time
@@ -43,8 +45,7 @@ type Usage struct {
 	Truncated bool
 }
 
-// Usage sums the ledger per group. Business lines (groupBy=line) do not
-// exist yet and are refused like any unknown grouping.
+// Usage sums the ledger per group.
 //
 // Errors: *quota.ValidationError (unknown groupBy, from not before to, a
 // span over MaxUsageSpan), quota.ErrResourceNotFound, quota.ErrUnavailable.
@@ -57,7 +58,7 @@ func (s *Service) Usage(ctx context.Context, q UsageQuery) (Usage, error) {
 	}
 	span, ok := MaxUsageSpan[q.GroupBy]
 	if !ok {
-		return Usage{}, &quota.ValidationError{Field: "groupBy", Reason: "must be client, hour or day"}
+		return Usage{}, &quota.ValidationError{Field: "groupBy", Reason: "must be client, line, hour or day"}
 	}
 	if q.To.IsZero() {
 		q.To = s.now()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -130,16 +129,4 @@ func positionals(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = fs.Args()[1:]
 	}
 	return pos, nil
-}
-
-// args1 returns the one positional argument of a command (what names it).
-func args1(fs *flag.FlagSet, args []string, what string) (string, error) {
-	pos, err := positionals(fs, args)
-	if err != nil {
-		return "", err
-	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
-		return "", fmt.Errorf("want one argument, the %s; got %d", what, len(pos))
-	}
-	return pos[0], nil
 }

@@ -106,7 +106,7 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("status: %q", rows)
 	}
 	rows = columns(t, mustCLI(t, "sessions", res, "--limit", "2", "--all"))
-	if len(rows) != 4 || rows[1][2] != "USING" || rows[1][3] != "1,500 tokens" {
+	if len(rows) != 4 || rows[1][2] != "-" || rows[1][3] != "USING" || rows[1][4] != "1,500 tokens" {
 		t.Fatalf("sessions --all: %q", rows)
 	}
 	out = mustCLI(t, "sessions", res, "--limit", "2")
@@ -120,6 +120,11 @@ func TestAdminCommands(t *testing.T) {
 	rows = columns(t, mustCLI(t, "usage", res, "--by", "client"))
 	if len(rows) != 3 || rows[1][0] != "svc-a" || rows[1][1] != "2" || rows[1][5] != "100 tokens" {
 		t.Fatalf("usage: %q", rows)
+	}
+	// No business lines: one line "", shown as "-".
+	rows = columns(t, mustCLI(t, "usage", res, "--by", "line"))
+	if len(rows) != 2 || rows[0][0] != "LINE" || rows[1][0] != "-" || rows[1][1] != "3" {
+		t.Fatalf("usage --by line: %q", rows)
 	}
 	var rep client.UsageReport
 	if err := json.Unmarshal([]byte(mustCLI(t, "usage", res, "--by", "day", "-o", "json")), &rep); err != nil ||

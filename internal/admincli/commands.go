@@ -199,10 +199,11 @@ func (g *globals) statusCmd() *ffcli.Command {
 func (g *globals) sessionsCmd() *ffcli.Command {
 	var q client.SessionQuery
 	var all bool
-	return g.cmd("sessions", "quota-center admin sessions <resource> [--client C] [--status USING|FINISHED|LEAKED] [--limit N] [--all]",
+	return g.cmd("sessions", "quota-center admin sessions <resource> [--client C] [--line L] [--status USING|FINISHED|LEAKED] [--limit N] [--all]",
 		"the session map: live sessions (newest lease first), then finished and leaked ones",
 		func(fs *flag.FlagSet) {
 			fs.StringVar(&q.ClientID, "client", "", "only this client")
+			fs.StringVar(&q.BusinessLine, "line", "", "only this business line")
 			fs.StringVar(&q.Status, "status", "", "only USING, FINISHED or LEAKED")
 			fs.IntVar(&q.Limit, "limit", 0, "sessions per page, 1–1000 (default 100)")
 			fs.StringVar(&q.Cursor, "cursor", "", "start at this page (the next cursor printed by a previous call)")
@@ -234,13 +235,13 @@ func (g *globals) sessionsCmd() *ffcli.Command {
 			u := unitOf(pol.QuotaType)
 			out := map[string]any{"sessions": sessions, "nextCursor": next}
 			return g.emit(out, func(w *tabwriter.Writer) {
-				row(w, "SESSION", "CLIENT", "STATUS", "GRANTED", "CHARGED", "STARTED", "LAST HEARTBEAT", "LEASE EXPIRES", "AGE")
+				row(w, "SESSION", "CLIENT", "LINE", "STATUS", "GRANTED", "CHARGED", "STARTED", "LAST HEARTBEAT", "LEASE EXPIRES", "AGE")
 				for _, s := range sessions {
 					charged := "-"
 					if s.Status != "USING" {
 						charged = display.Amount(u, s.ChargedAmount)
 					}
-					row(w, s.SessionID, orDash(s.ClientID), s.Status, display.Amount(u, s.GrantedAmount), charged,
+					row(w, s.SessionID, orDash(s.ClientID), orDash(s.BusinessLine), s.Status, display.Amount(u, s.GrantedAmount), charged,
 						ts(s.StartTime), tsp(s.LastHeartbeat), tsp(s.LeaseExpiresAt), display.Clock(int64(s.AgeSeconds)))
 				}
 				if next != "" {
@@ -253,10 +254,10 @@ func (g *globals) sessionsCmd() *ffcli.Command {
 func (g *globals) usageCmd() *ffcli.Command {
 	var q client.UsageQuery
 	var from, to string
-	return g.cmd("usage", "quota-center admin usage <resource> [--by client|hour|day] [--from T] [--to T]",
+	return g.cmd("usage", "quota-center admin usage <resource> [--by client|line|hour|day] [--from T] [--to T]",
 		"usage history from the ledger (sessions started in [from, to), UTC)",
 		func(fs *flag.FlagSet) {
-			fs.StringVar(&q.GroupBy, "by", "hour", "client, hour or day")
+			fs.StringVar(&q.GroupBy, "by", "hour", "client, line (business line), hour or day")
 			fs.StringVar(&from, "from", "", "RFC 3339 start (default: 24 h before --to)")
 			fs.StringVar(&to, "to", "", "RFC 3339 end, exclusive (default: now)")
 		},
@@ -287,12 +288,14 @@ func (g *globals) usageCmd() *ffcli.Command {
 				switch rep.GroupBy {
 				case "client":
 					key = "CLIENT"
+				case "line":
+					key = "LINE"
 				case "day":
 					key = "DAY"
 				}
 				row(w, key, "SESSIONS", "OPEN", "LEAKED", "GRANTED", "CHARGED", "RESERVED", "REFUNDED", "OVERAGE")
 				for _, gr := range rep.Groups {
-					k := gr.ClientID
+					k := gr.ClientID + gr.BusinessLine // one of the two, by the grouping
 					if gr.Start != nil {
 						k = ts(*gr.Start)
 					}

@@ -21,15 +21,17 @@ import (
 
 // startOn runs one more quota-center (app.Serve on 127.0.0.1:0) on the given
 // real Redis (redisArgs: --redis-addr and the like) and MySQL database, with
-// the admin token, and stops it in t.Cleanup. testenv.Start makes a fresh
-// database per server; several instances on one database need this.
-func startOn(t *testing.T, mode testenv.Mode, redisArgs []string, dsn, adminToken string) *testenv.Server {
+// the admin token (and extra flags), and stops it in t.Cleanup.
+// testenv.Start makes a fresh database per server; several instances on one
+// database need this.
+func startOn(t *testing.T, mode testenv.Mode, redisArgs []string, dsn, adminToken string, extra ...string) *testenv.Server {
 	t.Helper()
 	args := append([]string{
 		"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--sweep-interval", "100ms",
 		"--mysql-dsn", dsn, "--migrate-on-start",
 		"--admin-tokens", testenv.AdminTokenName + ":" + adminToken, "--insecure-open-quota",
 	}, redisArgs...)
+	args = append(args, extra...)
 	ledger, err := sqlx.Open("mysql", dsn)
 	if err != nil {
 		t.Fatalf("open ledger: %v", err)
@@ -61,8 +63,8 @@ func startOn(t *testing.T, mode testenv.Mode, redisArgs []string, dsn, adminToke
 // twoInstances starts two quota-centers on the same real Redis (or the
 // test Redis Cluster) and the same fresh MySQL database. Dev mode has no
 // shared backends to share (miniredis and SQLite are per process), so it is
-// skipped there.
-func twoInstances(t *testing.T, mode testenv.Mode) (a, b *testenv.Server) {
+// skipped there. extra flags go to both.
+func twoInstances(t *testing.T, mode testenv.Mode, extra ...string) (a, b *testenv.Server) {
 	t.Helper()
 	if mode == testenv.Dev {
 		t.Skip("two instances need shared backends: dev mode's embedded Redis and SQLite are per process")
@@ -70,8 +72,8 @@ func twoInstances(t *testing.T, mode testenv.Mode) (a, b *testenv.Server) {
 	redisArgs := testenv.RedisArgs(t, mode)
 	dsn := testenv.MustMySQL(t)
 	token := "two-instances-" + testenv.RandomSuffix() + testenv.RandomSuffix()
-	a = startOn(t, mode, redisArgs, dsn, token) // migrates first
-	b = startOn(t, mode, redisArgs, dsn, token)
+	a = startOn(t, mode, redisArgs, dsn, token, extra...) // migrates first
+	b = startOn(t, mode, redisArgs, dsn, token, extra...)
 	return a, b
 }
 

@@ -59,6 +59,30 @@ func applyN(t *testing.T, c *client.Client, res string, n int) []string {
 	return ids
 }
 
+// allSessions follows q's cursors to the last page (at most 20 pages, each
+// at most q.Limit long) and returns every session listed.
+func allSessions(t *testing.T, c *client.Client, q client.SessionQuery) []client.SessionInfo {
+	t.Helper()
+	var all []client.SessionInfo
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			t.Fatal("no last page after 20")
+		}
+		p, err := c.Sessions(ctxOf(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Limit > 0 && len(p.Sessions) > q.Limit {
+			t.Fatalf("page of %d, limit %d", len(p.Sessions), q.Limit)
+		}
+		all = append(all, p.Sessions...)
+		if p.NextCursor == "" {
+			return all
+		}
+		q.Cursor = p.NextCursor
+	}
+}
+
 // lastAudit is the newest audit entry of res.
 func lastAudit(t *testing.T, s *testenv.Server, res string) map[string]any {
 	t.Helper()
@@ -82,27 +106,7 @@ func TestSessionMapListsLiveThenSettledSessions(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		list := func(q client.SessionQuery) []client.SessionInfo {
-			t.Helper()
-			var all []client.SessionInfo
-			for pages := 0; ; pages++ {
-				if pages > 20 {
-					t.Fatal("no last page after 20")
-				}
-				p, err := c.Sessions(ctxOf(t), q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if q.Limit > 0 && len(p.Sessions) > q.Limit {
-					t.Fatalf("page of %d, limit %d", len(p.Sessions), q.Limit)
-				}
-				all = append(all, p.Sessions...)
-				if p.NextCursor == "" {
-					return all
-				}
-				q.Cursor = p.NextCursor
-			}
-		}
+		list := func(q client.SessionQuery) []client.SessionInfo { return allSessions(t, c, q) }
 		all := list(client.SessionQuery{ResourceName: res, Limit: 2})
 		var got []string
 		for i, x := range all {
@@ -226,7 +230,7 @@ func TestUsageSumsTheLedger(t *testing.T) {
 			status int
 			code   string
 		}{
-			{base + "&groupBy=line", 400, "INVALID_ARGUMENT"},
+			{base + "&groupBy=lines", 400, "INVALID_ARGUMENT"},
 			{base + "&groupBy=week", 400, "INVALID_ARGUMENT"},
 			{base + "&from=" + now.Format(time.RFC3339) + "&to=" + now.Add(-time.Hour).Format(time.RFC3339), 400, "INVALID_ARGUMENT"},
 			{base + "&from=" + now.Format(time.RFC3339) + "&to=" + now.Format(time.RFC3339), 400, "INVALID_ARGUMENT"},

@@ -11,6 +11,8 @@ import (
 
 	"github.com/oklog/run"
 	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/gateway"
 )
 
 // loop is a background job of the process: it runs until ctx ends and
@@ -38,6 +40,9 @@ type instance struct {
 	// pprof and pln are the optional profiling server (nil: none).
 	pprof *http.Server
 	pln   net.Listener
+	// grpc and gln are the optional Envoy rate limit service (nil: none).
+	grpc *gateway.Server
+	gln  net.Listener
 
 	loops []loop
 	// closers run in order once every actor has returned, and when build
@@ -56,6 +61,7 @@ func (in *instance) close() {
 // run serves until ctx ends or an actor stops, then shuts down in this
 // order: /readyz answers 503 (for the drain period), the HTTP server shuts
 // down (in-flight requests get the grace period), the pprof server closes,
+// the gRPC server (QC_GRPC_ADDR) stops once its calls in flight are answered,
 // the background loops are cancelled and waited for, and the closers run
 // (pipelines, Redis, MySQL). It returns nil after a stop asked for by ctx;
 // the error of the first actor that stopped by itself otherwise: the HTTP
@@ -93,6 +99,15 @@ func (in *instance) run(ctx context.Context) error {
 			}
 			return nil
 		}, func(error) { _ = in.pprof.Close() })
+	}
+
+	if in.grpc != nil {
+		g.Add(func() error {
+			if err := in.grpc.Serve(in.gln); err != nil {
+				return fmt.Errorf("grpc server: %w", err)
+			}
+			return nil
+		}, func(error) { in.grpc.Stop() })
 	}
 
 	loopCtx, stopLoops := context.WithCancel(context.Background())

@@ -28,6 +28,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
+	"github.com/quotacenter/quota-center/internal/policysync"
 	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/reconcile"
@@ -171,10 +172,19 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
 	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
-	poolAdmin := poolctl.NewAdmin(b.ledger, rs, sched, nil)
-	svc := quota.NewService(rs, b.ledger, b.ledger, sched, quota.Options{
+	// Policy changes are announced on Redis pub/sub so every instance drops
+	// its cached copy at once (internal/policysync; the TTL stays the bound).
+	var svc *quota.Service
+	var poolSource *poolctl.Source
+	bus := policysync.New(b.rdb, log.Named("policysync"),
+		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) })
+	ann := announcingLedger{Store: b.ledger, bus: bus}
+	poolAdmin := poolctl.NewAdmin(ann, rs, sched, nil)
+	poolSource = poolctl.NewSource(poolAdmin, b.ledger, rs, cfg.Quota.PolicyCacheTTL)
+	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		Audit: b.ledger, Breakers: brk, Pools: poolctl.NewSource(poolAdmin, b.ledger, rs, cfg.Quota.PolicyCacheTTL),
+		Audit: b.ledger, Breakers: brk, Pools: poolSource,
+		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
@@ -183,7 +193,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		}
 	}
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
-	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: b.ledger, Audit: b.ledger, Sched: sched})
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched})
 	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
@@ -226,8 +236,15 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		{"pools", poolRunner.Run},
 		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},
 		{"reconcile", rec.Run},
+		{"policysync", policyBusLoop(bus, log, cfg.Quota.PolicyCacheTTL)},
 	}
 
+	if in.grpc, in.gln, err = buildGateway(ctx, cfg, svc, log, reg); err != nil {
+		return nil, err
+	}
+	if in.gln != nil {
+		in.closers = append([]func(){func() { _ = in.gln.Close() }}, in.closers...) // a no-op once the server stopped
+	}
 	in.ln, err = net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
@@ -363,8 +380,9 @@ type groupMetrics struct {
 	pipelineCalls prometheus.Histogram
 }
 
-// groupSizeBuckets are counts of rows or calls, 1 to 1000.
-var groupSizeBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
+// groupSizeBuckets are counts of rows or calls, 1 to 1024, each power of
+// two read exactly (httpapi.WholeBuckets: a group of 1 reads as 1, not 0.5).
+var groupSizeBuckets = httpapi.WholeBuckets(2, 1024)
 
 func newGroupMetrics(reg prometheus.Registerer) *groupMetrics {
 	m := &groupMetrics{

@@ -32,6 +32,8 @@ type Config struct {
 	Log       Log
 	Dev       Dev
 	Auth      Auth
+	// GRPC is the Envoy rate limit service listener (off by default).
+	GRPC GRPC
 	// MigrateOnStart applies the ledger migrations before serving.
 	MigrateOnStart bool
 	// ShutdownGrace bounds how long in-flight requests may finish on stop.
@@ -443,12 +445,13 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.Sweeper.Interval, "sweep-interval", c.Sweeper.Interval, "how often the leak sweeper runs")
 	fs.IntVar(&c.Sweeper.Batch, "sweep-batch", c.Sweeper.Batch, "sessions swept per script call")
 	fs.DurationVar(&c.Quota.FinishedRetention, "finished-retention", c.Quota.FinishedRetention, "how long settled sessions stay in Redis for cheap repeats and late true-ups")
-	fs.DurationVar(&c.Quota.PolicyCacheTTL, "policy-cache-ttl", c.Quota.PolicyCacheTTL, "how long a policy read from MySQL is reused")
+	fs.DurationVar(&c.Quota.PolicyCacheTTL, "policy-cache-ttl", c.Quota.PolicyCacheTTL, "how long a policy read from MySQL is reused (changes are also announced to every instance at once; this bounds a missed announcement)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish on stop")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain, "how long /readyz answers 503 before the listener closes on stop (0 = at once)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "json or console")
 	fs.StringVar(&c.Dev.SQLitePath, "dev-sqlite-path", c.Dev.SQLitePath, "dev mode ledger file (:memory: keeps nothing)")
+	grpcFlags(fs, &c.GRPC)
 	// Parsed below, for serve only, so that no flag error can quote a secret.
 	var adminTokens, apiKeys string
 	fs.StringVar(&adminTokens, "admin-tokens", "", "admin bearer tokens, comma-separated name:token (a bare token is named admin; 16+ characters); "+
@@ -538,6 +541,7 @@ func (c Config) validate(backendsPaired bool) error {
 		bad("log-format must be json or console, got %q", c.Log.Format)
 	}
 	errs = append(errs, c.Auth.validate()...)
+	errs = append(errs, c.GRPC.validate()...)
 	if backendsPaired {
 		switch {
 		case !c.DevMode() && len(c.Auth.APIKeys) == 0 && !c.Auth.InsecureOpenQuota:

@@ -119,19 +119,21 @@ func (c *Console) resourcePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	qs := r.URL.Query()
-	sq := admin.SessionQuery{Resource: name, ClientID: qs.Get("client"), Status: quota.Status(qs.Get("status")),
+	sq := admin.SessionQuery{Resource: name, ClientID: qs.Get("client"), Line: qs.Get("line"), Status: quota.Status(qs.Get("status")),
 		Cursor: qs.Get("cursor"), Limit: 200}
 	pg, err := c.d.Ops.Sessions(r.Context(), sq)
 	var listErr string
 	if err != nil {
 		listErr = err.Error()
 	}
-	sort, dir := sortDir(r, "", "client", "status", "granted", "started", "age", "lease")
+	sort, dir := sortDir(r, "", "client", "line", "status", "granted", "started", "age", "lease")
 	if sort != "" {
 		ordered(pg.Sessions, dir, func(a, b admin.Session) int {
 			switch sort {
 			case "client":
 				return cmp.Compare(a.ClientID, b.ClientID)
+			case "line":
+				return cmp.Compare(a.BusinessLine, b.BusinessLine)
 			case "status":
 				return cmp.Compare(a.Status, b.Status)
 			case "granted":
@@ -145,7 +147,7 @@ func (c *Console) resourcePage(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	filter := url.Values{}
-	for _, k := range []string{"client", "status"} {
+	for _, k := range []string{"client", "line", "status"} {
 		if v := qs.Get(k); v != "" {
 			filter.Set(k, v)
 		}
@@ -158,7 +160,7 @@ func (c *Console) resourcePage(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, r, http.StatusOK, "resource", page{Title: name, Nav: "resources", Data: map[string]any{
 		"Status": st, "Forecast": f, "Sessions": pg.Sessions, "Pools": c.d.Pools != nil, "Next": next, "ListErr": listErr,
-		"Client": qs.Get("client"), "State": qs.Get("status"), "Sort": sort, "Dir": dir, "Base": base,
+		"Client": qs.Get("client"), "Line": qs.Get("line"), "State": qs.Get("status"), "Sort": sort, "Dir": dir, "Base": base,
 		"Now": c.d.Now(), "Refresh": r.URL.RequestURI(),
 	}})
 }
@@ -204,6 +206,18 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, statusOf(err), err.Error())
 		return
 	}
+	lines, err := c.d.Ops.Usage(r.Context(), admin.UsageQuery{Resource: name, From: hours.From, To: hours.To, GroupBy: quota.GroupByLine})
+	if err != nil {
+		c.fail(w, r, statusOf(err), err.Error())
+		return
+	}
+	if len(lines.Groups) == 1 && lines.Groups[0].Key == "" {
+		lines.Groups = nil // no business lines: nothing to split
+	}
+	var granted int64
+	for _, g := range clients.Groups {
+		granted += g.Granted
+	}
 	chart := chartData{Unit: hours.Policy.QuotaType.Unit(), From: hours.From.Truncate(time.Hour).Unix(), To: hours.To.Unix(),
 		X: []int64{}, Granted: []int64{}, Charged: []int64{}}
 	for _, g := range hours.Groups {
@@ -227,7 +241,8 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request) {
 	})
 	rq := url.Values{"from": {hours.From.Format("2006-01-02T15:04")}, "to": {hours.To.Format("2006-01-02T15:04")}}
 	c.render(w, r, http.StatusOK, "usage", page{Title: name + " usage", Nav: "resources", Data: map[string]any{
-		"Usage": hours, "Clients": clients.Groups, "Truncated": clients.Truncated || hours.Truncated, "Chart": chart,
+		"Usage": hours, "Clients": clients.Groups, "Lines": lines.Groups, "Granted": granted,
+		"Truncated": clients.Truncated || hours.Truncated || lines.Truncated, "Chart": chart,
 		"From": rq.Get("from"), "To": rq.Get("to"), "Sort": sort, "Dir": dir,
 		"Base": Prefix + "/resources/" + url.PathEscape(name) + "/usage?" + rq.Encode(),
 	}})

@@ -79,15 +79,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// usedBuckets are the bounds of quota_session_used_<unit>: 0, then for each
-// power of four b from 1 to 4^15, b - 0.001 and b. Amounts are whole units,
-// so the bucket (b-0.001, b] holds exactly the amount b, and
+// usedBuckets are the bounds of quota_session_used_<unit>: WholeBuckets by
+// powers of four up to 4^15.
+func usedBuckets() []float64 { return WholeBuckets(4, 1<<30) }
+
+// WholeBuckets are histogram bounds for whole numbers (amounts, rows,
+// calls): 0, then for each power b of factor from 1 to max, b - 0.001 and
+// b. The bucket (b-0.001, b] holds exactly the value b, so
 // histogram_quantile (which interpolates from a bucket's lower bound) reads
-// it within a thousandth: sessions that all used 1 give p50 and p99 of
-// 1.00, where a first bucket le="1" gave 0.5 and 0.99.
-func usedBuckets() []float64 {
+// it within a thousandth: observations that are all 1 give p50 and p99 of
+// 1.00, where a first bucket le="1" gave 0.5 and 0.99. factor must be > 1.
+func WholeBuckets(factor, max float64) []float64 {
 	out := []float64{0}
-	for b := 1.0; b <= 1<<30; b *= 4 {
+	for b := 1.0; b <= max; b *= factor {
 		out = append(out, b-0.001, b)
 	}
 	return out

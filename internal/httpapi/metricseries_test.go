@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"testing"
+
+	"github.com/quotacenter/quota-center/internal/httpapi"
 )
 
 // A policy's counter series exist at 0 as soon as it is stored, before any
@@ -94,6 +96,34 @@ func TestSessionUsageQuantilesOfWholeAmounts(t *testing.T) {
 		for _, q := range []float64{0.5, 0.99} {
 			if got := histogramQuantile(q, buckets); math.Abs(got-float64(c.used)) > 0.001 {
 				t.Errorf("%s: p%v = %v, want %d (within 0.001)", c.resource, q*100, got, c.used)
+			}
+		}
+	}
+}
+
+// Whole counts (group-commit rows, pipeline calls) read exactly too: every
+// power of the factor has its own bucket, and a count between two powers
+// reads between them.
+func TestWholeBucketsReadWholeCounts(t *testing.T) {
+	bounds := httpapi.WholeBuckets(2, 1024)
+	if bounds[0] != 0 || bounds[len(bounds)-1] != 1024 || len(bounds) != 1+2*11 {
+		t.Fatalf("bounds %v", bounds)
+	}
+	for _, c := range []struct {
+		value  float64
+		lo, hi float64 // where p50 and p99 may read
+	}{{1, 0.999, 1}, {8, 7.999, 8}, {1024, 1023.999, 1024}, {0, 0, 0}, {3, 2, 3.999}} {
+		buckets := map[float64]float64{math.Inf(1): 10}
+		for _, le := range bounds {
+			if c.value <= le {
+				buckets[le] = 10
+			} else {
+				buckets[le] = 0
+			}
+		}
+		for _, q := range []float64{0.5, 0.99} {
+			if got := histogramQuantile(q, buckets); got < c.lo || got > c.hi {
+				t.Errorf("all %v: p%v = %v, want %v to %v", c.value, q*100, got, c.lo, c.hi)
 			}
 		}
 	}

@@ -75,6 +75,7 @@ type sessionJSON struct {
 	SessionID      string  `json:"sessionId"`
 	ResourceName   string  `json:"resourceName"`
 	ClientID       string  `json:"clientId"`
+	BusinessLine   string  `json:"businessLine,omitempty"`
 	Status         string  `json:"status"`
 	GrantedAmount  int64   `json:"grantedAmount"`
 	ChargedAmount  int64   `json:"chargedAmount"`
@@ -94,12 +95,12 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	if !s.opsReady(w) {
 		return
 	}
-	q, err := strictQuery(r, "resourceName", "clientId", "status", "limit", "cursor")
+	q, err := strictQuery(r, "resourceName", "clientId", "businessLine", "status", "limit", "cursor")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sq := admin.SessionQuery{Resource: q.Get("resourceName"), ClientID: q.Get("clientId"),
+	sq := admin.SessionQuery{Resource: q.Get("resourceName"), ClientID: q.Get("clientId"), Line: q.Get("businessLine"),
 		Status: quota.Status(q.Get("status")), Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, ok := queryInt(v)
@@ -117,7 +118,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 	out := make([]sessionJSON, len(page.Sessions))
 	for i, x := range page.Sessions {
 		out[i] = sessionJSON{
-			SessionID: x.SessionID, ResourceName: x.ResourceName, ClientID: x.ClientID, Status: string(x.Status),
+			SessionID: x.SessionID, ResourceName: x.ResourceName, ClientID: x.ClientID, BusinessLine: x.BusinessLine, Status: string(x.Status),
 			GrantedAmount: x.Granted, ChargedAmount: x.Charged, RefundedAmount: x.Refunded, OverageAmount: x.Overage,
 			PeriodStart: ts(x.PeriodStart), StartTime: ts(x.StartTime), LastHeartbeat: tsOrNil(x.LastHeartbeat),
 			LeaseExpiresAt: tsOrNil(x.LeaseExpiresAt), EndTime: tsOrNil(x.EndTime),
@@ -132,9 +133,11 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 // usageGroupJSON is one group of GET /admin/usage: clientId for
-// groupBy=client, start (the UTC hour or day) otherwise.
+// groupBy=client, businessLine for groupBy=line ("" for the sessions of no
+// line), start (the UTC hour or day) otherwise.
 type usageGroupJSON struct {
 	ClientID       *string `json:"clientId,omitempty"`
+	BusinessLine   *string `json:"businessLine,omitempty"`
 	Start          *string `json:"start,omitempty"`
 	Sessions       int64   `json:"sessions"`
 	OpenSessions   int64   `json:"openSessions"`
@@ -184,10 +187,12 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 		groups[i] = usageGroupJSON{Sessions: g.Sessions, OpenSessions: g.Open, LeakedSessions: g.Leaked,
 			GrantedAmount: g.Granted, ChargedAmount: g.Charged, ReservedAmount: g.Reserved,
 			RefundedAmount: g.Refunded, OverageAmount: g.Overage}
-		if u.GroupBy == quota.GroupByClient {
-			k := g.Key
+		switch k := g.Key; u.GroupBy {
+		case quota.GroupByClient:
 			groups[i].ClientID = &k
-		} else {
+		case quota.GroupByLine:
+			groups[i].BusinessLine = &k
+		default:
 			groups[i].Start = tsOrNil(g.Start)
 		}
 	}

@@ -26,6 +26,7 @@ type usageRow struct {
 	EndMs          sql.NullInt64 `db:"end_ms"`
 	Status         string        `db:"status"`
 	LeakRecovered  bool          `db:"leak_recovered"`
+	BusinessLine   string        `db:"business_line"`
 }
 
 func (r usageRow) record() quota.UsageRecord {
@@ -43,6 +44,7 @@ func (r usageRow) record() quota.UsageRecord {
 		StartTime:      timeOf(r.StartMs),
 		Status:         quota.Status(r.Status),
 		LeakRecovered:  r.LeakRecovered,
+		BusinessLine:   r.BusinessLine,
 	}
 	if r.EndMs.Valid {
 		rec.EndTime = timeOf(r.EndMs.Int64)
@@ -238,7 +240,7 @@ func (s *Store) Session(ctx context.Context, sessionID string) (quota.UsageRecor
 // selectUsage reads every column of usageRow; append the WHERE clause.
 const selectUsage = `SELECT resource_name, client_id, session_id, period_start_ms,
 	apply_amount, min_amount, granted_amount, charged_amount, refunded_amount, overage_amount,
-	start_ms, end_ms, status, leak_recovered
+	start_ms, end_ms, status, leak_recovered, business_line
 	FROM quota_usage `
 
 // OpenSessionsPage returns at most limit USING rows of resource with an id

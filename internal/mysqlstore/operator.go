@@ -12,12 +12,12 @@ import (
 
 // This file holds the ledger reads and policy changes of the operators'
 // surface (internal/admin): session history, usage sums, manual resets and
-// deletes. Both read over idx_quota_usage_start (migration 00004).
+// deletes. Both read over idx_quota_usage_start (migrations 00004, 00005).
 
 // SessionHistory returns a page of q.Resource's ledger rows, the latest
 // started first (ties by id, highest first), after q.Before. It reads at
 // most q.Scan rows (the index range after q.Before, no filesort) and keeps
-// those matching q.Statuses and q.ClientID, up to q.Limit. Errors: one
+// those matching q.Statuses, q.ClientID and q.Line, up to q.Limit. Errors: one
 // wrapping quota.ErrUnavailable when the database cannot be reached.
 func (s *Store) SessionHistory(ctx context.Context, q quota.HistoryQuery) (quota.HistoryPage, error) {
 	ctx, cancel := s.withTimeout(ctx)
@@ -44,7 +44,7 @@ func (s *Store) SessionHistory(ctx context.Context, q quota.HistoryQuery) (quota
 	for _, r := range rows {
 		pos := quota.HistoryPos{StartMs: r.StartMs, ID: r.ID}
 		if (len(q.Statuses) == 0 || slices.Contains(q.Statuses, quota.Status(r.Status))) &&
-			(q.ClientID == "" || q.ClientID == r.ClientID) {
+			(q.ClientID == "" || q.ClientID == r.ClientID) && (q.Line == "" || q.Line == r.BusinessLine) {
 			if len(page.Rows) == q.Limit {
 				page.More = true
 				break
@@ -66,8 +66,8 @@ const usageSums = `COUNT(*) AS sessions,
 	COALESCE(SUM(overage_amount), 0) AS overage,
 	COALESCE(SUM(CASE WHEN status = 'LEAKED' OR leak_recovered = 1 THEN 1 ELSE 0 END), 0) AS leaked`
 
-// UsageSQL is the statement Usage runs for a grouping (client, hour or
-// day), with the arguments resource, from ms, to ms and the group limit. It
+// UsageSQL is the statement Usage runs for a grouping (client, line, hour
+// or day), with the arguments resource, from ms, to ms and the group limit. It
 // is exported for the query-plan check (docs/operations.md shows its
 // EXPLAIN).
 func UsageSQL(groupBy string) (string, error) {
@@ -75,6 +75,8 @@ func UsageSQL(groupBy string) (string, error) {
 	switch groupBy {
 	case quota.GroupByClient:
 		key = `client_id`
+	case quota.GroupByLine:
+		key = `business_line`
 	case quota.GroupByHour:
 		key = `start_ms - start_ms % 3600000`
 	case quota.GroupByDay:
@@ -119,7 +121,7 @@ func (s *Store) Usage(ctx context.Context, q quota.UsageQuery) (quota.UsageResul
 	for _, r := range rows {
 		g := quota.UsageGroup{Sessions: r.Sessions, Open: r.Open, Granted: r.Granted, Charged: r.Charged,
 			Reserved: r.Reserved, Refunded: r.Refunded, Overage: r.Overage, Leaked: r.Leaked}
-		if q.GroupBy == quota.GroupByClient {
+		if q.GroupBy == quota.GroupByClient || q.GroupBy == quota.GroupByLine {
 			g.Key = r.Key
 		} else {
 			var ms int64

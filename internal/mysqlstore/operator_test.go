@@ -222,6 +222,10 @@ func TestOperatorQueriesUseTheStartIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		byLine, err := UsageSQL(quota.GroupByLine)
+		if err != nil {
+			t.Fatal(err)
+		}
 		history := `SELECT id, ` + strings.TrimPrefix(selectUsage, "SELECT ") +
 			`WHERE resource_name = ? AND start_ms <= ? AND (start_ms < ? OR id < ?) ORDER BY start_ms DESC, id DESC LIMIT ?`
 		for _, q := range []struct {
@@ -230,6 +234,7 @@ func TestOperatorQueriesUseTheStartIndex(t *testing.T) {
 			grouped   bool // a GROUP BY: its groups are sorted, the rows not
 		}{
 			{"usage", usage, []any{res, 0, int64(1) << 50, 1001}, true},
+			{"usage by line", byLine, []any{res, 0, int64(1) << 50, 1001}, true},
 			{"history", history, []any{res, int64(1) << 50, int64(1) << 50, 1 << 40, 100}, false},
 		} {
 			plan := explain(t, s, q.sql, q.args)

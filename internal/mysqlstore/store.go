@@ -142,6 +142,8 @@ type Store struct {
 	// inserts and finishes group-commit InsertSession and FinishSession.
 	inserts  *batcher[quota.UsageRecord]
 	finishes *batcher[quota.UsageRecord]
+	// charges group-commits InsertCharges, one request's rows per item.
+	charges *batcher[[]quota.UsageRecord]
 }
 
 // Open connects to MySQL or MariaDB. dsn is a github.com/go-sql-driver/mysql
@@ -221,6 +223,7 @@ func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store
 	}
 	s.inserts = newBatcher(s.insertOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
 	s.finishes = newBatcher(s.finishOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
+	s.charges = newBatcher(s.chargeOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
 	return s, nil
 }
 
@@ -274,6 +277,7 @@ func (s *Store) DB() *sqlx.DB { return s.db }
 func (s *Store) Close() error {
 	s.inserts.stop()
 	s.finishes.stop()
+	s.charges.stop()
 	return s.db.Close()
 }
 

@@ -49,6 +49,11 @@ func NewSource(a *Admin, l ledgerTotals, s counterSeeder, ttl time.Duration) *So
 	return src
 }
 
+// Forget drops what the source cached of resource (its lines and grants),
+// so that its next apply reads them again: called when another instance
+// announces a change (internal/policysync).
+func (s *Source) Forget(resource string) { s.forget(resource) }
+
 func (s *Source) forget(resource string) {
 	s.mu.Lock()
 	delete(s.cache, resource)

@@ -71,5 +71,6 @@ func ValidateSessionID(id string) error { return validateSessionID(id) }
 
 // ForgetPolicy drops the cached policy of resource, so that this instance
 // reads it again on its next use (after a reset or a delete; other
-// instances follow within Options.PolicyCacheTTL).
+// instances follow when the change is announced to them, at the latest
+// within Options.PolicyCacheTTL).
 func (s *Service) ForgetPolicy(resource string) { s.policies.drop(resource) }

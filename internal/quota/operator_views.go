@@ -17,6 +17,7 @@ type LiveSession struct {
 	StartTime      time.Time
 	LeaseExpiresAt time.Time // last heartbeat (or the apply) + leakThresholdSeconds
 	FailOpen       bool      // granted fail-open; its ledger row is still to be written
+	BusinessLine   string    // the pools' line it draws for; "" without one
 	Pos            LivePos   // the position just after this session in the lease index
 }
 
@@ -45,6 +46,7 @@ type HistoryQuery struct {
 	Resource string
 	Statuses []Status // empty: any
 	ClientID string   // "": any
+	Line     string   // business line; "": any
 	Before   HistoryPos
 	Limit    int // rows returned at most, ≥ 1
 	Scan     int // rows examined at most, ≥ Limit
@@ -67,12 +69,14 @@ type HistoryPage struct {
 // Usage groupings of a UsageQuery.
 const (
 	GroupByClient = "client"
+	GroupByLine   = "line" // the business line (pools); "" for sessions without one
 	GroupByHour   = "hour"
 	GroupByDay    = "day"
 )
 
 // UsageQuery sums the ledger rows of one resource whose session started in
-// [From, To), per group: per client id, or per UTC hour or day of the start.
+// [From, To), per group: per client id, per business line, or per UTC hour
+// or day of the start.
 // At most MaxGroups groups are returned (Truncated says there were more).
 type UsageQuery struct {
 	Resource  string
@@ -87,7 +91,7 @@ type UsageQuery struct {
 // USING. Leaked counts sessions that leaked, also those trued up by a late
 // finish.
 type UsageGroup struct {
-	Key      string    // the client id (GroupByClient)
+	Key      string    // the client id (GroupByClient) or business line (GroupByLine)
 	Start    time.Time // the bucket's start (GroupByHour, GroupByDay)
 	Sessions int64
 	Open     int64

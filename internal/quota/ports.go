@@ -227,6 +227,8 @@ type SessionState struct {
 	ApplyAmount int64
 	MinAmount   int64
 	FailOpen    bool // granted fail-open while the ledger was unreachable: its row is still to be written
+	// BusinessLine is the line a pools' session draws for ("" without one).
+	BusinessLine string
 }
 
 // SessionWriter writes ledger rows (apply, finish).
@@ -281,4 +283,74 @@ type Scheduler interface {
 	Validate(cron, timezone string) error
 	// PeriodAt returns the period of p that contains t.
 	PeriodAt(p Policy, t time.Time) (Period, error)
+}
+
+// ChargeOutcome says what the balance store did with a ChargeCmd.
+type ChargeOutcome int
+
+// Outcomes of ChargeStore.Charge.
+const (
+	// ChargeCharged: the amount was added to the period's charged total.
+	ChargeCharged ChargeOutcome = iota + 1
+	// ChargeRefused: less than Need remained (nothing, for Need 0);
+	// nothing was changed.
+	ChargeRefused
+	// ChargeWrongPeriod: the store's clock is outside Period; Now says
+	// where it is. Nothing was changed.
+	ChargeWrongPeriod
+	// ChargeNeedBalance: the period's balance (or the limit) is not in the
+	// store yet; seed it and retry. Nothing was changed.
+	ChargeNeedBalance
+)
+
+// ChargeCmd charges an amount with no session: an apply and a finish of
+// the same amount in one step.
+type ChargeCmd struct {
+	ResourceName string
+	Amount       int64 // added to charged, 0 … 2^53−1
+	// Need is what must remain for the charge to go ahead: −1 never
+	// refuses (usage that already happened), 0 refuses when nothing
+	// remains, n > 0 refuses when less than n remains.
+	Need        int64
+	Period      Period
+	FirstPeriod bool // see ApplyCmd.FirstPeriod
+}
+
+// ChargeResult is the store's answer to a ChargeCmd.
+type ChargeResult struct {
+	Outcome ChargeOutcome
+	Limit   int64
+	// Remaining is limit − charged − reserved after the charge (for
+	// ChargeRefused, with nothing changed).
+	Remaining int64
+	// Overage is the part of Amount charged past the limit.
+	Overage int64
+	Now     time.Time // store clock
+	// Set by the Service: the period charged and a full period's length.
+	Period       Period
+	PeriodLength time.Duration
+}
+
+// ChargeStore is the balance store's side of Charge (internal/redisstore).
+type ChargeStore interface {
+	// Charge checks and charges in one atomic step of one resource.
+	Charge(ctx context.Context, cmd ChargeCmd) (ChargeResult, error)
+	// Uncharge gives back an amount Charge added to a period (a refusal of
+	// another resource of the same request, or a ledger write that
+	// failed). A period whose balance is gone is left alone.
+	Uncharge(ctx context.Context, resource string, period Period, amount int64) error
+}
+
+// ChargeLedger writes the ledger rows of charges (internal/mysqlstore).
+type ChargeLedger interface {
+	// InsertCharges writes FINISHED rows (one per charged resource of a
+	// request) in one statement: all of them or none. Errors:
+	// ErrDuplicateSession, ErrUnavailable.
+	InsertCharges(ctx context.Context, recs []UsageRecord) error
+}
+
+// ChargeStores are the stores Service.Charge uses (Options.Charges).
+type ChargeStores struct {
+	Balances ChargeStore
+	Ledger   ChargeLedger
 }

@@ -37,6 +37,9 @@ type Options struct {
 	// Pools, when set, tells which resources use business lines or
 	// temporary grants (internal/pools); nil: none does.
 	Pools PoolSource
+	// Charges, when set, lets Charge (session-less apply-and-finish, for
+	// gateways) run; without them it fails.
+	Charges ChargeStores
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease

@@ -52,13 +52,13 @@ func masterOf(t *testing.T, rdb *redis.ClusterClient, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots, err := rdb.ClusterSlots(ctxT(t)).Result()
+	slots, err := clusterMasters(ctxT(t), rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].Addr
+		if s.start <= slot && slot <= s.end {
+			return s.addr
 		}
 	}
 	t.Fatalf("no master for slot %d", slot)
@@ -86,7 +86,8 @@ type failoverLoss struct {
 func killMasterUnderLoad(t *testing.T, base int, w Wait) failoverLoss {
 	rdb, dir := privateCluster(t, base)
 	var shortMu sync.Mutex
-	short, killedAt := 0, -1 // calls answered short of a replica; short when the master was killed
+	short := 0       // calls answered short of a replica
+	var killedAt int // short when the master was killed
 	w.OnShort = func(n int) {
 		shortMu.Lock()
 		short += n

@@ -16,7 +16,7 @@ var scriptVars = map[string]**redis.Script{
 	"expired.lua": &expiredScript, "sweep.lua": &sweepScript, "unlock.lua": &unlockScript,
 	"adjust.lua": &adjustScript, "lock.lua": &lockScript, "failopen.lua": &failOpenScript,
 	"pool_apply.lua": &poolApplyScript, "pool_layout.lua": &poolLayoutScript, "pool_seed.lua": &poolSeedScript,
-	"pool_move.lua": &poolMoveScript,
+	"pool_move.lua": &poolMoveScript, "charge.lua": &chargeScript, "uncharge.lua": &unchargeScript,
 }
 
 // keyCheck is put in front of a script by declaredKeysOnly: every

@@ -279,7 +279,7 @@ func (s *Store) OpenSessionIDs(ctx context.Context, resource string, leaseBefore
 }
 
 // sessionFields are read by Sessions, in this order.
-var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo"}
+var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo", "line"}
 
 // Sessions reads session hashes in one pipeline; missing ones are absent.
 func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {

@@ -68,7 +68,8 @@ func (s *Store) LiveSessions(ctx context.Context, resource string, after quota.L
 		}
 		out = append(out, quota.LiveSession{
 			SessionID: id, ClientID: st.ClientID, Granted: st.Granted, PeriodStart: st.PeriodStart,
-			StartTime: st.StartTime, LeaseExpiresAt: ms(int64(zs[i].Score)), FailOpen: st.FailOpen, Pos: pos[i],
+			StartTime: st.StartTime, LeaseExpiresAt: ms(int64(zs[i].Score)), FailOpen: st.FailOpen,
+			BusinessLine: st.BusinessLine, Pos: pos[i],
 		})
 	}
 	return out, next, len(zs) == count, nil

@@ -395,7 +395,7 @@ func decodeSession(v []any) (st quota.SessionState, ok bool, err error) {
 		Status: quota.Status(str(0)), ClientID: str(1), Granted: num(2), Actual: num(3),
 		Refunded: num(4), Overage: num(5), PeriodStart: ms(num(6)), StartTime: ms(num(7)),
 		EndTime: ms(num(8)), WasLeaked: str(9) == "1",
-		ApplyAmount: num(10), MinAmount: num(11), FailOpen: str(12) == "1",
+		ApplyAmount: num(10), MinAmount: num(11), FailOpen: str(12) == "1", BusinessLine: str(13),
 	}
 	return st, r.err == nil, r.err
 }

@@ -58,7 +58,7 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 		{"sweep bad granted", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "", "3", "1", "c"}},
 		{"sweep client not a string", func(v any) error { _, err := decodeSweep(v); return err }, []any{"s", "1", "2", "3", "1", int64(7)}},
 		{"session bad granted", func(v any) error {
-			_, _, err := decodeSession([]any{"USING", "c", "ten", nil, nil, nil, "1", "2", nil, nil, "10", "0", nil})
+			_, _, err := decodeSession([]any{"USING", "c", "ten", nil, nil, nil, "1", "2", nil, nil, "10", "0", nil, nil})
 			return err
 		}, nil},
 		{"session short", func(v any) error { _, _, err := decodeSession([]any{"USING"}); return err }, nil},

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -21,9 +23,9 @@ func (s *Store) Masters(ctx context.Context, resources []string) (map[string]str
 	out := make(map[string]string, len(resources))
 	switch c := s.rdb.(type) {
 	case *redis.ClusterClient:
-		slots, err := c.ClusterSlots(ctx).Result()
+		slots, err := clusterMasters(ctx, c)
 		if err != nil {
-			return nil, wrap("cluster slots", err)
+			return nil, err
 		}
 		runIDs := map[string]string{} // master addr → run_id
 		var mu sync.Mutex
@@ -42,10 +44,9 @@ func (s *Store) Masters(ctx context.Context, resources []string) (map[string]str
 				return nil, err
 			}
 			for _, sl := range slots {
-				if int64(sl.Start) <= slot && slot <= int64(sl.End) && len(sl.Nodes) > 0 {
-					m := sl.Nodes[0]
-					if id, ok := runIDs[m.Addr]; ok {
-						out[r] = m.ID + "@" + m.Addr + "/" + id
+				if sl.start <= slot && slot <= sl.end {
+					if id, ok := runIDs[sl.addr]; ok {
+						out[r] = sl.id + "@" + sl.addr + "/" + id
 					}
 				}
 			}
@@ -60,6 +61,54 @@ func (s *Store) Masters(ctx context.Context, resources []string) (map[string]str
 		}
 	default:
 		return nil, fmt.Errorf("redis masters: client %T is neither one server nor a cluster", s.rdb)
+	}
+	return out, nil
+}
+
+// slotMaster is the master serving one range of a cluster's hash slots,
+// and the replicas of its shard that are online.
+type slotMaster struct {
+	start, end int64
+	id, addr   string // node id, host:port
+	replicas   []string
+}
+
+// clusterMasters reads CLUSTER SHARDS (Redis 7.0 or later; it replaces
+// CLUSTER SLOTS, deprecated since 7.0): for each slot range, the shard's
+// online master. A shard whose master is failing (between a failure and
+// its replica's promotion) has no entry. Errors: one wrapping
+// quota.ErrUnavailable.
+func clusterMasters(ctx context.Context, c *redis.ClusterClient) ([]slotMaster, error) {
+	shards, err := c.ClusterShards(ctx).Result()
+	if err != nil {
+		return nil, wrap("cluster shards", err)
+	}
+	addr := func(n redis.Node) string {
+		host := n.Endpoint
+		if host == "" || host == "?" {
+			host = n.IP
+		}
+		return net.JoinHostPort(host, strconv.FormatInt(n.Port, 10))
+	}
+	var out []slotMaster
+	for _, sh := range shards {
+		var m slotMaster
+		for _, n := range sh.Nodes {
+			switch {
+			case n.Health != "online":
+			case n.Role == "master":
+				m.id, m.addr = n.ID, addr(n)
+			default:
+				m.replicas = append(m.replicas, addr(n))
+			}
+		}
+		if m.addr == "" {
+			continue
+		}
+		for _, r := range sh.Slots {
+			m.start, m.end = r.Start, r.End
+			out = append(out, m)
+		}
 	}
 	return out, nil
 }

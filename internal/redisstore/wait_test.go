@@ -22,16 +22,16 @@ func replicaOf(t *testing.T, rdb redis.UniversalClient, key string) *redis.Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots, err := cc.ClusterSlots(ctxT(t)).Result()
+	slots, err := clusterMasters(ctxT(t), cc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			if len(s.Nodes) < 2 {
+		if s.start <= slot && slot <= s.end {
+			if len(s.replicas) == 0 {
 				t.Fatalf("slot %d has no replica: %+v", slot, s)
 			}
-			r := redis.NewClient(&redis.Options{Addr: s.Nodes[1].Addr, OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+			r := redis.NewClient(&redis.Options{Addr: s.replicas[0], OnConnect: func(ctx context.Context, cn *redis.Conn) error {
 				return cn.ReadOnly(ctx).Err()
 			}})
 			t.Cleanup(func() { _ = r.Close() })
@@ -65,8 +65,13 @@ func TestWaitAnswersOnlyWhatTheReplicaHas(t *testing.T) {
 						return
 					}
 					// Read at once, on the replica.
-					if st, err := replica.HGet(ctxT(t), sessionKey(e.res, id), "status").Result(); err != nil || st != "USING" {
-						errs <- fmt.Errorf("apply %s answered, replica has status %q (%v)", id, st, err)
+					st, err := replica.HGet(ctxT(t), sessionKey(e.res, id), "status").Result()
+					if err != nil {
+						errs <- fmt.Errorf("apply %s answered, replica read: %w", id, err)
+						return
+					}
+					if st != "USING" {
+						errs <- fmt.Errorf("apply %s answered, replica has status %q", id, st)
 						return
 					}
 					if i%2 == 0 {

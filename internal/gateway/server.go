@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"errors"
+	"net"
+
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// Server is the gRPC listener (QC_GRPC_ADDR): the rate limit service,
+// grpc.health.v1 (the overall health "" and the rate limit service's name)
+// and server reflection.
+type Server struct {
+	grpc   *grpc.Server
+	health *health.Server
+}
+
+// NewServer registers svc on a gRPC server; creds nil serves plaintext.
+func NewServer(svc *Service, creds credentials.TransportCredentials) *Server {
+	var opts []grpc.ServerOption
+	if creds != nil {
+		opts = append(opts, grpc.Creds(creds))
+	}
+	g := grpc.NewServer(opts...)
+	rls.RegisterRateLimitServiceServer(g, svc)
+	h := health.NewServer()
+	healthpb.RegisterHealthServer(g, h)
+	h.SetServingStatus(rls.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(g)
+	return &Server{grpc: g, health: h}
+}
+
+// Serve answers on l until Stop; it returns nil after Stop.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.grpc.Serve(l)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Drain reports NOT_SERVING on health, so that load balancers and Envoy's
+// health checks stop sending, while calls are still answered.
+func (s *Server) Drain() { s.health.Shutdown() }
+
+// Stop ends the server once the calls in flight are answered.
+func (s *Server) Stop() {
+	s.health.Shutdown()
+	s.grpc.GracefulStop()
+}

@@ -1,0 +1,10 @@
+-- uncharge.lua: give back an amount charge.lua added (another resource of
+-- the same request refused, or the ledger row could not be written).
+-- KEYS[1] qc:{r}:b:<periodMs>   ARGV[1] amount
+-- Returns 1 when given back, 0 when the period's balance is gone (a rebuild
+-- from the ledger, which has no row of the charge, already left it out).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], 'charged', string.format('%d', -tonumber(ARGV[1])))
+return 1
