@@ -17,7 +17,7 @@ IMAGE   ?= quota-center:$(VERSION)
 # say prints what a target is about to do.
 say = @printf '==> %s\n'
 
-.PHONY: help build run test bench soak lint fmt migrate demo docker ci clean k8s-rules
+.PHONY: help build run test bench soak lint mutation fmt migrate demo docker ci clean k8s-rules
 
 help: ## List the targets (this text)
 	@echo 'quota-center — make targets:'
@@ -50,6 +50,10 @@ soak: ## Soak run with backend faults on private Redis/MariaDB, then invariant c
 lint: ## Every linter: gofmt, vet, staticcheck, golangci-lint, promtool (rules, tests, config, live metrics), redocly, deploy checks
 	$(say) "bash scripts/lint.sh"
 	bash scripts/lint.sh
+
+mutation: ## Mutation testing of internal/quota and internal/pools with gremlins (scripts/mutation.sh; not in make test, ~20 min)
+	$(say) "bash scripts/mutation.sh"
+	bash scripts/mutation.sh
 
 k8s-rules: ## Write deploy/k8s/monitoring/prometheusrule.yaml from deploy/prometheus/alerts.yml
 	$(say) "deploy/checks/cmd/k8s-rules (alerts.yml -> PrometheusRule)"

@@ -113,7 +113,7 @@ func decodePatched(b []byte) (quota.Policy, error) {
 		if err != nil {
 			return 0, &quota.ValidationError{Field: field, Reason: "must be a whole number"}
 		}
-		return v, quota.ValidateAmount(field, v, !required)
+		return v, quota.ValidateAmount(field, v, false) // a value given is at least 1; null takes the default
 	}
 	limit, err := num("totalLimit", p.TotalLimit, true)
 	if err != nil {

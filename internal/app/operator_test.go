@@ -236,6 +236,8 @@ func TestUsageSumsTheLedger(t *testing.T) {
 			{base + "&from=" + now.Format(time.RFC3339) + "&to=" + now.Format(time.RFC3339), 400, "INVALID_ARGUMENT"},
 			{base + "&groupBy=hour&from=" + now.Add(-40*24*time.Hour).Format(time.RFC3339), 400, "INVALID_ARGUMENT"},
 			{base + "&from=yesterday", 400, "INVALID_ARGUMENT"},
+			{base + "&from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59Z", 400, "INVALID_ARGUMENT"},             // was read as "from not given"
+			{base + "&groupBy=day&from=1969-12-31T00:00:00Z&to=1970-01-02T00:00:00Z", 400, "INVALID_ARGUMENT"}, // before the ledger's epoch milliseconds
 			{base + "&resource=x", 400, "INVALID_ARGUMENT"},
 			{"/admin/usage?resourceName=NOPE", 400, "INVALID_ARGUMENT"},
 			{"/admin/usage?resourceName=no-such-" + testenv.RandomSuffix(), 404, "RESOURCE_NOT_FOUND"},
@@ -276,6 +278,8 @@ func TestPatchPolicyIsAMergePatch(t *testing.T) {
 			{"negative limit", `{"totalLimit":-1}`, "", 400, "INVALID_ARGUMENT"},
 			{"string limit", `{"totalLimit":"100"}`, "", 400, "INVALID_ARGUMENT"},
 			{"fraction", `{"totalLimit":1.5}`, "", 400, "INVALID_ARGUMENT"},
+			{"zero leak threshold", `{"leakThresholdSeconds":0}`, "", 400, "INVALID_ARGUMENT"}, // as PUT; null is the default
+			{"negative leak threshold", `{"leakThresholdSeconds":-1}`, "", 400, "INVALID_ARGUMENT"},
 			{"bad cron", `{"resetCron":"every day"}`, "", 400, "INVALID_ARGUMENT"},
 			{"bad zone", `{"timezone":"Mars/Base"}`, "", 400, "INVALID_ARGUMENT"},
 			{"bad type", `{"quotaType":"LITRES"}`, "?force=true", 400, "INVALID_ARGUMENT"},
@@ -549,5 +553,23 @@ func TestExhaustionETAMetric(t *testing.T) {
 	}
 	if want := `quota_exhaustion_eta_seconds{resource="` + res + `"} +Inf`; !strings.Contains(string(body), want) {
 		t.Errorf("/metrics lacks %q", want)
+	}
+}
+
+// TestOptionalBodiesRefuseNull: the bodies that may be left out (reset,
+// forced finish) are still JSON objects when sent; a literal null was read
+// as {} and reset the period.
+func TestOptionalBodiesRefuseNull(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev)
+	res := testenv.Resource(t)
+	putPolicy(t, s, res, map[string]any{"quotaType": "COUNT", "totalLimit": 10})
+	_, a, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": res, "applyAmount": 3})
+	before, _ := getStatus(t, s, res)
+	for _, path := range []string{"/admin/policies/" + res + "/reset", "/admin/sessions/" + a["sessionId"].(string) + "/finish"} {
+		code, out, _ := call(t, s, http.MethodPost, path, "null")
+		wantCode(t, path+" with null", code, out, http.StatusBadRequest, "INVALID_ARGUMENT")
+	}
+	if after, _ := getStatus(t, s, res); after != before {
+		t.Fatalf("a refused null body changed the status: %+v → %+v", before, after)
 	}
 }

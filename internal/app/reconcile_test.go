@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -153,5 +154,30 @@ func TestReproSkippedReconcileAnsweredAsASuccess(t *testing.T) {
 	rep = reconcileNow(t, s, r)
 	if rep["skipped"] != nil || rep["periodStart"] == nil {
 		t.Fatalf("reconcile with the lock free: %v", rep)
+	}
+}
+
+// TestReconcileRefusesWhatItWouldIgnore: POST /admin/reconcile reads one
+// optional resourceName and no body. A repeated or empty resourceName, or a
+// body, is 400 and runs nothing (no audit record); before, they ran a pass
+// for the first name, or for every resource.
+func TestReconcileRefusesWhatItWouldIgnore(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev)
+	r := testenv.Resource(t)
+	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000})
+	_, before, _ := call(t, s, http.MethodGet, "/admin/audit?limit=1", nil)
+	for _, tc := range []struct{ name, query, body string }{
+		{"a repeated resourceName", "?resourceName=" + r + "&resourceName=" + r, ""},
+		{"an empty resourceName", "?resourceName=", ""},
+		{"a JSON body", "", `{"resourceName":"` + r + `"}`},
+	} {
+		code, out, _ := call(t, s, http.MethodPost, "/admin/reconcile"+tc.query, tc.body)
+		wantCode(t, tc.name, code, out, http.StatusBadRequest, "INVALID_ARGUMENT")
+	}
+	if _, after, _ := call(t, s, http.MethodGet, "/admin/audit?limit=1", nil); !reflect.DeepEqual(before, after) {
+		t.Fatalf("a refused reconcile was audited: %v → %v", before, after)
+	}
+	if code, out, _ := call(t, s, http.MethodPost, "/admin/reconcile?resourceName="+r, nil); code != http.StatusOK {
+		t.Fatalf("reconcile: %d %v", code, out)
 	}
 }

@@ -27,6 +27,33 @@ var errRequestTimeout = errors.New("request timeout")
 // errMediaType is returned by decode for a non-JSON Content-Type (415).
 var errMediaType = errors.New("unsupported media type")
 
+// noQuery refuses a query string on an endpoint that reads none, so that
+// a parameter is never silently ignored. Errors: *quota.ValidationError.
+func noQuery(r *http.Request) error {
+	if r.URL.RawQuery != "" {
+		return &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters"}
+	}
+	return nil
+}
+
+// noBody refuses a request body on an endpoint that reads none, so that
+// e.g. {"resourceName":…} or a malformed body is never silently ignored
+// while the step runs anyway. Errors: *quota.ValidationError.
+func noBody(r *http.Request) error {
+	if n, _ := r.Body.Read(make([]byte, 1)); n > 0 {
+		return &quota.ValidationError{Field: "body", Reason: "this endpoint takes no body"}
+	}
+	return nil
+}
+
+// noInput is noQuery and noBody: a step named by its path alone.
+func noInput(r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	return noBody(r)
+}
+
 // decode reads one JSON object from r.Body into dst, strictly: no query
 // parameters, one JSON Content-Type (or none), no unknown fields (names
 // match exactly, case included), no duplicate keys, nothing after the
@@ -63,8 +90,13 @@ func decode(r *http.Request, dst any) error {
 		// went wrong for it.
 		return &quota.ValidationError{Field: "body", Reason: "could not be read (the connection broke or the body was cut short)"}
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	switch trimmed := bytes.TrimSpace(body); {
+	case len(trimmed) == 0:
 		return &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}
+	case string(trimmed) == "null":
+		// json v2 reads a top-level null into a struct as "nothing", which
+		// would make an optional body (reset, forced finish) an empty one.
+		return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
 	}
 	// One pass with json v2 semantics (github.com/go-json-experiment/json):
 	// member names match exactly (case included), a name given twice and an

@@ -276,7 +276,11 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListPolicies(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.svc.Policies(r.Context())
+	err := noQuery(r)
+	var ps []quota.Policy
+	if err == nil {
+		ps, err = s.svc.Policies(r.Context())
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -290,6 +294,10 @@ func (s *Server) handleListPolicies(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "resourceName")
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := quota.ValidateResourceName(name); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -159,6 +159,11 @@ func parseQueryTime(field, v string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, &quota.ValidationError{Field: field, Reason: "must be an RFC 3339 timestamp such as 2025-06-01T00:00:00Z"}
 	}
+	if t.Before(time.Unix(0, 0)) {
+		// The ledger counts Unix milliseconds, and the zero time (0001-01-01)
+		// stands for "not given": an earlier time is refused, not defaulted.
+		return time.Time{}, &quota.ValidationError{Field: field, Reason: "must be 1970-01-01T00:00:00Z or later"}
+	}
 	return t, nil
 }
 

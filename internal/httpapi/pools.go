@@ -97,8 +97,8 @@ func (s *Server) writePools(w http.ResponseWriter, r *http.Request, status int) 
 // handleLines answers GET …/lines and GET …/pools: the settings, the
 // pools' sizes and every line.
 func (s *Server) handleLines(w http.ResponseWriter, r *http.Request) {
-	if r.URL.RawQuery != "" {
-		s.writeError(w, r, &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters"})
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	s.writePools(w, r, http.StatusOK)
@@ -136,7 +136,11 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDeleteLine(w http.ResponseWriter, r *http.Request) {
-	if err := s.pools.DeleteLine(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "line")); err != nil {
+	err := noInput(r)
+	if err == nil {
+		err = s.pools.DeleteLine(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "line"))
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -239,7 +243,11 @@ func (s *Server) handleGrantOf(release bool) http.HandlerFunc {
 }
 
 func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
-	gs, err := s.pools.Grants(r.Context(), chi.URLParam(r, "resourceName"))
+	err := noQuery(r)
+	var gs []pools.GrantRecord
+	if err == nil {
+		gs, err = s.pools.Grants(r.Context(), chi.URLParam(r, "resourceName"))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -257,7 +265,11 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
-	if err := s.pools.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id")); err != nil {
+	err := noInput(r)
+	if err == nil {
+		err = s.pools.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -268,7 +280,11 @@ func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
-	rs, err := s.pools.Reclaims(r.Context(), chi.URLParam(r, "resourceName"))
+	err := noQuery(r)
+	var rs []pools.Reclaim
+	if err == nil {
+		rs, err = s.pools.Reclaims(r.Context(), chi.URLParam(r, "resourceName"))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -282,7 +298,11 @@ func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rc, err := s.pools.SetReclaim(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
+		err := noInput(r)
+		var rc pools.Reclaim
+		if err == nil {
+			rc, err = s.pools.SetReclaim(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -296,8 +316,13 @@ func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
 }
 
 func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
+	q, err := strictQuery(r, "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
 			s.writeError(w, r, &quota.ValidationError{Field: "limit", Reason: "must be 1 … 500"})

@@ -499,3 +499,85 @@ func TestStatusShowsEachLinesReservedAndMode(t *testing.T) {
 		t.Fatalf("modes under OFF: %v", ls)
 	}
 }
+
+// TestPoolsAdminRefusesQueryParameters: the pools' admin endpoints read no
+// query parameter, so one is refused (400) instead of silently ignored, as
+// everywhere else in the API.
+func TestPoolsAdminRefusesQueryParameters(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/search", body: `{"tier":"CORE","weight":3}`})
+	base := "/admin/policies/llm"
+	for _, rq := range []request{
+		{method: "GET", path: base + "/grants?limit=-1"},
+		{method: "GET", path: base + "/grants?bogus=1"},
+		{method: "GET", path: base + "/reclaims?cursor=zzz"},
+		{method: "GET", path: base + "/pool-events?before=abc"},
+		{method: "GET", path: base + "/pool-events?limit=5&limit=6"},
+		{method: "DELETE", path: base + "/grants/g0?force=true"},
+		{method: "POST", path: base + "/reclaims/r9/confirm?bogus=1"},
+		{method: "POST", path: base + "/reclaims/r9/cancel?bogus=1"},
+		{method: "GET", path: "/admin/policies?bogus=1"},
+		{method: "GET", path: base + "?bogus=1"},
+	} {
+		r := a.do(t, rq)
+		if r.status != http.StatusBadRequest || r.body["code"] != "INVALID_ARGUMENT" || r.body["message"] == "" {
+			t.Errorf("%s %s: %d %s, want 400 INVALID_ARGUMENT", rq.method, rq.path, r.status, r.raw)
+		}
+	}
+	if r := a.get(t, base+"/pool-events?limit=5"); r.status != http.StatusOK {
+		t.Errorf("pool-events?limit=5: %d %s", r.status, r.raw)
+	}
+}
+
+// TestGrantsCannotPassTheLargestAmount: a resource's limit and its grants
+// together stay within 2^53-1, the largest amount Redis' Lua numbers hold
+// exactly; a grant that would pass it is refused and recorded nowhere.
+func TestGrantsCannotPassTheLargestAmount(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100}`)
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	base := "/admin/policies/llm"
+	if r := a.post(t, base+"/grants", `{"amount":9007199254740891,"expiresAt":"`+exp+`"}`); r.status != http.StatusCreated {
+		t.Fatalf("grant up to 2^53-1 in all: %d %s", r.status, r.raw)
+	}
+	r := a.post(t, base+"/grants", `{"amount":1,"expiresAt":"`+exp+`"}`)
+	if r.status != http.StatusBadRequest || r.body["code"] != "INVALID_ARGUMENT" {
+		t.Fatalf("a grant past 2^53-1 in all: %d %s, want 400", r.status, r.raw)
+	}
+	if r := a.get(t, base+"/grants"); len(r.body["grants"].([]any)) != 1 {
+		t.Fatalf("the refused grant was recorded: %s", r.raw)
+	}
+}
+
+// TestPoolsAdminStepsRefuseABody: DELETE of a line or a grant and the
+// reclaim steps read no body; a body (malformed or not) is 400 and the step
+// is not taken. Before, DELETE …/lines/x with "{" deleted the line.
+func TestPoolsAdminStepsRefuseABody(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
+	base := "/admin/policies/llm"
+	a.mustOK(t, request{method: "PUT", path: base + "/lines/search", body: `{"tier":"CORE","weight":3}`})
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	id := a.post(t, base+"/grants", `{"amount":5,"expiresAt":"`+exp+`"}`).body["grant"].(map[string]any)["id"].(string)
+	before := a.get(t, base+"/lines").raw
+	grants := a.get(t, base+"/grants").raw
+	for _, rq := range []request{
+		{method: "DELETE", path: base + "/lines/search", body: `{`},
+		{method: "DELETE", path: base + "/lines/search", body: `{"reason":"x"}`},
+		{method: "DELETE", path: base + "/grants/" + id, body: `{`},
+		{method: "POST", path: base + "/reclaims/r9/confirm", body: `{`},
+		{method: "POST", path: base + "/reclaims/r9/cancel", body: `[]`},
+	} {
+		r := a.do(t, rq)
+		if r.status != http.StatusBadRequest || r.body["code"] != "INVALID_ARGUMENT" {
+			t.Errorf("%s %s with body %s: %d %s, want 400", rq.method, rq.path, rq.body, r.status, r.raw)
+		}
+	}
+	if after := a.get(t, base+"/lines").raw; string(after) != string(before) {
+		t.Errorf("a refused DELETE changed the lines:\n%s\n%s", before, after)
+	}
+	if after := a.get(t, base+"/grants").raw; string(after) != string(grants) {
+		t.Errorf("a refused DELETE changed the grants:\n%s\n%s", grants, after)
+	}
+}

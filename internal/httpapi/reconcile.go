@@ -15,20 +15,18 @@ import (
 // skipped ones say why), so that a caller never takes a pass that did
 // nothing for one that found nothing.
 func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "resourceName" {
-			s.writeError(w, r, &quota.ValidationError{Field: k, Reason: "is not a known query parameter"})
-			return
-		}
+	q, err := strictQuery(r, "resourceName")
+	if err == nil && q.Has("resourceName") {
+		err = quota.ValidateResourceName(q.Get("resourceName")) // given, it names one resource
+	}
+	if err == nil {
+		err = noBody(r) // a {"resourceName":…} body would run a pass over every resource
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	name := q.Get("resourceName")
-	if name != "" {
-		if err := quota.ValidateResourceName(name); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	}
 	rep, skipped, err := s.reconcile(r.Context(), name)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -403,6 +403,30 @@ func (a *Admin) checkGrant(c Config, g GrantRequest, release bool) (GrantRequest
 	return g, nil
 }
 
+// checkGrantTotal refuses a grant of amount that would take the policy's
+// limit and the resource's grants not yet expired past pools.MaxAmount
+// (2^53-1): the scripts add them up in Lua numbers, which are exact only up
+// to there, so a larger total would lose or invent units. Releases are not
+// counted: they lend the buffer, which is part of the limit.
+// Errors: *quota.ValidationError, quota.ErrUnavailable.
+func (a *Admin) checkGrantTotal(ctx context.Context, c Config, amount int64) error {
+	gs, err := a.cfg.Grants(ctx, c.Policy.ResourceName, a.now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	room := pools.MaxAmount - c.Policy.TotalLimit
+	for _, g := range gs {
+		if g.Kind == pools.KindGrant && g.VoidedMs == 0 {
+			room -= g.Amount
+		}
+	}
+	if amount > room {
+		return &quota.ValidationError{Field: "amount", Reason: fmt.Sprintf(
+			"the limit and the grants not yet expired would pass 2^53-1 in all: at most %d more may be granted", max(room, 0))}
+	}
+	return nil
+}
+
 // AddGrant records a temporary grant (resources with or without lines).
 // Errors: *quota.ValidationError, quota.ErrResourceNotFound,
 // quota.ErrUnavailable.
@@ -412,6 +436,9 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 		return pools.GrantRecord{}, err
 	}
 	if req, err = a.checkGrant(c, req, false); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if err := a.checkGrantTotal(ctx, c, req.Amount); err != nil {
 		return pools.GrantRecord{}, err
 	}
 	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("g"), Line: req.Line, Amount: req.Amount,

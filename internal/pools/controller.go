@@ -170,6 +170,8 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		return evs
 	}
 	if !c.didSample || now-c.sampled >= SampleMs {
+		// The first sample's dt is never used: that sample only records
+		// where consumption starts (a mutant of it is equivalent).
 		dt := float64(SampleMs) / 1000
 		if c.didSample {
 			dt = float64(now-c.sampled) / 1000
@@ -328,10 +330,7 @@ func (c *Controller) predict(m *Model, l *LineState, lc *lineCtl, name string, e
 	f := math.Max(0, lc.level+lc.trend*(k+1)/2)
 	per := c.periodSeconds()
 	demand := f * per // forecast use in one period (or in the horizon, for long periods)
-	baseMay := float64(l.MayUse() - l.Buffer)
-	if c.PeriodMs <= 0 || c.PeriodMs > HorizonMs {
-		baseMay = float64(l.MayUse() - l.Buffer - l.Used())
-	}
+	baseMay := c.mayUseAhead(l)
 	need := int64(math.Ceil(demand - PredictLendAbove*baseMay))
 	if demand <= PredictLendAbove*baseMay || need <= lc.predLent {
 		return
@@ -371,6 +370,18 @@ func (c *Controller) adopt(l *LineState, lc *lineCtl) {
 	}
 }
 
+// mayUseAhead is what the line may use in the forecast's window, its lent
+// buffer aside: a period's worth, or, for periods longer than the horizon,
+// what it has not used yet of this one. predict lends against it and
+// returnBuffer holds the lent buffer while the forecast stays above 80 % of
+// it (with two measures the two would lend and return in turn).
+func (c *Controller) mayUseAhead(l *LineState) float64 {
+	if c.PeriodMs <= 0 || c.PeriodMs > HorizonMs {
+		return float64(l.MayUse() - l.Buffer - l.Used())
+	}
+	return float64(l.MayUse() - l.Buffer)
+}
+
 // returnBuffer gives back 10 % of the episode's lent buffer every tick once
 // the line is past its peak (forecast below 80 %, no reactive hold).
 func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFunc) {
@@ -381,7 +392,7 @@ func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFun
 	if c.ModeOf(name) == ModePredictive && lc.predLent > 0 {
 		k := float64(HorizonMs / SampleMs)
 		f := math.Max(0, lc.level+lc.trend*(k+1)/2) * c.periodSeconds()
-		if f > PredictLendAbove*float64(l.MayUse()-l.Buffer) {
+		if f > PredictLendAbove*c.mayUseAhead(l) {
 			return // still at the peak
 		}
 	}

@@ -27,7 +27,10 @@ func MoveOf(e Event) (Move, bool) {
 		}
 		return Move{Op: "reclaim", Line: e.Line, To: e.To, Amount: e.Amount}, true
 	case "MODE":
-		return Move{Op: "mode", Line: e.Line, Mode: e.Mode}, e.Mode != ""
+		if e.Mode == "" {
+			return Move{}, false
+		}
+		return Move{Op: "mode", Line: e.Line, Mode: e.Mode}, true
 	case "GIVE_BACK":
 		return Move{Op: "giveback", Line: e.Line, To: e.To, Amount: e.Amount}, true
 	}

@@ -1,3 +1,12 @@
+//go:build !mutation
+
+// The mutation run (make mutation, scripts/mutation.sh) leaves this test
+// out: it builds the adapters (miniredis, SQLite) into the package's test
+// binary, which then recompiles them for every mutant (~25 s a mutant on
+// the shared machine against ~3 s). The domain's rules are pinned by the
+// fast tests on in-process fakes (stubs_test.go); this one still runs in
+// make test.
+
 package quota_test
 
 // FuzzApplyFinishSequences (issue 3 §7) turns its input into a short

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -12,20 +13,22 @@ import (
 // is counted by method name. Tests set the funcs that steer the path they
 // pin down.
 type stubs struct {
-	mu    sync.Mutex
-	calls map[string]int
+	mu      sync.Mutex
+	calls   map[string]int
+	lockTTL time.Duration // of the last TryLock
 
-	apply        func(ApplyCmd) (ApplyResult, error)
-	cancel       func(resource, id string) error
-	markFailOpen func(resource, id string) error
-	heartbeat    func(resource, id, client string, lease time.Duration) (time.Time, error)
-	finish       func(FinishCmd) (FinishResult, error)
-	balance      func(resource string, per Period) (Balance, error)
-	seed         func(resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord) (bool, error)
-	restore      func(resource string, open []UsageRecord) error
-	tryLock      func(resource, name string) (string, error)
-	unlock       func(resource, name, token string) error
-	setLimit     func(resource string, limit int64) error
+	apply         func(ApplyCmd) (ApplyResult, error)
+	cancel        func(resource, id string) error
+	markFailOpen  func(resource, id string) error
+	heartbeat     func(resource, id, client string, lease time.Duration) (time.Time, error)
+	finish        func(FinishCmd) (FinishResult, error)
+	balance       func(resource string, per Period) (Balance, error)
+	seed          func(resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord) (bool, error)
+	restore       func(resource string, open []UsageRecord) error
+	restoreLeaked func(resource string, row UsageRecord) error
+	tryLock       func(resource, name string) (string, error)
+	unlock        func(resource, name, token string) error
+	setLimit      func(resource string, limit int64) error
 
 	insert       func(UsageRecord) error
 	finishRow    func(UsageRecord) error
@@ -36,6 +39,16 @@ type stubs struct {
 	getPolicy    func(resource string) (Policy, error)
 	listPolicies func() ([]Policy, error)
 	putPolicy    func(Policy) (Policy, bool, error)
+}
+
+// enter counts a call and fails it, as a real store would, when its
+// context is done: the error matches ErrUnavailable.
+func (s *stubs) enter(ctx context.Context, name string) error {
+	s.count(name)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w: %w", name, ErrUnavailable, err)
+	}
+	return nil
 }
 
 func (s *stubs) count(name string) {
@@ -55,24 +68,30 @@ func (s *stubs) n(name string) int {
 }
 
 // Apply: default granted in full, remaining 100.
-func (s *stubs) Apply(_ context.Context, c ApplyCmd) (ApplyResult, error) {
-	s.count("Apply")
+func (s *stubs) Apply(ctx context.Context, c ApplyCmd) (ApplyResult, error) {
+	if err := s.enter(ctx, "Apply"); err != nil {
+		return ApplyResult{}, err
+	}
 	if s.apply != nil {
 		return s.apply(c)
 	}
 	return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, Remaining: 100, PeriodStart: c.Period.Start}, nil
 }
 
-func (s *stubs) Cancel(_ context.Context, resource, id string) error {
-	s.count("Cancel")
+func (s *stubs) Cancel(ctx context.Context, resource, id string) error {
+	if err := s.enter(ctx, "Cancel"); err != nil {
+		return err
+	}
 	if s.cancel != nil {
 		return s.cancel(resource, id)
 	}
 	return nil
 }
 
-func (s *stubs) MarkFailOpen(_ context.Context, resource, id string) error {
-	s.count("MarkFailOpen")
+func (s *stubs) MarkFailOpen(ctx context.Context, resource, id string) error {
+	if err := s.enter(ctx, "MarkFailOpen"); err != nil {
+		return err
+	}
 	if s.markFailOpen != nil {
 		return s.markFailOpen(resource, id)
 	}
@@ -80,8 +99,10 @@ func (s *stubs) MarkFailOpen(_ context.Context, resource, id string) error {
 }
 
 // Heartbeat: default ErrSessionNotFound.
-func (s *stubs) Heartbeat(_ context.Context, resource, id, client string, lease time.Duration) (time.Time, error) {
-	s.count("Heartbeat")
+func (s *stubs) Heartbeat(ctx context.Context, resource, id, client string, lease time.Duration) (time.Time, error) {
+	if err := s.enter(ctx, "Heartbeat"); err != nil {
+		return time.Time{}, err
+	}
 	if s.heartbeat != nil {
 		return s.heartbeat(resource, id, client, lease)
 	}
@@ -89,8 +110,10 @@ func (s *stubs) Heartbeat(_ context.Context, resource, id, client string, lease 
 }
 
 // Finish: default ErrSessionNotFound.
-func (s *stubs) Finish(_ context.Context, c FinishCmd) (FinishResult, error) {
-	s.count("Finish")
+func (s *stubs) Finish(ctx context.Context, c FinishCmd) (FinishResult, error) {
+	if err := s.enter(ctx, "Finish"); err != nil {
+		return FinishResult{}, err
+	}
 	if s.finish != nil {
 		return s.finish(c)
 	}
@@ -98,29 +121,40 @@ func (s *stubs) Finish(_ context.Context, c FinishCmd) (FinishResult, error) {
 }
 
 // Balance: default an existing, empty balance with limit 100.
-func (s *stubs) Balance(_ context.Context, resource string, per Period) (Balance, error) {
-	s.count("Balance")
+func (s *stubs) Balance(ctx context.Context, resource string, per Period) (Balance, error) {
+	if err := s.enter(ctx, "Balance"); err != nil {
+		return Balance{}, err
+	}
 	if s.balance != nil {
 		return s.balance(resource, per)
 	}
 	return Balance{Exists: true, Limit: 100}, nil
 }
 
-func (s *stubs) Seed(_ context.Context, resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord, _ time.Duration) (bool, error) {
-	s.count("Seed")
+func (s *stubs) Seed(ctx context.Context, resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord, _ time.Duration) (bool, error) {
+	if err := s.enter(ctx, "Seed"); err != nil {
+		return false, err
+	}
 	if s.seed != nil {
 		return s.seed(resource, per, limit, t, open)
 	}
 	return true, nil
 }
 
-func (s *stubs) RestoreLeaked(context.Context, string, UsageRecord, time.Duration) error {
-	s.count("RestoreLeaked")
+func (s *stubs) RestoreLeaked(ctx context.Context, resource string, row UsageRecord, _ time.Duration) error {
+	if err := s.enter(ctx, "RestoreLeaked"); err != nil {
+		return err
+	}
+	if s.restoreLeaked != nil {
+		return s.restoreLeaked(resource, row)
+	}
 	return nil
 }
 
-func (s *stubs) RestoreSessions(_ context.Context, resource string, open []UsageRecord, _ time.Duration) error {
-	s.count("RestoreSessions")
+func (s *stubs) RestoreSessions(ctx context.Context, resource string, open []UsageRecord, _ time.Duration) error {
+	if err := s.enter(ctx, "RestoreSessions"); err != nil {
+		return err
+	}
 	if s.restore != nil {
 		return s.restore(resource, open)
 	}
@@ -128,45 +162,60 @@ func (s *stubs) RestoreSessions(_ context.Context, resource string, open []Usage
 }
 
 // TryLock: default the lock is free (token "t").
-func (s *stubs) TryLock(_ context.Context, resource, name string, _ time.Duration) (string, error) {
-	s.count("TryLock")
+func (s *stubs) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
+	if err := s.enter(ctx, "TryLock"); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.lockTTL = ttl
+	s.mu.Unlock()
 	if s.tryLock != nil {
 		return s.tryLock(resource, name)
 	}
 	return "t", nil
 }
 
-func (s *stubs) RenewLock(context.Context, string, string, string, time.Duration) (bool, error) {
-	s.count("RenewLock")
+func (s *stubs) RenewLock(ctx context.Context, _, _, _ string, _ time.Duration) (bool, error) {
+	if err := s.enter(ctx, "RenewLock"); err != nil {
+		return false, err
+	}
 	return true, nil
 }
 
-func (s *stubs) Unlock(_ context.Context, resource, name, token string) error {
-	s.count("Unlock")
+func (s *stubs) Unlock(ctx context.Context, resource, name, token string) error {
+	if err := s.enter(ctx, "Unlock"); err != nil {
+		return err
+	}
 	if s.unlock != nil {
 		return s.unlock(resource, name, token)
 	}
 	return nil
 }
 
-func (s *stubs) SetLimit(_ context.Context, resource string, limit int64) error {
-	s.count("SetLimit")
+func (s *stubs) SetLimit(ctx context.Context, resource string, limit int64) error {
+	if err := s.enter(ctx, "SetLimit"); err != nil {
+		return err
+	}
 	if s.setLimit != nil {
 		return s.setLimit(resource, limit)
 	}
 	return nil
 }
 
-func (s *stubs) InsertSession(_ context.Context, rec UsageRecord) error {
-	s.count("InsertSession")
+func (s *stubs) InsertSession(ctx context.Context, rec UsageRecord) error {
+	if err := s.enter(ctx, "InsertSession"); err != nil {
+		return err
+	}
 	if s.insert != nil {
 		return s.insert(rec)
 	}
 	return nil
 }
 
-func (s *stubs) FinishSession(_ context.Context, rec UsageRecord) error {
-	s.count("FinishSession")
+func (s *stubs) FinishSession(ctx context.Context, rec UsageRecord) error {
+	if err := s.enter(ctx, "FinishSession"); err != nil {
+		return err
+	}
 	if s.finishRow != nil {
 		return s.finishRow(rec)
 	}
@@ -174,16 +223,20 @@ func (s *stubs) FinishSession(_ context.Context, rec UsageRecord) error {
 }
 
 // Session: default ErrSessionNotFound.
-func (s *stubs) Session(_ context.Context, id string) (UsageRecord, error) {
-	s.count("Session")
+func (s *stubs) Session(ctx context.Context, id string) (UsageRecord, error) {
+	if err := s.enter(ctx, "Session"); err != nil {
+		return UsageRecord{}, err
+	}
 	if s.session != nil {
 		return s.session(id)
 	}
 	return UsageRecord{}, ErrSessionNotFound
 }
 
-func (s *stubs) PeriodTotals(_ context.Context, resource string, start time.Time) (PeriodTotals, error) {
-	s.count("PeriodTotals")
+func (s *stubs) PeriodTotals(ctx context.Context, resource string, start time.Time) (PeriodTotals, error) {
+	if err := s.enter(ctx, "PeriodTotals"); err != nil {
+		return PeriodTotals{}, err
+	}
 	if s.periodTotals != nil {
 		return s.periodTotals(resource, start)
 	}
@@ -191,8 +244,10 @@ func (s *stubs) PeriodTotals(_ context.Context, resource string, start time.Time
 }
 
 // OpenSessionsPage: default no open sessions.
-func (s *stubs) OpenSessionsPage(_ context.Context, resource string, after int64, limit int) ([]UsageRecord, int64, error) {
-	s.count("OpenSessionsPage")
+func (s *stubs) OpenSessionsPage(ctx context.Context, resource string, after int64, limit int) ([]UsageRecord, int64, error) {
+	if err := s.enter(ctx, "OpenSessionsPage"); err != nil {
+		return nil, 0, err
+	}
 	if s.openPage != nil {
 		return s.openPage(resource, after, limit)
 	}
@@ -200,8 +255,10 @@ func (s *stubs) OpenSessionsPage(_ context.Context, resource string, after int64
 }
 
 // GetPolicy: default testPolicy for any resource.
-func (s *stubs) GetPolicy(_ context.Context, resource string) (Policy, error) {
-	s.count("GetPolicy")
+func (s *stubs) GetPolicy(ctx context.Context, resource string) (Policy, error) {
+	if err := s.enter(ctx, "GetPolicy"); err != nil {
+		return Policy{}, err
+	}
 	if s.getPolicy != nil {
 		return s.getPolicy(resource)
 	}
@@ -210,16 +267,20 @@ func (s *stubs) GetPolicy(_ context.Context, resource string) (Policy, error) {
 	return p, nil
 }
 
-func (s *stubs) ListPolicies(context.Context) ([]Policy, error) {
-	s.count("ListPolicies")
+func (s *stubs) ListPolicies(ctx context.Context) ([]Policy, error) {
+	if err := s.enter(ctx, "ListPolicies"); err != nil {
+		return nil, err
+	}
 	if s.listPolicies != nil {
 		return s.listPolicies()
 	}
 	return nil, nil
 }
 
-func (s *stubs) PutPolicy(_ context.Context, p Policy) (Policy, bool, error) {
-	s.count("PutPolicy")
+func (s *stubs) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error) {
+	if err := s.enter(ctx, "PutPolicy"); err != nil {
+		return Policy{}, false, err
+	}
 	if s.putPolicy != nil {
 		return s.putPolicy(p)
 	}

@@ -1,0 +1,228 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+)
+
+// poolSourceStub is a PoolSource in process.
+type poolSourceStub struct {
+	use                PoolUse
+	err                error
+	relayoutErr        error
+	seedErr            error
+	relayouts, seedsOf int
+}
+
+func (p *poolSourceStub) PoolsOf(context.Context, string) (PoolUse, error) { return p.use, p.err }
+func (p *poolSourceStub) Relayout(context.Context, string) error {
+	p.relayouts++
+	return p.relayoutErr
+}
+func (p *poolSourceStub) SeedPools(context.Context, string, Period) error {
+	p.seedsOf++
+	return p.seedErr
+}
+
+var twoLines = PoolUse{Lines: map[string]pools.Tier{"chat": pools.TierCore, "lab": pools.TierExplore}}
+
+// A resource with business lines requires one of its lines; one without
+// refuses any; the store is told the line, whether the call is critical
+// and whether it continues running work.
+func TestApplyBusinessLineRules(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		use   PoolUse
+		line  string
+		field string
+	}{
+		{"line required", twoLines, "", "businessLine"},
+		{"no lines", PoolUse{}, "chat", "businessLine"},
+		{"no lines, grants", PoolUse{Grants: true}, "chat", "businessLine"},
+		{"not a line", twoLines, "ads", "businessLine"},
+	} {
+		st := &stubs{}
+		svc := newStubService(st, Options{Pools: &poolSourceStub{use: c.use}})
+		if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 1, BusinessLine: c.line}); field(err) != c.field || st.n("Apply") != 0 {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	var cmd ApplyCmd
+	st := &stubs{apply: func(c ApplyCmd) (ApplyResult, error) {
+		cmd = c
+		return ApplyResult{Outcome: ApplyGranted, Granted: 5, PeriodStart: c.Period.Start,
+			Drawn: PoolSplit{Dedicated: 3, Shared: 2}, Tight: true}, nil
+	}}
+	var row UsageRecord
+	st.insert = func(r UsageRecord) error { row = r; return nil }
+	svc := newStubService(st, Options{Pools: &poolSourceStub{use: twoLines}})
+	resp, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "lab", NonCritical: true, Continuation: true})
+	if err != nil || cmd.Pools == nil || *cmd.Pools != (PoolsCmd{Line: "lab", Critical: false, Continuation: true}) {
+		t.Fatalf("%v; store asked %+v", err, cmd.Pools)
+	}
+	if !resp.QuotaTight || len(resp.Drawn) != 2 || resp.Drawn[0] != (Draw{PoolDedicated, 3}) || resp.Drawn[1] != (Draw{PoolShared, 2}) {
+		t.Fatalf("answer %+v", resp)
+	}
+	if row.BusinessLine != "lab" || row.Drawn != (PoolSplit{Dedicated: 3, Shared: 2}) {
+		t.Fatalf("ledger row %+v", row)
+	}
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil || !cmd.Pools.Critical || cmd.Pools.Continuation {
+		t.Fatalf("critical by default: %v, %+v", err, cmd.Pools)
+	}
+	// Grants without lines: the pools' path, no line.
+	svc = newStubService(st, Options{Pools: &poolSourceStub{use: PoolUse{Grants: true}}})
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || cmd.Pools == nil || cmd.Pools.Line != "" {
+		t.Fatalf("grants: %v, %+v", err, cmd.Pools)
+	}
+	// Neither: the plain path.
+	svc = newStubService(st, Options{Pools: &poolSourceStub{}})
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || cmd.Pools != nil {
+		t.Fatalf("plain: %v, %+v", err, cmd.Pools)
+	}
+}
+
+// The pools settings cannot be read (MySQL down): CLOSED refuses with
+// ErrUnavailable, OPEN fails open.
+func TestApplyWithUnreadablePools(t *testing.T) {
+	ctx := context.Background()
+	src := &poolSourceStub{err: ErrUnavailable}
+	st := &stubs{}
+	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, ErrUnavailable) || st.n("Apply") != 0 {
+		t.Fatalf("CLOSED: %v", err)
+	}
+	st.getPolicy = func(string) (Policy, error) { p := testPolicy; p.FailMode = FailOpen; return p, nil }
+	resp, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5})
+	if err != nil || !resp.FailOpen || resp.Granted != 5 || st.n("Apply") != 0 {
+		t.Fatalf("OPEN: %+v, %v", resp, err)
+	}
+	src.err = errors.New("bad settings row")
+	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("OPEN, not an outage: %v", err)
+	}
+}
+
+// The balance store lost a resource's layout (it does not know the line):
+// the layout is written again and the apply retried; seeding a pools'
+// period rebuilds its pool counters too.
+func TestApplyRepairsLostPools(t *testing.T) {
+	ctx := context.Background()
+	src := &poolSourceStub{use: twoLines}
+	lost := true
+	st := &stubs{apply: func(c ApplyCmd) (ApplyResult, error) {
+		if lost {
+			return ApplyResult{}, pools.ErrUnknownLine
+		}
+		return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, PeriodStart: c.Period.Start}, nil
+	}}
+	src.relayoutErr = ErrUnavailable
+	svc := newStubService(st, Options{Pools: src})
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, pools.ErrUnknownLine) || src.relayouts != 1 {
+		t.Fatalf("relayout failed: %v after %d relayouts", err, src.relayouts)
+	}
+	src.relayoutErr = nil
+	st.apply = func(c ApplyCmd) (ApplyResult, error) {
+		if src.relayouts < 2 {
+			return ApplyResult{}, pools.ErrUnknownLine
+		}
+		return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, PeriodStart: c.Period.Start}, nil
+	}
+	if resp, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil || resp.Granted != 5 {
+		t.Fatalf("relayout: %+v, %v", resp, err)
+	}
+	// Without pools an unknown line is not repaired.
+	st.apply = func(ApplyCmd) (ApplyResult, error) { return ApplyResult{}, pools.ErrUnknownLine }
+	plain := &poolSourceStub{}
+	if _, err := newStubService(st, Options{Pools: plain}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, pools.ErrUnknownLine) || plain.relayouts != 0 {
+		t.Fatalf("plain: %v, %d relayouts", err, plain.relayouts)
+	}
+	if _, err := newStubService(st, Options{}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, pools.ErrUnknownLine) {
+		t.Fatalf("no pools: %v", err)
+	}
+
+	// A new period: the balance is seeded, then the pools' counters.
+	seeded := false
+	st = &stubs{
+		apply: func(c ApplyCmd) (ApplyResult, error) {
+			if !seeded {
+				return ApplyResult{Outcome: ApplyNeedBalance}, nil
+			}
+			return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, PeriodStart: c.Period.Start}, nil
+		},
+		balance: func(string, Period) (Balance, error) { return Balance{}, nil },
+		seed: func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) {
+			seeded = true
+			return true, nil
+		},
+	}
+	src = &poolSourceStub{use: twoLines}
+	svc = newStubService(st, Options{Pools: src})
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil || src.seedsOf != 1 || src.relayouts != 1 {
+		t.Fatalf("%v; %d pool seeds, %d relayouts", err, src.seedsOf, src.relayouts)
+	}
+	for name, s := range map[string]*poolSourceStub{
+		"relayout": {use: twoLines, relayoutErr: ErrUnavailable},
+		"seed":     {use: twoLines, seedErr: ErrUnavailable},
+	} {
+		seeded = false
+		if _, err := newStubService(st, Options{Pools: s}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s failed: %v", name, err)
+		}
+	}
+	// A plain resource's seeding touches no pools.
+	seeded = false
+	src = &poolSourceStub{}
+	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || src.seedsOf+src.relayouts != 0 {
+		t.Fatalf("plain seeding: %v; %d pool seeds", err, src.seedsOf)
+	}
+}
+
+// A pools' refusal says which limit refused it; the plain EXHAUSTED of the
+// store is the domain's own.
+func TestRefusalReasons(t *testing.T) {
+	for reason, want := range map[pools.Reason]RefusalReason{
+		"": RefusedExhausted, pools.ReasonExhausted: RefusedExhausted, pools.ReasonWatermark: RefusedWatermark,
+		pools.ReasonLineExhausted: RefusedLineExhausted, pools.ReasonPoolExhausted: RefusedPoolExhausted,
+	} {
+		st := &stubs{apply: func(ApplyCmd) (ApplyResult, error) {
+			return ApplyResult{Outcome: ApplyExhausted, Reason: reason}, nil
+		}}
+		resp, err := newStubService(st, Options{}).Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5})
+		if err != nil || resp.Refusal == nil || resp.Refusal.Reason != want {
+			t.Errorf("store reason %q: %+v, %v; want %q", reason, resp.Refusal, err, want)
+		}
+	}
+}
+
+// A grant's split lists only the pools it drew from, and the split survives
+// the trip through its stored form.
+func TestPoolSplits(t *testing.T) {
+	d := pools.Drawn{Base: 1, Dedicated: 2, Shared: 3, Buffer: 4, Grant: 5, Grants: []pools.GrantDraw{{ID: "g1", Amount: 2}, {ID: "g2", Amount: 3}}}
+	s := SplitOf(d)
+	if s.Grants != "g1=2;g2=3" || s.Base != 1 || s.Buffer != 4 {
+		t.Fatalf("split %+v", s)
+	}
+	back := s.Drawn()
+	if back.Total() != d.Total() || len(back.Grants) != 2 || back.Grants[1] != d.Grants[1] {
+		t.Fatalf("round trip %+v, want %+v", back, d)
+	}
+	draws := poolDraws(s)
+	want := []Draw{{"", 1}, {PoolDedicated, 2}, {PoolShared, 3}, {PoolBuffer, 4}, {PoolGrant, 5}}
+	if len(draws) != len(want) {
+		t.Fatalf("draws %v", draws)
+	}
+	for i := range want {
+		if draws[i] != want[i] {
+			t.Fatalf("draws %v, want %v", draws, want)
+		}
+	}
+	if d := poolDraws(PoolSplit{Shared: 1}); len(d) != 1 || d[0] != (Draw{PoolShared, 1}) {
+		t.Fatalf("one pool: %v", d)
+	}
+	if d := poolDraws(PoolSplit{}); d != nil {
+		t.Fatalf("nothing drawn: %v", d)
+	}
+}
