@@ -14,6 +14,7 @@ type poolSourceStub struct {
 	err                error
 	relayoutErr        error
 	seedErr            error
+	limitErr           error
 	relayouts, seedsOf int
 }
 
@@ -26,6 +27,7 @@ func (p *poolSourceStub) SeedPools(context.Context, string, Period) error {
 	p.seedsOf++
 	return p.seedErr
 }
+func (p *poolSourceStub) CheckLimit(context.Context, string, int64) error { return p.limitErr }
 
 var twoLines = PoolUse{Lines: map[string]pools.Tier{"chat": pools.TierCore, "lab": pools.TierExplore}}
 
@@ -224,5 +226,27 @@ func TestPoolSplits(t *testing.T) {
 	}
 	if d := poolDraws(PoolSplit{}); d != nil {
 		t.Fatalf("nothing drawn: %v", d)
+	}
+}
+
+// PutPolicy refuses a limit the resource's lines do not fit before anything
+// is stored, and lays the pools out again after a limit change of a
+// resource with lines (none for one without).
+func TestPutPolicyChecksAndRelayoutsThePools(t *testing.T) {
+	ctx := context.Background()
+	pol := Policy{ResourceName: "r", QuotaType: TypeCount, TotalLimit: 7}
+	st := &stubs{putPolicy: func(p Policy) (Policy, bool, error) { return p, false, nil }}
+	bad := &poolSourceStub{use: twoLines, limitErr: &ValidationError{Field: "totalLimit", Reason: "does not fit"}}
+	if _, _, err := newStubService(st, Options{Pools: bad}).PutPolicy(ctx, pol); field(err) != "totalLimit" || st.n("PutPolicy") != 0 || st.n("SetLimit") != 0 {
+		t.Fatalf("a limit the lines do not fit: %v; stored %d, set %d", err, st.n("PutPolicy"), st.n("SetLimit"))
+	}
+	lined, plain := &poolSourceStub{use: twoLines}, &poolSourceStub{}
+	for _, src := range []*poolSourceStub{lined, plain} {
+		if _, _, err := newStubService(st, Options{Pools: src}).PutPolicy(ctx, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lined.relayouts != 1 || plain.relayouts != 0 {
+		t.Fatalf("relayouts: with lines %d, without %d", lined.relayouts, plain.relayouts)
 	}
 }
