@@ -146,7 +146,7 @@ func TestFinishRestoresAnOpenSessionRedisLost(t *testing.T) {
 	st, svc = finishEnv(row, testEpoch.Add(time.Hour))
 	st.balance = func(string, Period) (Balance, error) { return Balance{}, nil }
 	st.seed = func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) { return true, nil }
-	st.openPage = func(string, int64, int) ([]UsageRecord, int64, error) { st.restore("r", nil); return nil, 0, nil }
+	st.openPage = func(string, int64, int) ([]UsageRecord, int64, error) { _ = st.restore("r", nil); return nil, 0, nil }
 	if resp, err := svc.Finish(context.Background(), finishReq); err != nil || resp.Charged != 3 || st.n("Seed") != 1 {
 		t.Fatalf("seeded: %+v, %v; calls %v", resp, err, st.calls)
 	}

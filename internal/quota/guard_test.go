@@ -37,12 +37,12 @@ func TestGuardAppliesTheBreaker(t *testing.T) {
 			}
 			continue
 		}
-		if v != 7 || err != boom || errE != boom || calls != 2 || len(b.judged) != 2 || b.judged[0] != boom {
+		if v != 7 || !errors.Is(err, boom) || !errors.Is(errE, boom) || calls != 2 || len(b.judged) != 2 || !errors.Is(b.judged[0], boom) {
 			t.Fatalf("closed: %d, %v, %v; %d calls, judged %v", v, err, errE, calls, b.judged)
 		}
 	}
 	v, err := Guard(nil, func() (int, error) { return 7, nil })
-	if v != 7 || err != nil || GuardErr(nil, func() error { return boom }) != boom {
+	if v != 7 || err != nil || !errors.Is(GuardErr(nil, func() error { return boom }), boom) {
 		t.Fatal("no breaker: the call goes through")
 	}
 }
