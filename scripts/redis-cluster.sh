@@ -65,6 +65,16 @@ stop_nodes() {
 			kill -9 "$pid" 2>/dev/null || true
 		fi
 	done
+	# A node whose pid file is gone (a test run killed after it wiped the
+	# directory) still holds its port and its old cluster state, and a new
+	# `--cluster create` then fails with "node is not empty": shut down
+	# whatever still answers on these test ports.
+	for p in "${ports[@]}"; do
+		cli "$p" ping | grep -qx PONG || continue
+		cli "$p" shutdown nosave >/dev/null || true
+		wait_until 5 bash -c "! redis-cli -h 127.0.0.1 -p $p ping 2>/dev/null | grep -qx PONG" ||
+			die "a server on port $p did not shut down"
+	done
 }
 
 # wait_until SECONDS CHECK...: polls CHECK every 100 ms.
