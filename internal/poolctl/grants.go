@@ -1,0 +1,200 @@
+package poolctl
+
+// Temporary grants and buffer releases: the operators' additions to what may
+// be used, each audited.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// GrantRequest is a temporary grant or a buffer release to make. Times are
+// Unix ms; EffectiveMs 0 = now.
+type GrantRequest struct {
+	Amount      int64
+	Line        string // "" = every line (grant) or the shared pool (release)
+	EffectiveMs int64
+	ExpiresMs   int64 // grants: required; releases: 0 = until returned by hand
+	Reason      string
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// checkGrant validates a request; releases use the same rules.
+func (a *Admin) checkGrant(c Config, g GrantRequest, release bool) (GrantRequest, error) {
+	now := a.now().UnixMilli()
+	if g.EffectiveMs == 0 {
+		g.EffectiveMs = now
+	}
+	switch {
+	case g.Amount < 1 || g.Amount > pools.MaxAmount:
+		return g, &quota.ValidationError{Field: "amount", Reason: "must be 1 … 2^53-1"}
+	case !release && g.ExpiresMs == 0:
+		return g, &quota.ValidationError{Field: "expiresAt", Reason: "is required"}
+	case g.ExpiresMs != 0 && g.ExpiresMs <= g.EffectiveMs:
+		return g, &quota.ValidationError{Field: "expiresAt", Reason: "must be after effectiveAt"}
+	case g.ExpiresMs != 0 && g.ExpiresMs <= now:
+		return g, &quota.ValidationError{Field: "expiresAt", Reason: "must be in the future"}
+	case len(g.Reason) > 500:
+		return g, &quota.ValidationError{Field: "reason", Reason: "must be at most 500 bytes"}
+	}
+	if g.Line != "" {
+		if _, ok := c.Layout.Line(g.Line); !ok {
+			return g, &quota.ValidationError{Field: "businessLine", Reason: "is not a line of " + c.Policy.ResourceName}
+		}
+	}
+	if release && len(c.Lines) == 0 {
+		return g, &quota.ValidationError{Field: "resourceName", Reason: "has no business lines, hence no buffer"}
+	}
+	return g, nil
+}
+
+// checkGrantTotal refuses a grant of amount that would take the policy's
+// limit and the resource's grants not yet expired past pools.MaxAmount
+// (2^53-1): the scripts add them up in Lua numbers, which are exact only up
+// to there, so a larger total would lose or invent units. Releases are not
+// counted: they lend the buffer, which is part of the limit.
+// Errors: *quota.ValidationError, quota.ErrUnavailable.
+func (a *Admin) checkGrantTotal(ctx context.Context, c Config, amount int64) error {
+	gs, err := a.cfg.Grants(ctx, c.Policy.ResourceName, a.now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	room := pools.MaxAmount - c.Policy.TotalLimit
+	for _, g := range gs {
+		if g.Kind == pools.KindGrant && g.VoidedMs == 0 {
+			room -= g.Amount
+		}
+	}
+	if amount > room {
+		return &quota.ValidationError{Field: "amount", Reason: fmt.Sprintf(
+			"the limit and the grants not yet expired would pass 2^53-1 in all: at most %d more may be granted", max(room, 0))}
+	}
+	return nil
+}
+
+// AddGrant records a temporary grant (resources with or without lines).
+// Errors: *quota.ValidationError, quota.ErrResourceNotFound,
+// quota.ErrUnavailable.
+func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if req, err = a.checkGrant(c, req, false); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if err := a.checkGrantTotal(ctx, c, req.Amount); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("g"), Line: req.Line, Amount: req.Amount,
+		EffectiveMs: req.EffectiveMs, ExpiresMs: req.ExpiresMs}, Kind: pools.KindGrant, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
+	if err := a.RestoreGrants(ctx, resource); err != nil {
+		return pools.GrantRecord{}, err // Redis lost the others: they come back first
+	}
+	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if err := a.live.PutGrant(ctx, resource, g.Grant); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	a.changed(resource)
+	return g, a.audit(ctx, ActionGrantAdd, resource, nil, g)
+}
+
+// Grants lists a resource's grants and releases not yet expired, with
+// what is held of each grant now.
+func (a *Admin) Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := a.cfg.Grants(ctx, resource, a.now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	per, err := a.sched.PeriodAt(c.Policy, a.now())
+	if err != nil {
+		return nil, err
+	}
+	if m, err := a.live.PoolModel(ctx, resource, per, c.Layout); err == nil {
+		used := map[string]int64{}
+		for _, g := range m.Grants {
+			used[g.ID] = g.Used
+		}
+		for i := range gs {
+			gs[i].Used = used[gs[i].ID]
+		}
+	}
+	return gs, nil
+}
+
+// VoidGrant ends a grant now. Errors: pools.ErrUnknownGrant,
+// quota.ErrResourceNotFound, quota.ErrUnavailable.
+func (a *Admin) VoidGrant(ctx context.Context, resource, id string) error {
+	if _, err := a.cfg.GetPolicy(ctx, resource); err != nil {
+		return err
+	}
+	if err := a.cfg.VoidGrant(ctx, resource, id, a.now().UnixMilli()); err != nil {
+		return err
+	}
+	if err := a.live.VoidGrant(ctx, resource, id); err != nil {
+		return err
+	}
+	a.changed(resource)
+	return a.audit(ctx, ActionGrantVoid, resource, map[string]string{"id": id}, nil)
+}
+
+// ErrBufferShort: a release asks for more than the free buffer (HTTP 409).
+var ErrBufferShort = quota.NewError(quota.CodeConflict, "not enough free buffer")
+
+// Release lends part of the buffer to a line or to the shared pool, until
+// ExpiresMs (the controller returns it then, as far as it is not held).
+// Errors: *quota.ValidationError, ErrBufferShort, quota.ErrResourceNotFound,
+// quota.ErrUnavailable.
+func (a *Admin) Release(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
+	c, err := a.Config(ctx, resource)
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if req, err = a.checkGrant(c, req, true); err != nil {
+		return pools.GrantRecord{}, err
+	}
+	per, err := a.sched.PeriodAt(c.Policy, a.now())
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	moved, free, err := a.live.MovePools(ctx, resource, per, pools.Move{Op: "release", Line: req.Line, Amount: req.Amount})
+	if err != nil {
+		return pools.GrantRecord{}, err
+	}
+	if moved == 0 {
+		return pools.GrantRecord{}, fmt.Errorf("release %d of %s: %d free: %w", req.Amount, resource, free, ErrBufferShort)
+	}
+	exp := req.ExpiresMs
+	if exp == 0 {
+		exp = pools.MaxAmount // until returned by hand
+	}
+	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("b"), Line: req.Line, Amount: moved, EffectiveMs: req.EffectiveMs, ExpiresMs: exp},
+		Kind: pools.KindRelease, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
+	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
+		return g, err
+	}
+	a.changed(resource)
+	// The journal's RELEASE event is what rebuilds the lent buffer after
+	// Redis loses it (PoolMoves): a failure to write it is the answer's.
+	if err := a.cfg.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: g.CreatedMs, Kind: "RELEASE", Line: req.Line, Amount: moved,
+		Reason: "operator: " + req.Reason}}); err != nil {
+		return g, err
+	}
+	return g, a.audit(ctx, ActionBufferRelease, resource, nil, g)
+}
