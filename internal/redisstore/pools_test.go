@@ -137,7 +137,9 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 			hour := int64(time.Hour / time.Millisecond)
 			for step := range 150 {
-				switch op := rng.IntN(14); {
+				switch op := rng.IntN(16); {
+				case op >= 14 && len(w.open) > 0:
+					w.cancel(t, rng)
 				case op >= 12 && len(w.open) > 0:
 					w.finish(t, rng)
 				case op >= 10 && len(w.names) > 1:
@@ -183,6 +185,27 @@ func (w *poolWorld) finish(t *testing.T, rng *rand.Rand) {
 	got, err := w.e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: w.e.res, SessionID: id, Actual: actual, Retention: time.Hour})
 	if err != nil || got.Charged != actual {
 		t.Fatalf("finish %s: %+v %v", id, got, err)
+	}
+}
+
+// cancel gives back a random open session in both (cancel.lua, as after a
+// ledger insert that failed), now and then cancels it again (nothing more
+// changes) and applies again with its id (a fresh apply).
+func (w *poolWorld) cancel(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	i := rng.IntN(len(w.open))
+	id := w.open[i]
+	w.open = append(w.open[:i], w.open[i+1:]...)
+	s := *w.model.Sessions[id]
+	for range 1 + rng.IntN(2) {
+		w.model.Cancel(id)
+		if err := w.e.s.Cancel(ctxT(t), w.e.res, id); err != nil {
+			t.Fatalf("cancel %s: %v", id, err)
+		}
+	}
+	if rng.IntN(3) == 0 {
+		w.check(t, -1)
+		w.apply(t, pools.ApplyReq{SessionID: id, Line: s.Line, Amount: 1 + rng.Int64N(w.lay.Limit/8+1), Critical: true, Now: w.now})
 	}
 }
 

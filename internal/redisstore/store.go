@@ -200,7 +200,7 @@ func (s *Store) Cancel(ctx context.Context, resource, sessionID string) error {
 	per := s.periodGuess(resource)
 	for try := 1; ; try++ {
 		v, err := s.run(ctx, cancelScript,
-			[]string{sessionKey(resource, sessionID), leasesKey(resource), balanceKey(resource, per)},
+			[]string{sessionKey(resource, sessionID), leasesKey(resource), balanceKey(resource, per), grantsKey(resource)},
 			sessionID, itoa(cancelledRetention.Milliseconds()), itoa(per))
 		if err != nil {
 			return wrap("cancel", err)
