@@ -278,14 +278,16 @@ func (s *Store) PutReclaim(ctx context.Context, resource string, r pools.Reclaim
 }
 
 // PoolTotals rebuilds, from the ledger, what the sessions of one period of
-// a resource hold of each pool, per line, and what every session holds of
-// each temporary grant: USING and LEAKED rows their whole draw (drawn_*),
-// FINISHED rows pools.Settle of it (the unused part went back). Only rows
-// of pools' sessions (something drawn) are read. Errors: quota.ErrUnavailable.
-func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error) {
+// a resource hold of each pool: FINISHED rows pools.Settle of their draw
+// (the unused part went back), summed per line; USING and LEAKED rows one
+// by one with their whole draw (drawn_*) and session id, for the seed to
+// check each against Redis (pools.Totals). Only rows of pools' sessions
+// (something drawn) are read. Errors: quota.ErrUnavailable.
+func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var rows []struct {
+		ID        string `db:"session_id"`
 		Line      string `db:"business_line"`
 		Status    string `db:"status"`
 		Granted   int64  `db:"granted_amount"`
@@ -296,28 +298,30 @@ func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart tim
 		Grant     int64  `db:"drawn_grant"`
 		Grants    string `db:"drawn_grants"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, `SELECT business_line, status, granted_amount, charged_amount,
+	if err := s.db.SelectContext(ctx, &rows, `SELECT session_id, business_line, status, granted_amount, charged_amount,
 		drawn_dedicated, drawn_shared, drawn_buffer, drawn_grant, drawn_grants
 		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ?
 		AND (business_line <> '' OR drawn_grant > 0)`, resource, msOf(periodStart)); err != nil {
-		return nil, translate("pool totals "+resource, err)
+		return pools.Totals{}, translate("pool totals "+resource, err)
 	}
-	out := map[string]pools.Drawn{}
+	out := pools.Totals{Settled: map[string]pools.Drawn{}}
 	for _, r := range rows {
 		d := pools.Drawn{Dedicated: r.Dedicated, Shared: r.Shared, Buffer: r.Buffer, Grant: r.Grant, Grants: pools.ParseGrants(r.Grants)}
 		if r.Line == "" {
 			d.Base, d.Buffer = d.Buffer, 0
 		}
-		if r.Status == string(quota.StatusFinished) {
-			d = pools.Settle(d, r.Granted, r.Charged, r.Line != "")
+		if r.Status != string(quota.StatusFinished) {
+			out.Open = append(out.Open, pools.OpenDraw{SessionID: r.ID, Line: r.Line, Drawn: d})
+			continue
 		}
-		t := out[r.Line]
+		d = pools.Settle(d, r.Granted, r.Charged, r.Line != "")
+		t := out.Settled[r.Line]
 		t.Dedicated += d.Dedicated
 		t.Shared += d.Shared
 		t.Buffer += d.Buffer
 		t.Grant += d.Grant
 		t.Base += d.Base
-		out[r.Line] = t
+		out.Settled[r.Line] = t
 	}
 	return out, nil
 }

@@ -153,16 +153,24 @@ func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.La
 
 // SeedPools writes a period's pool counters if they are not there yet
 // (pool_seed.lua) and reports whether it did. The period's balance must
-// exist (Seed first).
-func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error) {
-	var args []any
-	for line, d := range c {
+// exist (Seed first). t is what the ledger holds (mysqlstore.PoolTotals);
+// an open session of it that Redis finished or cancelled since counts
+// what Redis settled it to, so a finish landing between the ledger's read
+// and this write keeps its refund.
+func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, t pools.Totals) (bool, error) {
+	keys := make([]string, 1, 1+len(t.Open))
+	keys[0] = balanceKey(resource, per.ID())
+	args := make([]any, 1, 1+5*(len(t.Settled)+len(t.Open)))
+	args[0] = strconv.Itoa(len(t.Settled))
+	for line, d := range t.Settled {
 		args = append(args, line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
 	}
-	if len(args) == 0 {
-		args = []any{} // no session yet: counters start at 0
+	for _, o := range t.Open {
+		keys = append(keys, sessionKey(resource, o.SessionID))
+		d := o.Drawn
+		args = append(args, o.Line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
 	}
-	v, err := s.run(ctx, poolSeedScript, []string{balanceKey(resource, per.ID())}, args...)
+	v, err := s.run(ctx, poolSeedScript, keys, args...)
 	if err != nil {
 		return false, wrap("pool seed", err)
 	}

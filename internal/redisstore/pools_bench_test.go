@@ -47,7 +47,7 @@ func BenchmarkApplyPlainVersusLines(b *testing.B) {
 				if _, err := e.s.SetPoolLayout(ctxT(b), e.res, lay, &pools.Moves{}); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := e.s.SeedPools(ctxT(b), e.res, per, nil); err != nil {
+				if _, err := e.s.SeedPools(ctxT(b), e.res, per, pools.Totals{}); err != nil {
 					b.Fatal(err)
 				}
 				line = "core-1"

@@ -39,7 +39,7 @@ func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []p
 	if _, err := e.s.SetPoolLayout(ctxT(t), e.res, lay, &pools.Moves{}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, nil); err != nil || !ok {
+	if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, pools.Totals{}); err != nil || !ok {
 		t.Fatalf("SeedPools: %v %v", ok, err)
 	}
 	return w

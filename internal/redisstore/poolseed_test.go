@@ -1,0 +1,87 @@
+package redisstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// TestPoolSeedKeepsRefundsThatLandAfterTheLedgerRead: Redis loses a
+// period's balance and pool counters; the rebuild reads the ledger (two
+// sessions still USING there), then one of them finishes and the other is
+// cancelled before the rebuild writes the counters (finish.lua and
+// cancel.lua leave unseeded counters alone). The counters written must hold
+// what the sessions hold now, as the model says: the finish's refund and
+// the cancelled grant are not counted again.
+func TestPoolSeedKeepsRefundsThatLandAfterTheLedgerRead(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		w := newPoolWorld(t, e, 10_000, pools.DefaultSettings(), pools.LineNames(3))
+		a, b := w.names[0], w.names[1]
+		w.addGrant(t, pools.Grant{ID: "g1", Line: a, Amount: 500, EffectiveMs: w.now - 1000, ExpiresMs: w.now + 3_600_000})
+		req := func(id, line string, n int64) pools.ApplyReq {
+			return pools.ApplyReq{SessionID: id, Line: line, Amount: n, Critical: true, Now: w.now}
+		}
+		// a: 1000 dedicated, 500 of shared at most, then the grant.
+		for _, r := range []pools.ApplyReq{req("fill", a, 1200), req("done", b, 400), req("late-finish", a, 700),
+			req("late-cancel", b, 300), req("open", a, 100)} {
+			if d, _ := w.apply(t, r); d.Reason != "" {
+				t.Fatalf("apply %+v refused: %s", r, d.Reason)
+			}
+		}
+		if g := w.model.Sessions["late-finish"].Drawn; g.Shared == 0 || g.Grant == 0 {
+			t.Fatalf("late-finish drew %+v: want shared and grant parts", g)
+		}
+		if _, err := w.model.Finish("done", 150); err != nil {
+			t.Fatal(err)
+		}
+		e.finish(t, "done", 150)
+		w.check(t, 0)
+
+		// The ledger as the rebuild reads it.
+		read := pools.Totals{Settled: map[string]pools.Drawn{}}
+		for id, s := range w.model.Sessions {
+			if s.Finished {
+				d := read.Settled[s.Line]
+				d.Dedicated, d.Shared, d.Buffer, d.Grant = d.Dedicated+s.Drawn.Dedicated, d.Shared+s.Drawn.Shared, d.Buffer+s.Drawn.Buffer, d.Grant+s.Drawn.Grant
+				read.Settled[s.Line] = d
+				continue
+			}
+			read.Open = append(read.Open, pools.OpenDraw{SessionID: id, Line: s.Line, Drawn: s.Drawn})
+		}
+		if len(read.Open) != 4 {
+			t.Fatalf("open in the ledger: %+v", read.Open)
+		}
+
+		// Redis loses the period's balance and counters; the balance comes
+		// back (seed.lua), the pool counters not yet.
+		if err := e.rdb.Del(ctxT(t), balanceKey(e.res, w.per.ID())).Err(); err != nil {
+			t.Fatal(err)
+		}
+		e.seed(t, w.per, 10_000, quota.PeriodTotals{})
+
+		// Between the ledger read and the counters' write.
+		if _, err := w.model.Finish("late-finish", 400); err != nil {
+			t.Fatal(err)
+		}
+		e.finish(t, "late-finish", 400)
+		w.model.Cancel("late-cancel")
+		if err := e.s.Cancel(ctxT(t), e.res, "late-cancel"); err != nil {
+			t.Fatal(err)
+		}
+
+		if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, read); err != nil || !ok {
+			t.Fatalf("SeedPools: %v %v", ok, err)
+		}
+		w.check(t, 1)
+		// Once seeded, a finish settles the counters itself.
+		if _, err := w.model.Finish("open", 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: e.res, SessionID: "open", Actual: 0, Retention: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		w.check(t, 2)
+	})
+}
