@@ -239,6 +239,7 @@ func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period
 	m := pools.NewModel(lay, true)
 	m.Period = per.ID()
 	m.SharedBuffer = get(p, "sbuf")
+	m.Epoch = p["ep"]
 	m.SharedUsed = get(b, "su")
 	if len(lay.Lines) == 0 {
 		m.BaseUsed = get(b, "charged") + get(b, "reserved") - get(b, "gsum")

@@ -85,3 +85,39 @@ func TestPoolSeedKeepsRefundsThatLandAfterTheLedgerRead(t *testing.T) {
 		w.check(t, 2)
 	})
 }
+
+// The layout's epoch stays while the layout is rewritten and changes when
+// Redis lost it and it is written afresh: the controller's cue that the
+// consumption counters started again (pools.Model.Epoch).
+func TestPoolLayoutEpochChangesWhenRedisLostIt(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		w := newPoolWorld(t, e, 10_000, pools.DefaultSettings(), pools.LineNames(2))
+		epoch := func() string {
+			t.Helper()
+			m, err := e.s.PoolModel(ctxT(t), e.res, w.per, w.lay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Epoch
+		}
+		first := epoch()
+		if first == "" {
+			t.Fatal("no epoch after the first layout")
+		}
+		if _, err := e.s.SetPoolLayout(ctxT(t), e.res, w.lay, nil); err != nil || epoch() != first {
+			t.Fatalf("rewriting the layout changed the epoch %s → %s (%v)", first, epoch(), err)
+		}
+		if err := e.rdb.Del(ctxT(t), poolKey(e.res)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if m := epoch(); m != "" {
+			t.Fatalf("epoch %q of a lost layout", m)
+		}
+		if ok, err := e.s.SetPoolLayout(ctxT(t), e.res, w.lay, &pools.Moves{}); err != nil || !ok {
+			t.Fatalf("relayout: %v %v", ok, err)
+		}
+		if again := epoch(); again == "" || again == first {
+			t.Fatalf("epoch after the loss %q, before %q", again, first)
+		}
+	})
+}

@@ -6,7 +6,7 @@
 --   only when the hash is absent (Redis lost it, or the first layout)
 -- then 5 values per line: name, tier, dedicated, borrowCap, base watermark (bp)
 -- ARGV[1] "-": no lines; the hash is deleted.
--- Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
+-- A fresh hash gets 'ep', its epoch. Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
 -- the others stay, and a new line starts at its tier's watermark.
 -- Returns 1 when written, 0 when the hash is absent and ARGV[3] is "?"
 -- (nothing written: call again with the moves rebuilt).
@@ -24,6 +24,10 @@ else
   if fresh then
     redis.call('DEL', KEYS[1]) -- no stray field of a half-lost hash
     for i = 4, first - 1, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+    -- ep: this copy's epoch (Redis TIME, µs): a new one tells the controller
+    -- the consumption counters (n:) started again (pools.Model.Epoch).
+    local t = redis.call('TIME')
+    redis.call('HSET', KEYS[1], 'ep', t[1] .. string.format('%06d', tonumber(t[2])))
   end
 end
 local keep = {}
