@@ -31,15 +31,17 @@ type PoolApply struct {
 }
 
 // ApplyPools runs pool_apply.lua for c on line (""on a resource without
-// lines). Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, and
-// failures wrapped as in Apply.
+// lines). With c.Pools.NoGrants the script does not read the resource's
+// temporary grants (none may be drawn). Errors: quota.ErrSessionConflict,
+// pools.ErrUnknownLine, and failures wrapped as in Apply.
 func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, critical, continuation bool) (PoolApply, error) {
 	r := c.ResourceName
 	per := c.Period.ID()
+	noGrants := c.Pools != nil && c.Pools.NoGrants
 	v, err := s.runHot(ctx, poolApplyScript,
 		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation))
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation), luaBool(noGrants))
 	if err != nil {
 		return PoolApply{}, wrap("apply", err)
 	}
@@ -50,7 +52,15 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 	var res PoolApply
 	switch a.code {
 	case poolGranted, poolReplayed, poolRefused:
-		res.Outcome = map[poolCode]quota.ApplyOutcome{poolGranted: quota.ApplyGranted, poolReplayed: quota.ApplyReplayed, poolRefused: quota.ApplyExhausted}[a.code]
+		switch a.code {
+		case poolGranted:
+			res.Outcome = quota.ApplyGranted
+			s.periods.Store(r, per) // finish and cancel guess the session's period from it
+		case poolReplayed:
+			res.Outcome = quota.ApplyReplayed
+		default:
+			res.Outcome = quota.ApplyExhausted
+		}
 		res.Granted, res.Remaining, res.LeaseExpiresAt, res.StartTime, res.PeriodStart, res.Now =
 			a.n[1], a.n[2], ms(a.n[3]), ms(a.n[4]), ms(a.n[5]), ms(a.n[6])
 		res.Reason, res.Tight = pools.Reason(a.reason), a.tight
@@ -96,7 +106,13 @@ type poolApplyReply struct {
 func decodePoolApply(v any) (poolApplyReply, error) {
 	r := readReply("pool_apply.lua", v, 1, 14)
 	a := poolApplyReply{code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
-	want := map[poolCode]int{poolGranted: 14, poolReplayed: 14, poolRefused: 14, poolWrongPeriod: 7, poolNeedBalance: 7, poolConflict: 1, poolUnknownLine: 1}[a.code]
+	want := 1
+	switch a.code {
+	case poolGranted, poolReplayed, poolRefused:
+		want = 14
+	case poolWrongPeriod, poolNeedBalance:
+		want = 7
+	}
 	if r.err == nil && r.len() != want {
 		r.fail("code %d with %d elements, want %d", a.code, r.len(), want)
 	}

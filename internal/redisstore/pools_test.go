@@ -49,6 +49,14 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolA
 	t.Helper()
 	want, werr := w.model.Apply(r)
 	c := w.e.cmd(r.SessionID, r.Amount, r.Min, w.per)
+	// As the Service says: no grant not yet expired, so the script skips them.
+	noGrants := true
+	for _, g := range w.model.Grants {
+		if !g.Voided && g.ExpiresMs > r.Now {
+			noGrants = false
+		}
+	}
+	c.Pools = &quota.PoolsCmd{Line: r.Line, Critical: r.Critical, Continuation: r.Continuation, NoGrants: noGrants}
 	got, gerr := w.e.s.ApplyPools(ctxT(t), c, r.Line, r.Critical, r.Continuation)
 	if !errors.Is(gerr, werr) && !(werr == nil && gerr == nil) {
 		t.Fatalf("apply %+v: store error %v, model error %v", r, gerr, werr)

@@ -121,3 +121,16 @@ func TestPoolLayoutEpochChangesWhenRedisLostIt(t *testing.T) {
 		}
 	})
 }
+
+// The pools' hashes (the layout and a period's counters) are kept in
+// Redis' hashtable encoding: as listpacks, every apply searched a dozen
+// lines' fields linearly (real Redis only: miniredis has no encodings).
+func TestPoolHashesAreHashtables(t *testing.T) {
+	e := newEnv(t, "redis")
+	w := newPoolWorld(t, e, 10_000, pools.DefaultSettings(), pools.LineNames(2))
+	for _, k := range []string{poolKey(e.res), balanceKey(e.res, w.per.ID())} {
+		if enc, err := e.rdb.ObjectEncoding(ctxT(t), k).Result(); err != nil || enc != "hashtable" {
+			t.Errorf("%s: encoding %q (%v), want hashtable", k, enc, err)
+		}
+	}
+}

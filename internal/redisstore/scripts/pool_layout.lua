@@ -10,6 +10,7 @@
 -- the others stay, and a new line starts at its tier's watermark.
 -- Returns 1 when written, 0 when the hash is absent and ARGV[3] is "?"
 -- (nothing written: call again with the moves rebuilt).
+local HT = 'keeps this hash a hashtable, not a listpack: see pool_layout.lua and docs/pools.md (section 6)'
 if ARGV[1] == '-' then
   redis.call('DEL', KEYS[1])
   return 1
@@ -37,7 +38,10 @@ for _, f in ipairs(all) do
   local line = string.match(f, '^%a:(.*)$')
   if line and not keep[line] then redis.call('HDEL', KEYS[1], f) end
 end
-redis.call('HSET', KEYS[1], 'shared', ARGV[1], 'buffer', ARGV[2])
+-- 'ht': a value past Redis' hash-max-listpack-value (64 bytes by default)
+-- keeps this hash in the hashtable encoding: a listpack of a dozen lines'
+-- fields is searched linearly by every apply's HMGET (docs/pools.md §6).
+redis.call('HSET', KEYS[1], 'shared', ARGV[1], 'buffer', ARGV[2], 'ht', HT)
 for i = first, #ARGV, 5 do
   local l = ARGV[i]
   redis.call('HSET', KEYS[1], 't:' .. l, ARGV[i + 1], 'd:' .. l, ARGV[i + 2], 'c:' .. l, ARGV[i + 3])

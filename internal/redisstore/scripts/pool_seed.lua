@@ -47,5 +47,7 @@ for _, l in ipairs(order) do
   su = su + t[2]
   gsum = gsum + t[4]
 end
-redis.call('HSET', KEYS[1], 'su', string.format('%d', su), 'gsum', string.format('%d', gsum), 'ps', '1')
+-- 'ht' keeps the hash in the hashtable encoding, as pool_layout.lua does for qc:{r}:pl.
+redis.call('HSET', KEYS[1], 'su', string.format('%d', su), 'gsum', string.format('%d', gsum), 'ps', '1',
+  'ht', 'keeps this hash a hashtable, not a listpack: see pool_layout.lua and docs/pools.md (section 6)')
 return 1
