@@ -394,26 +394,29 @@ func (s *Store) PoolMoves(ctx context.Context, resource string) (pools.Moves, er
 }
 
 // GrantsHeld rebuilds, from the ledger, what the sessions of a resource
-// started at or after since (Unix ms) hold of each temporary grant: USING
-// and LEAKED rows their whole draw, FINISHED rows what stays charged
-// (pools.Settle). Errors: quota.ErrUnavailable.
-func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error) {
+// started at or after since (Unix ms) hold of each temporary grant:
+// FINISHED rows what stays charged (pools.Settle), summed per grant;
+// USING and LEAKED rows one by one with their whole draw and session id
+// (pools.GrantUse). Errors: quota.ErrUnavailable.
+func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var rows []usageRow
 	if err := s.db.SelectContext(ctx, &rows, selectUsage+`WHERE resource_name = ? AND start_ms >= ? AND drawn_grant > 0`,
 		resource, since); err != nil {
-		return nil, translate("grants held "+resource, err)
+		return pools.GrantUse{}, translate("grants held "+resource, err)
 	}
-	out := map[string]int64{}
+	out := pools.GrantUse{Settled: map[string]int64{}}
 	for _, r := range rows {
 		rec := r.record()
 		d := rec.Drawn.Drawn()
-		if rec.Status == quota.StatusFinished {
-			d = pools.Settle(d, rec.GrantedAmount, rec.ChargedAmount, rec.BusinessLine != "")
+		if rec.Status != quota.StatusFinished {
+			out.Open = append(out.Open, pools.OpenDraw{SessionID: rec.SessionID, Line: rec.BusinessLine, Drawn: d})
+			continue
 		}
+		d = pools.Settle(d, rec.GrantedAmount, rec.ChargedAmount, rec.BusinessLine != "")
 		for _, g := range d.Grants {
-			out[g.ID] += g.Amount
+			out.Settled[g.ID] += g.Amount
 		}
 	}
 	return out, nil

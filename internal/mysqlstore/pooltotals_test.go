@@ -55,3 +55,37 @@ func TestPoolTotalsSettledAndOpen(t *testing.T) {
 		}
 	})
 }
+
+// GrantsHeld sums what finished sessions stay charged of each grant and
+// lists the open sessions holding part of one with their whole draw.
+func TestGrantsHeldSettledAndOpen(t *testing.T) {
+	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
+		ctx := testCtx(t)
+		rec := func(id, line string, granted int64, d quota.PoolSplit) quota.UsageRecord {
+			r := usingRec(id, granted)
+			r.BusinessLine, r.Drawn = line, d
+			return r
+		}
+		mustInsert(t, s,
+			rec("f1", "a", 100, quota.PoolSplit{Dedicated: 60, Shared: 30, Grant: 10, Grants: "g=10"}), // 45 back: the grant first
+			rec("f2", "a", 40, quota.PoolSplit{Grant: 40, Grants: "g=25;h=15"}),                        // all used
+			rec("u1", "b", 30, quota.PoolSplit{Dedicated: 10, Grant: 20, Grants: "h=20"}),
+			rec("u2", "b", 5, quota.PoolSplit{Dedicated: 5})) // no grant: not read
+		for _, f := range []quota.UsageRecord{finishRec("f1", 55, 45, 0, period.Add(2*time.Hour)), finishRec("f2", 40, 0, 0, period.Add(2*time.Hour))} {
+			if err := s.FinishSession(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		use, err := s.GrantsHeld(ctx, "gpu", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(use.Settled) != 2 || use.Settled["g"] != 25 || use.Settled["h"] != 15 {
+			t.Fatalf("settled %v", use.Settled)
+		}
+		if len(use.Open) != 1 || use.Open[0].SessionID != "u1" || use.Open[0].Line != "b" ||
+			len(use.Open[0].Drawn.Grants) != 1 || use.Open[0].Drawn.Grants[0] != (pools.GrantDraw{ID: "h", Amount: 20}) {
+			t.Fatalf("open %+v", use.Open)
+		}
+	})
+}

@@ -113,8 +113,8 @@ func (g guardedLedger) PoolMoves(ctx context.Context, resource string) (pools.Mo
 	return quota.Guard(g.b, func() (pools.Moves, error) { return g.l.PoolMoves(ctx, resource) })
 }
 
-func (g guardedLedger) GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error) {
-	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.GrantsHeld(ctx, resource, since) })
+func (g guardedLedger) GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error) {
+	return quota.Guard(g.b, func() (pools.GrantUse, error) { return g.l.GrantsHeld(ctx, resource, since) })
 }
 
 func (g guardedLedger) LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error) {
@@ -134,8 +134,8 @@ func (g guardedLive) SetPoolLayout(ctx context.Context, resource string, lay poo
 	return quota.Guard(g.b, func() (bool, error) { return g.s.SetPoolLayout(ctx, resource, lay, moves) })
 }
 
-func (g guardedLive) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error) {
-	return quota.Guard(g.b, func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs) })
+func (g guardedLive) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {
+	return quota.Guard(g.b, func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs, open) })
 }
 
 func (g guardedLive) PutGrant(ctx context.Context, resource string, gr pools.Grant) error {

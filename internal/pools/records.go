@@ -67,3 +67,14 @@ func (t Totals) ByLine() map[string]Drawn {
 	}
 	return out
 }
+
+// GrantUse is what sessions hold of each temporary grant, rebuilt from the
+// ledger to restore the grants after Redis lost them: the finished
+// sessions' part summed per grant id (what stays charged: Settle), and the
+// open sessions (USING, LEAKED) holding part of a grant one by one with
+// their whole draw, which the restore checks against Redis as the pool
+// counters' seed checks Totals.Open (pool_grants.lua).
+type GrantUse struct {
+	Settled map[string]int64
+	Open    []OpenDraw
+}

@@ -212,16 +212,26 @@ func grantValue(g pools.Grant) string {
 
 var poolGrantsScript = load("pool_grants.lua")
 
-// RestoreGrants writes a resource's grants (each with Used: what sessions
-// hold of it) unless Redis has them (pool_grants.lua: a hash it wrote
-// before is marked) and reports whether it wrote them. gs may be empty:
-// the hash is then marked as checked.
-func (s *Store) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error) {
-	args := make([]any, 0, 3*len(gs))
+// RestoreGrants writes a resource's grants (each with Used: what finished
+// sessions hold of it) unless Redis has them (pool_grants.lua: a hash it
+// wrote before is marked) and reports whether it wrote them. open are the
+// sessions the ledger showed open (mysqlstore.GrantsHeld): each adds its
+// whole draw of each grant, or, when Redis has finished or cancelled it
+// since, what Redis settled it to. gs may be empty: the hash is then
+// marked as checked.
+func (s *Store) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {
+	keys := make([]string, 1, 1+len(open))
+	keys[0] = grantsKey(resource)
+	args := make([]any, 1, 1+3*len(gs)+len(open))
+	args[0] = strconv.Itoa(len(gs))
 	for _, g := range gs {
 		args = append(args, g.ID, grantValue(g), itoa(g.Used))
 	}
-	v, err := s.run(ctx, poolGrantsScript, []string{grantsKey(resource)}, args...)
+	for _, o := range open {
+		keys = append(keys, sessionKey(resource, o.SessionID))
+		args = append(args, pools.FormatGrants(o.Drawn.Grants))
+	}
+	v, err := s.run(ctx, poolGrantsScript, keys, args...)
 	if err != nil {
 		return false, wrap("restore grants", err)
 	}

@@ -134,3 +134,74 @@ func TestPoolHashesAreHashtables(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantRestoreKeepsRefundsThatLandAfterTheLedgerRead: as for the pool
+// counters, for the temporary grants' use: Redis loses the grants; the
+// restore reads the ledger (two sessions holding part of a grant still
+// USING there), then one finishes and the other is cancelled (their
+// refunds land in a hash not yet restored), then the restore writes. The
+// grant's use must be what the model says it is now.
+func TestGrantRestoreKeepsRefundsThatLandAfterTheLedgerRead(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		w := newPoolWorld(t, e, 10_000, pools.DefaultSettings(), pools.LineNames(2))
+		a := w.names[0]
+		g := pools.Grant{ID: "g1", Line: a, Amount: 3000, EffectiveMs: w.now - 1000, ExpiresMs: w.now + 3_600_000}
+		w.addGrant(t, g)
+		req := func(id string, n int64) pools.ApplyReq {
+			return pools.ApplyReq{SessionID: id, Line: a, Amount: n, Critical: true, Now: w.now}
+		}
+		// a: what it may use of its own (dedicated and borrowing) first, then the grant.
+		l := w.model.Lines[a]
+		own := l.OwnDedicated() + min(l.BorrowCap, w.model.SharedCap())
+		for _, r := range []pools.ApplyReq{req("fill", own), req("done", 500), req("late-finish", 800), req("late-cancel", 600), req("open", 300)} {
+			if d, _ := w.apply(t, r); d.Reason != "" || (r.SessionID != "fill" && d.Drawn.Grant != r.Amount) {
+				t.Fatalf("apply %+v: %+v", r, d)
+			}
+		}
+		if _, err := w.model.Finish("done", 100); err != nil {
+			t.Fatal(err)
+		}
+		e.finish(t, "done", 100)
+		w.check(t, 0)
+
+		// The ledger as the restore reads it.
+		read := pools.GrantUse{Settled: map[string]int64{}}
+		for id, s := range w.model.Sessions {
+			if len(s.Drawn.Grants) == 0 {
+				continue
+			}
+			if s.Finished {
+				for _, x := range s.Drawn.Grants {
+					read.Settled[x.ID] += x.Amount
+				}
+				continue
+			}
+			read.Open = append(read.Open, pools.OpenDraw{SessionID: id, Line: s.Line, Drawn: s.Drawn})
+		}
+		if len(read.Open) != 3 {
+			t.Fatalf("open in the ledger: %+v", read.Open)
+		}
+		if err := e.rdb.Del(ctxT(t), grantsKey(e.res)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// Between the ledger read and the restore.
+		if _, err := w.model.Finish("late-finish", 200); err != nil {
+			t.Fatal(err)
+		}
+		e.finish(t, "late-finish", 200)
+		w.model.Cancel("late-cancel")
+		if err := e.s.Cancel(ctxT(t), e.res, "late-cancel"); err != nil {
+			t.Fatal(err)
+		}
+		gs := []pools.Grant{g}
+		gs[0].Used = read.Settled[g.ID]
+		if ok, err := e.s.RestoreGrants(ctxT(t), e.res, gs, read.Open); err != nil || !ok {
+			t.Fatalf("RestoreGrants: %v %v", ok, err)
+		}
+		w.check(t, 1)
+		if ok, err := e.s.RestoreGrants(ctxT(t), e.res, gs, nil); err != nil || ok {
+			t.Fatalf("second restore wrote again: %v %v", ok, err)
+		}
+		w.check(t, 2)
+	})
+}
