@@ -111,3 +111,21 @@ func TestRefusedRetryOfACancelledApplyIsARefusal(t *testing.T) {
 		t.Fatalf("refused retry of a cancelled apply: %+v, %v; want the refusal", resp, err)
 	}
 }
+
+// When the give-back itself fails, the row is not marked: the reservation
+// is still USING in Redis, and a retry of the apply replays it (same start
+// time) and keeps the row.
+func TestRowIsNotMarkedWhenTheGiveBackFailed(t *testing.T) {
+	e := newRecordEnv(t, ApplyGranted, FailClosed)
+	e.st.insert = func(r UsageRecord) error { e.led.put(r); return ErrUnavailable }
+	e.st.session = func(string) (UsageRecord, error) { return UsageRecord{}, ErrUnavailable }
+	e.st.cancel = func(string, string) error { return ErrUnavailable }
+	marked := false
+	e.st.cancelRow = func(UsageRecord) error { marked = true; return nil }
+	if _, err := e.apply(t); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("apply: %v, want ErrUnavailable", err)
+	}
+	if n, idle := e.svc.PendingCancels(); n != 0 || idle != nil || marked {
+		t.Fatalf("pending %d, drain %v, marked %v: want no mark", n, idle, marked)
+	}
+}

@@ -58,9 +58,12 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 			// If the row did land after all, it must not be charged: the
 			// cancelled session's tombstone says so in Redis, the
 			// CANCELLED mark in the ledger (retried in the background while
-			// MySQL is unreachable) whatever Redis loses.
-			s.cancel(cmd.ResourceName, cmd.SessionID)
-			s.markCancelled(rec)
+			// MySQL is unreachable) whatever Redis loses. Only after the
+			// give-back: while the reservation is still USING in Redis, a
+			// retry replays it (same start time) and keeps the row.
+			if s.cancel(cmd.ResourceName, cmd.SessionID) == nil {
+				s.markCancelled(rec)
+			}
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: record session: %w", cmd.ResourceName, err)
 	}
@@ -69,7 +72,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	row, gerr := s.session(ctx, cmd.SessionID)
 	if gerr != nil {
 		if res.Outcome == ApplyGranted {
-			s.cancel(cmd.ResourceName, cmd.SessionID)
+			_ = s.cancel(cmd.ResourceName, cmd.SessionID)
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: read session: %w", cmd.ResourceName, gerr)
 	}
@@ -89,7 +92,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 			return resp, nil
 		}
 		if res.Outcome == ApplyGranted {
-			s.cancel(cmd.ResourceName, cmd.SessionID)
+			_ = s.cancel(cmd.ResourceName, cmd.SessionID)
 		}
 		if rerr == nil {
 			rerr = fmt.Errorf("its row changed meanwhile: %w", ErrUnavailable)
@@ -98,7 +101,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	}
 	// A fresh reservation collided with an older row: give it back and answer
 	// from the ledger (a replay) or refuse (another session's id).
-	s.cancel(cmd.ResourceName, cmd.SessionID)
+	_ = s.cancel(cmd.ResourceName, cmd.SessionID)
 	if !same {
 		return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 	}
@@ -128,12 +131,13 @@ func (s *Service) landed(ctx context.Context, rec UsageRecord) bool {
 
 // cancel gives back a reservation whose ledger row could not be written. It
 // runs on its own deadline: the request's context may be the reason.
-func (s *Service) cancel(resource, sessionID string) {
+func (s *Service) cancel(resource, sessionID string) error {
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
 	defer stop()
 	// If this fails too, the reservation stays until the sweeper finds its
-	// lease expired; the caller got an error, so it is never used.
-	_ = GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, resource, sessionID) })
+	// lease expired (or a retry of the apply replays it); the caller got an
+	// error, so it is never used.
+	return GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, resource, sessionID) })
 }
 
 // insertSession writes a new ledger row, through the ledger's breaker.
