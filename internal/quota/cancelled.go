@@ -43,6 +43,8 @@ type cancelMarks struct {
 	mu      sync.Mutex
 	pending map[cancelKey]UsageRecord
 	running bool
+	stopped bool          // Close was called: no more marks are made
+	stop    chan struct{} // closed by Close
 	idle    chan struct{} // closed when the drain ends; nil while none ran
 }
 
@@ -55,8 +57,11 @@ func (s *Service) markCancelled(rec UsageRecord) {
 	m := &s.cancels
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.stopped {
+		return
+	}
 	if m.pending == nil {
-		m.pending = map[cancelKey]UsageRecord{}
+		m.pending, m.stop = map[cancelKey]UsageRecord{}, make(chan struct{})
 	}
 	key := cancelKey{rec.SessionID, rec.StartTime.UnixMilli()}
 	if _, ok := m.pending[key]; !ok && len(m.pending) >= cancelPendingMax {
@@ -73,6 +78,9 @@ func (s *Service) markCancelled(rec UsageRecord) {
 func (s *Service) drainCancels(idle chan struct{}) {
 	defer close(idle)
 	m := &s.cancels
+	m.mu.Lock()
+	stop := m.stop
+	m.mu.Unlock()
 	wait := cancelRetryMin
 	for {
 		m.mu.Lock()
@@ -82,11 +90,16 @@ func (s *Service) drainCancels(idle chan struct{}) {
 		}
 		m.mu.Unlock()
 		for _, rec := range batch {
-			ctx, stop := context.WithTimeout(context.Background(), cancelTimeout)
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 			err := GuardErr(s.mysql, func() error { return s.ledger.CancelSession(ctx, rec) })
-			stop()
+			cancel()
 			if err != nil && isBackendFailure(err) {
-				continue // kept; retried after the wait
+				break // the ledger is unreachable: all are retried after the wait
 			}
 			m.mu.Lock()
 			delete(m.pending, cancelKey{rec.SessionID, rec.StartTime.UnixMilli()})
@@ -99,8 +112,33 @@ func (s *Service) drainCancels(idle chan struct{}) {
 			return
 		}
 		m.mu.Unlock()
-		time.Sleep(wait)
+		select {
+		case <-stop:
+			return
+		case <-time.After(wait):
+		}
 		wait = min(2*wait, cancelRetryMax)
+	}
+}
+
+// Close stops the background marking of CANCELLED rows and waits for the
+// attempt in progress, if any (at most its 2 s deadline). Marks not made
+// are left to reconciliation, which settles such a row from its Redis
+// tombstone. Call it before closing the ledger; the Service answers as
+// before afterwards, without starting new marks. Safe to call twice.
+func (s *Service) Close() {
+	m := &s.cancels
+	m.mu.Lock()
+	if !m.stopped {
+		m.stopped = true
+		if m.stop != nil {
+			close(m.stop)
+		}
+	}
+	idle, running := m.idle, m.running
+	m.mu.Unlock()
+	if running && idle != nil {
+		<-idle
 	}
 }
 

@@ -129,3 +129,32 @@ func TestRowIsNotMarkedWhenTheGiveBackFailed(t *testing.T) {
 		t.Fatalf("pending %d, drain %v, marked %v: want no mark", n, idle, marked)
 	}
 }
+
+// Close stops the background marking while the ledger is unreachable (it
+// would otherwise retry forever) and no mark starts after it.
+func TestCloseStopsTheBackgroundMarks(t *testing.T) {
+	e := newRecordEnv(t, ApplyGranted, FailClosed)
+	e.st.insert = func(r UsageRecord) error { return ErrUnavailable }
+	e.st.session = func(string) (UsageRecord, error) { return UsageRecord{}, ErrUnavailable }
+	e.st.cancelRow = func(UsageRecord) error { return ErrUnavailable }
+	if _, err := e.apply(t); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("apply: %v", err)
+	}
+	n, idle := e.svc.PendingCancels()
+	if n != 1 || idle == nil {
+		t.Fatalf("pending %d, drain %v: want one mark being retried", n, idle)
+	}
+	e.svc.Close()
+	select {
+	case <-idle:
+	default:
+		t.Fatal("Close returned before the background marking ended")
+	}
+	if _, err := e.svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-2"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("apply after Close: %v", err)
+	}
+	if n, idle2 := e.svc.PendingCancels(); n != 1 || idle2 != idle {
+		t.Fatalf("after Close: pending %d, a new drain %v: want none started", n, idle2 != idle)
+	}
+	e.svc.Close() // twice is fine
+}
