@@ -5,7 +5,7 @@
 -- refunded_amount = granted_amount) so that a rebuild, reconciliation and
 -- the sweeper take it for settled even when Redis lost the cancelled
 -- session. Adding a value at the end of an ENUM changes only the table's
--- metadata in InnoDB (ALGORITHM=INSTANT on MySQL 8, INPLACE on MariaDB).
+-- metadata in InnoDB (an instant ALTER on MySQL 8 and MariaDB 10.3+).
 
 -- +goose Up
 ALTER TABLE quota_usage
