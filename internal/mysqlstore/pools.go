@@ -278,8 +278,9 @@ func (s *Store) PutReclaim(ctx context.Context, resource string, r pools.Reclaim
 }
 
 // PoolTotals rebuilds, from the ledger, what the sessions of one period of
-// a resource hold of each pool: FINISHED rows pools.Settle of their draw
-// (the unused part went back), summed per line; USING and LEAKED rows one
+// a resource hold of each pool: FINISHED and CANCELLED rows pools.Settle
+// of their draw (the unused part went back; a CANCELLED row charged
+// nothing), summed per line; USING and LEAKED rows one
 // by one with their whole draw (drawn_*) and session id, for the seed to
 // check each against Redis (pools.Totals). Only rows of pools' sessions
 // (something drawn) are read. Errors: quota.ErrUnavailable.
@@ -310,7 +311,7 @@ func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart tim
 		if r.Line == "" {
 			d.Base, d.Buffer = d.Buffer, 0
 		}
-		if r.Status != string(quota.StatusFinished) {
+		if r.Status != string(quota.StatusFinished) && r.Status != string(quota.StatusCancelled) {
 			out.Open = append(out.Open, pools.OpenDraw{SessionID: r.ID, Line: r.Line, Drawn: d})
 			continue
 		}
@@ -395,7 +396,8 @@ func (s *Store) PoolMoves(ctx context.Context, resource string) (pools.Moves, er
 
 // GrantsHeld rebuilds, from the ledger, what the sessions of a resource
 // started at or after since (Unix ms) hold of each temporary grant:
-// FINISHED rows what stays charged (pools.Settle), summed per grant;
+// FINISHED and CANCELLED rows what stays charged (pools.Settle), summed
+// per grant;
 // USING and LEAKED rows one by one with their whole draw and session id
 // (pools.GrantUse). Errors: quota.ErrUnavailable.
 func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error) {
@@ -410,7 +412,7 @@ func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (p
 	for _, r := range rows {
 		rec := r.record()
 		d := rec.Drawn.Drawn()
-		if rec.Status != quota.StatusFinished {
+		if rec.Status != quota.StatusFinished && rec.Status != quota.StatusCancelled {
 			out.Open = append(out.Open, pools.OpenDraw{SessionID: rec.SessionID, Line: rec.BusinessLine, Drawn: d})
 			continue
 		}
