@@ -97,13 +97,23 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Subcommands: []*ffcli.Command{
 			g.policiesCmd(), g.statusCmd(), g.sessionsCmd(), g.usageCmd(), g.resetCmd(), g.finishCmd(), g.grantCmd(false), g.grantCmd(true), g.auditCmd(),
 		},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: helpOrUnknown,
 	}
 	setOutput(root, stderr)
 	if err := root.Parse(args); err != nil {
 		return err
 	}
 	return root.Run(ctx)
+}
+
+// helpOrUnknown is the Exec of a command that only groups subcommands:
+// without arguments it asks for the help text (flag.ErrHelp, exit status
+// 0); with one, that argument named no subcommand, which is an error.
+func helpOrUnknown(_ context.Context, args []string) error {
+	if len(args) == 0 {
+		return flag.ErrHelp
+	}
+	return fmt.Errorf("unknown command %q (quota-center admin -h lists them)", args[0])
 }
 
 func setOutput(c *ffcli.Command, w io.Writer) {

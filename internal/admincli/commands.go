@@ -164,7 +164,7 @@ func (g *globals) policiesCmd() *ffcli.Command {
 	return &ffcli.Command{
 		Name: "policies", ShortUsage: "quota-center admin policies <list|get|set|patch|delete> …", ShortHelp: "read and change policies",
 		FlagSet: g.newFlags("policies"), Subcommands: []*ffcli.Command{list, get, set, patch, del},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: helpOrUnknown,
 	}
 }
 
