@@ -3,10 +3,12 @@ package admincli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -139,4 +141,26 @@ func positionals(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = fs.Args()[1:]
 	}
 	return pos, nil
+}
+
+// positiveInt is an int flag that refuses values below 1 when it is
+// parsed, so that a given 0 or negative is an error rather than read as
+// "not given" (the flag's zero value, which lets the server's default
+// apply). The server still checks the upper bound.
+type positiveInt struct{ p *int }
+
+func (v positiveInt) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v positiveInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return errors.New("want a whole number, at least 1")
+	}
+	*v.p = n
+	return nil
 }

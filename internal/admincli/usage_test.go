@@ -23,3 +23,22 @@ func TestUnknownCommandIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// A `--limit` below 1 is refused before any call, instead of being
+// read as "not given" (0 and negatives used to list 100 entries).
+func TestLimitOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		bad  []string
+	}{
+		{[]string{"audit"}, []string{"0", "-5", "x"}},
+		{[]string{"sessions", "r"}, []string{"0", "-1"}},
+	} {
+		for _, l := range tc.bad {
+			_, err := cli(t, append(tc.args, "--limit", l, "--url", "http://127.0.0.1:1")...)
+			if err == nil || !strings.Contains(err.Error(), "-limit") || strings.Contains(err.Error(), "127.0.0.1:1") {
+				t.Errorf("%v --limit %s: error %v, want a flag error naming -limit (and no call)", tc.args, l, err)
+			}
+		}
+	}
+}
