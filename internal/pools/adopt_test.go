@@ -1,0 +1,169 @@
+package pools
+
+import "testing"
+
+// returns lists the amounts of the RETURN events of line.
+func returns(evs []Event, line string) []int64 {
+	var out []int64
+	for _, e := range eventsOf(evs, "RETURN") {
+		if e.Line == line {
+			out = append(out, e.Amount)
+		}
+	}
+	return out
+}
+
+func tickN(m *Model, c *Controller, from int64, n int) ([]Event, int64) {
+	var evs []Event
+	now := from
+	for range n {
+		now += TickMs
+		evs = append(evs, c.Tick(m, now)...)
+	}
+	return evs, now
+}
+
+func same(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A controller that takes over a resource (docs/pools.md §6) adopts the
+// buffer a line holds beyond the operators' active releases — lent by the
+// last holder, or left by a release that expired — and gives it back 10 %
+// of it every tick; an operator's release is never taken back.
+func TestControllerAdoptsBufferNoReleaseHolds(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		released int64 // the operators' active release to a
+		want     []int64
+	}{
+		{"nothing released", 0, []int64{1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}},
+		{"4000 released", 4000, []int64{600, 600, 600, 600, 600, 600, 600, 600, 600, 600}},
+	} {
+		m, _ := oneLine(t, ElasticityReactive)
+		_ = m.Release("a", 10_000) // what the last holder left
+		ctl := NewController(func() Settings { s := DefaultSettings(); s.Elasticity = ElasticityReactive; return s }(), 0)
+		ctl.Released = map[string]int64{"a": c.released}
+		evs, _ := tickN(m, ctl, 0, 15)
+		if got := returns(evs, "a"); !same(got, c.want) || m.Lines["a"].Buffer != c.released {
+			t.Errorf("%s: returned %v, buffer left %d; want %v and %d", c.name, got, m.Lines["a"].Buffer, c.want, c.released)
+		}
+	}
+	// Without Released (the caller does not say what operators lent) the
+	// controller gives back only what it lent itself: nothing here.
+	m, _ := oneLine(t, ElasticityReactive)
+	_ = m.Release("a", 10_000)
+	ctl := NewController(func() Settings { s := DefaultSettings(); s.Elasticity = ElasticityReactive; return s }(), 0)
+	if evs, _ := tickN(m, ctl, 0, 15); len(returns(evs, "a")) != 0 || m.Lines["a"].Buffer != 10_000 {
+		t.Fatalf("returned %v without knowing the releases", returns(evs, "a"))
+	}
+}
+
+// Buffer the controller counts as lent but the line no longer holds (an
+// operator or another instance took it back) is forgotten: the controller
+// then gives back only what is left of its own lending, never an
+// operator's release made since.
+func TestControllerForgetsBufferTheLineNoLongerHolds(t *testing.T) {
+	s := newSampler(t, ElasticityReactive)
+	s.c.Released = map[string]int64{}
+	a := s.m.Lines["a"]
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	s.sample(2250, SampleMs) // the burst: the whole free buffer, 20 000, held 5 minutes
+	if a.Buffer != 20_000 {
+		t.Fatalf("not lent: %+v", a)
+	}
+	s.m.Return("a", 15_000)      // taken back by hand
+	_ = s.m.Release("a", 15_000) // and released again by an operator
+	s.c.Released["a"] = 15_000   // which the caller reports
+	for s.now < 800_000 {        // the hold ends at 390 s; then 10 % of 20 000 a tick
+		s.sample(1125/3, TickMs) // the rate back to normal
+	}
+	if got := returns(s.evs, "a"); !same(got, []int64{2000, 2000, 1000}) || a.Buffer != 15_000 {
+		t.Fatalf("returned %v, buffer %d; want 5000 back in 10 %% steps and the operator's 15 000 kept", got, a.Buffer)
+	}
+
+	// Everything it lent taken back: the episode is over, so buffer adopted
+	// later goes back 10 % of the new amount a tick, not of the old peak.
+	s = newSampler(t, ElasticityReactive)
+	s.c.Released = map[string]int64{}
+	a = s.m.Lines["a"]
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	s.sample(2250, SampleMs)
+	s.m.Return("a", 20_000)
+	s.sample(2250, SampleMs) // forgets the 20 000
+	_ = s.m.Release("a", 1000)
+	s.evs = nil
+	for s.now < 1_200_000 {
+		s.sample(750/3, TickMs)
+	}
+	if got := returns(s.evs, "a"); len(got) != 10 || got[0] != 100 || a.Buffer != 0 {
+		t.Fatalf("returned %v of 1000 adopted after an episode was taken back, buffer %d; want 10 × 100", got, a.Buffer)
+	}
+}
+
+// Buffer in the shared pool that no active release holds (a release that
+// expired while sessions held part of it) goes back as soon as the shared
+// pool does not hold it, all at once; an active release stays.
+func TestControllerReturnsSharedBufferNoReleaseHolds(t *testing.T) {
+	m, _ := oneLine(t, ElasticityReactive)
+	_ = m.Release("", 5000)
+	ctl := NewController(func() Settings { s := DefaultSettings(); s.Elasticity = ElasticityReactive; return s }(), 0)
+	ctl.Released = map[string]int64{"": 2000}
+	// The shared pool is full: nothing can go back yet, and no event says 0.
+	m.SharedUsed = m.SharedCap()
+	if evs := ctl.Tick(m, 0); len(returns(evs, "")) != 0 || m.SharedBuffer != 5000 {
+		t.Fatalf("returned from a full shared pool: %v", evs)
+	}
+	m.SharedUsed = m.SharedCap() - 1000 // 1000 of it unused
+	if evs := ctl.Tick(m, TickMs); !same(returns(evs, ""), []int64{1000}) || m.SharedBuffer != 4000 {
+		t.Fatalf("returned %v, shared buffer %d; want the 1000 unused back", returns(evs, ""), m.SharedBuffer)
+	}
+	m.SharedUsed = 0
+	if evs := ctl.Tick(m, 2*TickMs); !same(returns(evs, ""), []int64{2000}) || m.SharedBuffer != 2000 {
+		t.Fatalf("returned %v, shared buffer %d; want 2000 back and the active release's 2000 kept", returns(evs, ""), m.SharedBuffer)
+	}
+	if evs := ctl.Tick(m, 3*TickMs); len(returns(evs, "")) != 0 {
+		t.Fatalf("took back an active release: %v", evs)
+	}
+}
+
+// Under AUTO a line may hold buffer lent both ahead of a forecast peak and
+// against a burst. What was taken back is forgotten from the reactive part
+// first, then the predictive part; the episode (and so the 10 % step, of
+// its largest lending) goes on while any of it is still lent.
+func TestControllerForgetsReactiveThenPredictiveLending(t *testing.T) {
+	for _, c := range []struct {
+		takenBack int64
+		want      []int64
+	}{
+		{14_000, []int64{2000, 2000, 2000}}, // 3000 of each left
+		{18_000, []int64{2000}},             // 2000 predictive left
+	} {
+		s := newSampler(t, ElasticityAuto)
+		s.c.Released = map[string]int64{}
+		a := s.m.Lines["a"]
+		s.sample(7500, SampleMs)   // 250/s: 75 000 in 5 minutes, above 80 % of 90 000: 3000 lent ahead
+		s.sample(7500, SampleMs)   // the same
+		s.sample(15_000, SampleMs) // doubled: the other 17 000 for 5 minutes
+		if lc := s.c.lines["a"]; lc.predLent != 3000 || lc.reactLent != 17_000 || a.Buffer != 20_000 {
+			t.Fatalf("lent %d ahead and %d against the burst, buffer %d; want 3000, 17 000, 20 000", lc.predLent, lc.reactLent, a.Buffer)
+		}
+		s.m.Return("a", c.takenBack)
+		for s.now < 1_200_000 {
+			s.sample(100, TickMs) // 10/s: the peak is over
+		}
+		if got := returns(s.evs, "a"); !same(got, c.want) || a.Buffer != 0 {
+			t.Errorf("%d taken back: returned %v, buffer %d; want %v", c.takenBack, got, a.Buffer, c.want)
+		}
+	}
+}
