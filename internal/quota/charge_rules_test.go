@@ -167,3 +167,109 @@ func TestChargeFailOpenCheckIsRecorded(t *testing.T) {
 		t.Fatalf("%+v %v", resp, err)
 	}
 }
+
+// A charge draws from the resource's own balance only: a resource with
+// business lines or temporary grants is refused (a validation error,
+// nothing charged); a pool source that fails fails the charge.
+func TestChargeRefusesResourcesWithLinesOrGrants(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		src     *poolSourceStub
+		invalid bool
+		err     bool
+	}{
+		{"lines", &poolSourceStub{use: twoLines}, true, true},
+		{"grants", &poolSourceStub{use: PoolUse{Grants: true}}, true, true},
+		{"pool source down", &poolSourceStub{err: fmt.Errorf("pools: %w", ErrUnavailable)}, false, true},
+		{"plain", &poolSourceStub{}, false, false},
+	} {
+		f := newFakeCharges(map[string]int64{"a": 10})
+		st := &stubs{session: func(string) (UsageRecord, error) { return UsageRecord{}, ErrSessionNotFound }}
+		svc := newStubService(st, Options{Charges: ChargeStores{Balances: f, Ledger: f}, Pools: c.src})
+		resp, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"a", 3, false}}})
+		var ve *ValidationError
+		if (err != nil) != c.err || errors.As(err, &ve) != c.invalid {
+			t.Errorf("%s: %+v %v; want error %v, validation error %v", c.name, resp, err, c.err, c.invalid)
+		}
+		if want := map[bool]int64{true: 0, false: 3}[c.err]; f.charged["a"] != want {
+			t.Errorf("%s: charged %d, want %d", c.name, f.charged["a"], want)
+		}
+	}
+}
+
+// periodCharges answers WrongPeriod (with the store's time tomorrow) to a
+// charge of another period than tomorrow, NeedBalance until the stubs have
+// seeded tomorrow, then charges.
+type periodCharges struct {
+	tomorrow Period
+	seeded   *Period
+	periods  []Period
+	first    []bool
+	outcome  ChargeOutcome // when set, always answered
+}
+
+func (p *periodCharges) Charge(_ context.Context, c ChargeCmd) (ChargeResult, error) {
+	p.periods = append(p.periods, c.Period)
+	p.first = append(p.first, c.FirstPeriod)
+	switch {
+	case p.outcome != 0:
+		return ChargeResult{Outcome: p.outcome, Now: c.Period.End.Add(time.Hour)}, nil
+	case c.Period != p.tomorrow:
+		return ChargeResult{Outcome: ChargeWrongPeriod, Now: p.tomorrow.Start.Add(time.Minute)}, nil
+	case *p.seeded != p.tomorrow:
+		return ChargeResult{Outcome: ChargeNeedBalance}, nil
+	}
+	return ChargeResult{Outcome: ChargeCharged, Limit: 100, Remaining: 100 - c.Amount}, nil
+}
+
+func (p *periodCharges) Uncharge(context.Context, string, Period, int64) error { return nil }
+
+// As apply does, a charge follows the store's clock: a wrong period is
+// retried in the period of the store's time, a missing balance is seeded
+// and retried; a seeding that fails, an unknown outcome and stores that
+// keep changing fail the charge.
+func TestChargeFollowsTheStoresPeriodAndSeeds(t *testing.T) {
+	tomorrow := Period{Start: today.End, End: today.End.Add(24 * time.Hour)}
+	var seeded Period
+	st := &stubs{
+		session: func(string) (UsageRecord, error) { return UsageRecord{}, ErrSessionNotFound },
+		balance: func(string, Period) (Balance, error) { return Balance{}, nil },
+		seed: func(_ string, per Period, _ int64, _ PeriodTotals, _ []UsageRecord) (bool, error) {
+			seeded = per
+			return true, nil
+		},
+	}
+	pc := &periodCharges{tomorrow: tomorrow, seeded: &seeded}
+	f := newFakeCharges(nil)
+	svc := newStubService(st, Options{Charges: ChargeStores{Balances: pc, Ledger: f}})
+	resp, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"r", 5, false}}})
+	if err != nil || resp.Refused || len(pc.periods) != 3 || pc.periods[0] != today || st.n("Seed") != 1 || seeded != tomorrow {
+		t.Fatalf("%+v %v; periods %v, seeds %d", resp, err, pc.periods, st.n("Seed"))
+	}
+	if it := resp.Items[0]; it.Period != tomorrow || it.Remaining != 95 || !pc.first[0] || pc.first[1] || pc.first[2] {
+		t.Fatalf("item %+v, first-period flags %v; want tomorrow (not the first period), 95 left", it, pc.first)
+	}
+	if len(f.rows) != 1 || !f.rows[0][0].PeriodStart.Equal(tomorrow.Start) {
+		t.Fatalf("ledger %+v, want a row of tomorrow", f.rows)
+	}
+
+	st.seed = func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) { return false, ErrUnavailable }
+	seeded = Period{}
+	pc.periods = nil
+	if _, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"r", 5, false}}}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("seeding failed: %v", err)
+	}
+	pc.outcome = 99
+	if _, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"r", 5, false}}}); err == nil {
+		t.Fatal("an unknown outcome was accepted")
+	}
+	pc.outcome, pc.periods = ChargeWrongPeriod, nil
+	if _, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"r", 5, false}}}); !errors.Is(err, ErrUnavailable) || len(pc.periods) != maxAttempts {
+		t.Fatalf("stores that keep changing: %v after %d attempts", err, len(pc.periods))
+	}
+	// A period the scheduler cannot compute fails the charge.
+	svc = NewService(st, st, st, badSched{}, Options{Now: func() time.Time { return testEpoch }, Charges: ChargeStores{Balances: pc, Ledger: f}})
+	if _, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"r", 5, false}}}); !errors.Is(err, errNoPeriod) {
+		t.Fatalf("no period: %v", err)
+	}
+}
