@@ -1,6 +1,9 @@
 package pools
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // oneStaticLine is a workload of one line "a"; SchemeStatic gives it the
 // whole limit as its dedicated part (no shared pool, no buffer, no tiers).
@@ -17,14 +20,14 @@ func TestSimulateFinishesEachSessionWhenItsDurationEnds(t *testing.T) {
 		Request{AtMs: 0, Line: "a", Amount: 60, Actual: 60, DurationMs: 50_000},  // holds 60 until 50 s
 		Request{AtMs: 1, Line: "a", Amount: 40, Actual: 0, DurationMs: 1000},     // holds 40 until 1001 ms, uses nothing
 		Request{AtMs: 1000, Line: "a", Amount: 40, Actual: 40, DurationMs: 1000}, // 100 held: refused
-		Request{AtMs: 1001, Line: "a", Amount: 40, Actual: 40, DurationMs: 1000}, // the 40 is back
+		Request{AtMs: 1001, Line: "a", Amount: 40, Actual: 30, DurationMs: 1000}, // the 40 is back
 	)
 	r, err := Simulate(w, SimConfig{Scheme: SchemeStatic, Limit: 100, PeriodMs: 60_000, Settings: DefaultSettings()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Refused != 1 || r.RefusedByReason[ReasonLineExhausted] != 1 || r.Charged != 100 {
-		t.Fatalf("refused %d (%v), charged %d; want the apply at 1000 ms refused and 60 + 0 + 40 charged", r.Refused, r.RefusedByReason, r.Charged)
+	if r.Refused != 1 || r.RefusedByReason[ReasonLineExhausted] != 1 || r.Charged != 90 {
+		t.Fatalf("refused %d (%v), charged %d; want the apply at 1000 ms refused and 60 + 0 + 30 charged", r.Refused, r.RefusedByReason, r.Charged)
 	}
 }
 
@@ -89,6 +92,10 @@ func TestReactionsKeepTheOrderOfOneInstant(t *testing.T) {
 	if len(got["LEND_REACTIVE"]) != 1 || len(got["LEND_PREDICTIVE"]) != 0 || len(got["any"]) != 1 || got["any"][0] != 5000 {
 		t.Fatalf("reactions %v, want the reactive lending at 5 s", got)
 	}
+	// A lending at the burst's end is outside it (the window is [start, end)).
+	if got := reactions([]Burst{{Line: "a", StartMs: 0, EndMs: 10_000}}, []Event{{AtMs: 10_000, Kind: "LEND_REACTIVE", Line: "a"}}); len(got["any"]) != 0 {
+		t.Fatalf("a lending at the end counted: %v", got)
+	}
 }
 
 // The run's decisions all fall inside the periods it measures: the
@@ -112,6 +119,20 @@ func TestSimulateDecidesOnlyInsideTheMeasuredPeriods(t *testing.T) {
 	for _, e := range r.Events {
 		if e.AtMs >= int64(r.Periods)*60_000 {
 			t.Fatalf("event %+v after the run's last period", e)
+		}
+	}
+}
+
+// A period and a limit of 0 are refused with valid settings too (not only
+// through the settings' own check).
+func TestSimulateRefusesAZeroPeriodOrLimit(t *testing.T) {
+	w := oneStaticLine(Request{AtMs: 0, Line: "a", Amount: 1, Actual: 1, DurationMs: 1})
+	for _, cfg := range []SimConfig{
+		{Scheme: SchemePools, Limit: 0, PeriodMs: 60_000, Settings: DefaultSettings()},
+		{Scheme: SchemePools, Limit: 1000, PeriodMs: 0, Settings: DefaultSettings()},
+	} {
+		if _, err := Simulate(w, cfg); err == nil || !strings.Contains(err.Error(), "period and limit must be positive") {
+			t.Errorf("limit %d, period %d: %v", cfg.Limit, cfg.PeriodMs, err)
 		}
 	}
 }
