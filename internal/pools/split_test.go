@@ -226,6 +226,11 @@ func TestSplitBurstCopiesAndMarks(t *testing.T) {
 	// two passes over the line's requests.
 	w := SplitTrace(rows, SplitOptions{Lines: 4, BurstFactors: []float64{3}, BurstMs: span})
 	b := w.Bursts[0]
+	for i := 1; i < len(w.Requests); i++ {
+		if w.Requests[i].AtMs < w.Requests[i-1].AtMs {
+			t.Fatalf("with a burst, request %d at %d ms comes after one at %d ms", i, w.Requests[i].AtMs, w.Requests[i-1].AtMs)
+		}
+	}
 	cps := copiesOf(w, plain)
 	if len(cps) != 2*len(own) {
 		t.Fatalf("%d copies of %d requests (total %d), want two passes: %d", len(cps), len(own), total, 2*len(own))
