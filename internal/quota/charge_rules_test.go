@@ -273,3 +273,32 @@ func TestChargeFollowsTheStoresPeriodAndSeeds(t *testing.T) {
 		t.Fatalf("no period: %v", err)
 	}
 }
+
+// Failing open, each item names the period it would have been charged to
+// (the policy's current one); in a refused request the resources not
+// reached are not Checked and answer the policy's limit and −1 remaining.
+func TestChargeItemsOfFailOpenAndOfResourcesNotReached(t *testing.T) {
+	f := newFakeCharges(map[string]int64{"a": 10})
+	f.failCharge["a"] = fmt.Errorf("redis: %w", ErrUnavailable)
+	svc, _ := chargeService(f, FailOpen)
+	resp, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"a", 1, false}}})
+	if err != nil || !resp.FailOpen || resp.Items[0].Period != today {
+		t.Fatalf("%+v %v; want fail-open in today's period %v", resp, err, today)
+	}
+	if len(f.rows) != 1 || !f.rows[0][0].PeriodStart.Equal(today.Start) {
+		t.Fatalf("fail-open ledger rows %+v, want today's", f.rows)
+	}
+
+	f = newFakeCharges(map[string]int64{"a": 10, "b": 1, "c": 10})
+	svc, _ = chargeService(f, FailClosed)
+	resp, err = svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"a", 1, false}, {"b", 2, false}, {"c", 1, false}}})
+	if err != nil || !resp.Refused {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	if c := resp.Items[2]; c.Checked || c.Exceeded || c.Limit != testPolicy.TotalLimit || c.Remaining != -1 {
+		t.Fatalf("item not reached: %+v", c)
+	}
+	if a := resp.Items[0]; !a.Checked || a.Remaining != 10 {
+		t.Fatalf("item given back: %+v", a)
+	}
+}
