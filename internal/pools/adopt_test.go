@@ -167,3 +167,28 @@ func TestControllerForgetsReactiveThenPredictiveLending(t *testing.T) {
 		}
 	}
 }
+
+// A reactive hold lasts 5 minutes: at the very sample it ends, a new
+// doubling of the rate starts a new hold (no buffer goes back, the
+// watermark is not lowered) instead of ending the old one.
+func TestReactiveBurstAtTheHoldsEndRenewsIt(t *testing.T) {
+	s := newSampler(t, ElasticityReactive)
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	s.sample(2250, SampleMs) // 90 s: the whole buffer, held to 390 s
+	for s.now < 360_000 {
+		s.sample(1125, SampleMs)
+	}
+	evs := s.sample(3000, SampleMs) // 390 s: 100/s, more than twice 37.5/s
+	if len(returns(evs, "a")) != 0 || len(eventsOf(evs, "WATERMARK_LOWERED")) != 0 || s.m.Lines["a"].Buffer != 20_000 {
+		t.Fatalf("at the hold's end a new burst: %v, buffer %d; want the hold renewed", evs, s.m.Lines["a"].Buffer)
+	}
+	for s.now < 660_000 {
+		if evs := s.sample(1125, SampleMs); len(returns(evs, "a")) != 0 {
+			t.Fatalf("returned at %d ms, inside the renewed hold: %v", s.now, evs)
+		}
+	}
+	if evs := s.sample(1125, SampleMs); len(returns(evs, "a")) != 1 { // 690 s
+		t.Fatalf("at the renewed hold's end: %v", evs)
+	}
+}
