@@ -1,6 +1,9 @@
 package pools
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // returns lists the amounts of the RETURN events of line.
 func returns(evs []Event, line string) []int64 {
@@ -190,5 +193,116 @@ func TestReactiveBurstAtTheHoldsEndRenewsIt(t *testing.T) {
 	}
 	if evs := s.sample(1125, SampleMs); len(returns(evs, "a")) != 1 { // 690 s
 		t.Fatalf("at the renewed hold's end: %v", evs)
+	}
+}
+
+// The half-life decay works both ways and snaps back only under 10 basis
+// points (0.1 point): a watermark 14 bp above its tier's comes to 10 bp
+// (not snapped), then to the tier's; one lowered to 70 % comes back
+// gradually; each step's reason names the tier's value.
+func TestWatermarkDecayEdges(t *testing.T) {
+	s := newSampler(t, ElasticityReactive)
+	a := s.m.Lines["a"]
+	s.sample(1125, SampleMs)
+	a.Watermark = 8014
+	s.sample(1125, SampleMs) // steady: no rise
+	if a.Watermark != 8010 {
+		t.Fatalf("14 bp above decayed to %d, want 8010 (10 bp is not under 10)", a.Watermark)
+	}
+	s.sample(1125, SampleMs)
+	if a.Watermark != 8000 {
+		t.Fatalf("10 bp above decayed to %d, want the tier's 8000", a.Watermark)
+	}
+	a.Watermark = 7000
+	evs := s.sample(1125, SampleMs)
+	if a.Watermark != 7293 {
+		t.Fatalf("70 %% decayed to %d, want 7293 (the 1000 bp gap × 2^−½)", a.Watermark)
+	}
+	if d := eventsOf(evs, "WATERMARK_DECAYED"); len(d) != 1 || !strings.Contains(d[0].Reason, "back towards the tier's 80.00%") || d[0].Amount != 7293 {
+		t.Fatalf("decay events %v", d)
+	}
+}
+
+// Once the hold is over and the rate is back under twice its pre-burst
+// rate, the burst is over: a later rise to twice that rate (but not twice
+// the rate before it, so not a new burst) lowers nothing. While the
+// lowering applies, the watermark is only lowered, not decayed first.
+func TestReactiveLoweringEndsWithTheBurstAndIsNotDecayed(t *testing.T) {
+	s := newSampler(t, ElasticityReactive)
+	a := s.m.Lines["a"]
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	s.sample(2250, SampleMs) // 90 s: burst from 37.5/s, held to 390 s
+	for s.now < 360_000 {
+		s.sample(2250, SampleMs)
+	}
+	s.sample(2220, SampleMs) // 390 s: 74/s, under twice 37.5/s: the burst is over
+	evs := s.sample(3000, SampleMs)
+	if len(eventsOf(evs, "WATERMARK_LOWERED")) != 0 || len(eventsOf(evs, "LEND_REACTIVE")) != 0 || a.Watermark != 8000 {
+		t.Fatalf("after the burst ended, 100/s: %v, watermark %d", evs, a.Watermark)
+	}
+
+	s = newSampler(t, ElasticityReactive)
+	a = s.m.Lines["a"]
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	s.sample(2250, SampleMs)
+	for s.now < 360_000 {
+		s.sample(2250, SampleMs)
+	}
+	a.Watermark = 9000       // moved meanwhile (raised)
+	s.sample(2250, SampleMs) // 390 s: still twice: lowered 5 points, no decay
+	if a.Watermark != 8500 {
+		t.Fatalf("at the hold's end: watermark %d, want 9000 − 500", a.Watermark)
+	}
+}
+
+// predictive is a one-line world (may use 90 000, buffer 20 000) with a
+// predictive controller of 60 s periods, for calling predict directly.
+func predictive(t *testing.T) (*Model, *Controller, *LineState, *lineCtl, *[]Event) {
+	m, _ := oneLine(t, ElasticityPredictive)
+	s := DefaultSettings()
+	s.Elasticity = ElasticityPredictive
+	c := NewController(s, 60_000)
+	evs := &[]Event{}
+	return m, c, m.Lines["a"], c.line("a"), evs
+}
+
+// As the forecast rises, predictive elasticity lends what the forecast use
+// is over 80 % by, less what it lent already: 12 000 at 1400/s (84 000 a
+// period), then 6000 more at 1500/s (90 000). With no free buffer it lends
+// nothing and says nothing. The episode's step back is 10 % of all that is
+// lent, whichever elasticity lent it.
+func TestPredictiveLendsTheGapLessWhatIsLent(t *testing.T) {
+	m, c, l, lc, evs := predictive(t)
+	emit := emitter(evs, 0)
+	lc.level = 1400
+	c.predict(m, l, lc, "a", emit)
+	lc.level = 1500
+	c.predict(m, l, lc, "a", emit)
+	lend := eventsOf(*evs, "LEND_PREDICTIVE")
+	if len(lend) != 2 || lend[0].Amount != 12_000 || lend[1].Amount != 6000 || l.Buffer != 18_000 {
+		t.Fatalf("lent %v, buffer %d; want 12 000 then 6000", lend, l.Buffer)
+	}
+
+	m, c, l, lc, evs = predictive(t)
+	_ = m.Release("", m.BufferFree())
+	lc.level = 1500
+	c.predict(m, l, lc, "a", emitter(evs, 0))
+	if len(*evs) != 0 || l.Buffer != 0 {
+		t.Fatalf("with no free buffer: %v", *evs)
+	}
+
+	// 5000 lent against a burst, then 12 000 ahead of a forecast: the
+	// returns are 1700 (10 % of 17 000) a tick.
+	m, c, l, lc, evs = predictive(t)
+	_ = m.Release("a", 5000)
+	lc.reactLent, lc.peakLent = 5000, 5000
+	lc.level = 1400 // lent buffer is not part of what the forecast is held against
+	c.predict(m, l, lc, "a", emitter(evs, 0))
+	lc.level = 0
+	c.returnBuffer(m, "a", 0, emitter(evs, 0))
+	if ret := returns(*evs, "a"); len(ret) != 1 || ret[0] != 1700 {
+		t.Fatalf("lent %v; returned %v, want 1700", eventsOf(*evs, "LEND_PREDICTIVE"), ret)
 	}
 }
