@@ -306,3 +306,24 @@ func TestPredictiveLendsTheGapLessWhatIsLent(t *testing.T) {
 		t.Fatalf("lent %v; returned %v, want 1700", eventsOf(*evs, "LEND_PREDICTIVE"), ret)
 	}
 }
+
+// For periods of 5 minutes or less (the horizon itself included) the
+// forecast use of a period is held against all the line may use without
+// buffer, what it used already not subtracted (a new period starts soon):
+// 75 000 forecast against 80 % of 90 000 lends 3000, with 60 000 used.
+func TestPredictiveShortPeriodsIgnoreWhatIsUsed(t *testing.T) {
+	for _, periodMs := range []int64{HorizonMs, 60_000} {
+		m, _ := oneLine(t, ElasticityPredictive)
+		s := DefaultSettings()
+		s.Elasticity = ElasticityPredictive
+		c := NewController(s, periodMs)
+		l, lc := m.Lines["a"], c.line("a")
+		l.UsedDedicated = 60_000
+		lc.level = 75_000 / (float64(periodMs) / 1000) // 75 000 a period
+		var evs []Event
+		c.predict(m, l, lc, "a", emitter(&evs, 0))
+		if lend := eventsOf(evs, "LEND_PREDICTIVE"); len(lend) != 1 || lend[0].Amount != 3000 {
+			t.Errorf("period %d ms: lent %v, want 3000", periodMs, lend)
+		}
+	}
+}
