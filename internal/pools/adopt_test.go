@@ -327,3 +327,32 @@ func TestPredictiveShortPeriodsIgnoreWhatIsUsed(t *testing.T) {
 		}
 	}
 }
+
+// Past the peak means, for buffer lent ahead of a forecast, that the
+// average forecast over the next 5 minutes (level + trend·5.5) is back
+// under 80 % of what the line may use: with a trend of 10/s a sample, a
+// level of 1140/s (1195/s, 71 700 a period) returns, 1150/s (72 300) holds.
+// Buffer lent only against a burst goes back whatever the forecast.
+func TestReturnsWaitForTheForecastOnlyForPredictiveLending(t *testing.T) {
+	for _, c := range []struct {
+		level float64
+		back  bool
+	}{{1140, true}, {1150, false}} {
+		m, ctl, l, lc, evs := predictive(t)
+		_ = m.Release("a", 10_000)
+		lc.predLent, lc.peakLent = 10_000, 10_000
+		lc.level, lc.trend = c.level, 10
+		ctl.returnBuffer(m, "a", 0, emitter(evs, 0))
+		if got := len(returns(*evs, "a")) == 1; got != c.back || (got && l.Buffer != 9000) {
+			t.Errorf("level %.0f, trend 10: returned %v, buffer %d; want a return %v", c.level, *evs, l.Buffer, c.back)
+		}
+	}
+	m, ctl, l, lc, evs := predictive(t)
+	_ = m.Release("a", 5000)
+	lc.reactLent, lc.peakLent = 5000, 5000
+	lc.level = 1500 // far above 80 %
+	ctl.returnBuffer(m, "a", 0, emitter(evs, 0))
+	if ret := returns(*evs, "a"); len(ret) != 1 || ret[0] != 500 || l.Buffer != 4500 {
+		t.Fatalf("reactive lending with a high forecast: returned %v, want 500", ret)
+	}
+}
