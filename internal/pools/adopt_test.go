@@ -337,7 +337,7 @@ func TestReturnsWaitForTheForecastOnlyForPredictiveLending(t *testing.T) {
 	for _, c := range []struct {
 		level float64
 		back  bool
-	}{{1140, true}, {1150, false}} {
+	}{{1140, true}, {1145, true}, {1150, false}} { // 1145: exactly 80 %, not above
 		m, ctl, l, lc, evs := predictive(t)
 		_ = m.Release("a", 10_000)
 		lc.predLent, lc.peakLent = 10_000, 10_000
