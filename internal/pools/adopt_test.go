@@ -356,3 +356,17 @@ func TestReturnsWaitForTheForecastOnlyForPredictiveLending(t *testing.T) {
 		t.Fatalf("reactive lending with a high forecast: returned %v, want 500", ret)
 	}
 }
+
+// The step back stays 10 % of the episode's largest lending until all of
+// it is back, whichever parts are left.
+func TestReturnStepHoldsUntilAllIsBack(t *testing.T) {
+	m, ctl, l, lc, evs := predictive(t)
+	_ = m.Release("a", 4000)
+	lc.reactLent, lc.predLent, lc.peakLent = 3000, 1000, 20_000
+	for range 3 {
+		ctl.returnBuffer(m, "a", 0, emitter(evs, 0))
+	}
+	if ret := returns(*evs, "a"); !same(ret, []int64{2000, 2000}) || l.Buffer != 0 || lc.peakLent != 0 {
+		t.Fatalf("returned %v, buffer %d, peak %d; want 2000 twice, then the episode over", ret, l.Buffer, lc.peakLent)
+	}
+}
