@@ -233,3 +233,27 @@ func TestReclaimGivesBackAsTheBorrowerFreesIt(t *testing.T) {
 		t.Fatalf("a returned reclaim gave back again: %v", evs)
 	}
 }
+
+// A line that may use nothing (no dedicated part, no borrowing limit) is
+// never the borrower, even with an overage charged to it: there is no
+// share of what it may use to be full of.
+func TestReclaimNeverTowardsALineThatMayUseNothing(t *testing.T) {
+	lay, err := Plan(1000, reactive(), []LineSpec{{Name: "idle", Tier: TierCore, Dedicated: 300}, {Name: "zero", Tier: TierCore, Weight: 1}})
+	if err != nil || lay.Lines[1].Dedicated != 0 {
+		t.Fatalf("%v %+v", err, lay)
+	}
+	m := NewModel(lay, false)
+	if err := m.AddGrant(Grant{ID: "g", Line: "zero", Amount: 10, ExpiresMs: 1_000_000}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := m.Apply(ApplyReq{SessionID: "s", Line: "zero", Amount: 10, Critical: true}); d.Granted != 10 {
+		t.Fatalf("apply %+v", d)
+	}
+	if _, err := m.Finish("s", 30); err != nil || m.Lines["zero"].Used() != 20 {
+		t.Fatalf("overage: %v, zero %+v", err, m.Lines["zero"])
+	}
+	m.SharedUsed = m.SharedCap() // the others filled the shared pool
+	if evs := NewController(reactive(), 0).Tick(m, 0); len(warned(evs)) != 0 {
+		t.Fatalf("reclaim towards a line that may use nothing: %v", evs)
+	}
+}
