@@ -257,3 +257,22 @@ func TestReclaimNeverTowardsALineThatMayUseNothing(t *testing.T) {
 		t.Fatalf("reclaim towards a line that may use nothing: %v", evs)
 	}
 }
+
+// Two lines equally full: the borrower is the first by name (every
+// instance picks the same). A line whose 20 % is under one unit has
+// nothing to lend and is not warned (no reclaim of 0).
+func TestReclaimTiesAndNothingToLend(t *testing.T) {
+	lay, err := Plan(1000, reactive(), []LineSpec{{Name: "a", Tier: TierCore, Dedicated: 100}, {Name: "b", Tier: TierCore, Dedicated: 100},
+		{Name: "idle", Tier: TierExplore, Dedicated: 96}, {Name: "tiny", Tier: TierExplore, Dedicated: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewModel(lay, false)
+	m.SharedUsed = 450
+	feed(t, m, "a", 150, "full") // 100 + its borrowing limit 50: 100 %
+	feed(t, m, "b", 150, "full")
+	evs := warned(NewController(reactive(), 0).Tick(m, 0))
+	if len(evs) != 1 || evs[0].Line != "idle" || evs[0].Amount != 19 || !strings.Contains(evs[0].Reason, "; a is at 100%") {
+		t.Fatalf("warned %v; want idle alone, 19 towards a", evs)
+	}
+}
