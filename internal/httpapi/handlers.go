@@ -155,7 +155,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		var res quota.HeartbeatResponse
 		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID, clientID)
 		if err == nil {
-			s.metrics.heartbeat.WithLabelValues(body.ResourceName, "ok").Inc()
+			s.metrics.observeHeartbeat(body.ResourceName)
 			writeJSON(w, http.StatusOK, heartbeatResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID,
 				Status: string(res.Status), LeaseExpiresAt: ts(res.LeaseExpiresAt), PolicyVersion: res.PolicyVersion,

@@ -59,6 +59,7 @@ type Service struct {
 	mysql    Breaker // in front of ledger and store
 
 	seeding singleflight.Group // per resource and period
+	cancels cancelMarks        // ledger rows of 503'd applies to mark CANCELLED
 }
 
 // NewService wires a Service to its stores.
