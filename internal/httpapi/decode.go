@@ -182,6 +182,13 @@ func parseAmount(field string, raw json.RawMessage, required bool) (int64, error
 	return v, nil
 }
 
+// given reports whether a member decoded into raw was sent with a value
+// (present and not null).
+func given(raw json.RawMessage) bool {
+	s := bytes.TrimSpace(raw)
+	return len(s) > 0 && string(s) != "null"
+}
+
 // isInteger reports whether s is a JSON integer literal: an optional minus,
 // then 0 or a digit 1-9 followed by digits (no fraction, no exponent).
 func isInteger(s string) bool {
