@@ -2,6 +2,7 @@ package poolctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -24,7 +25,12 @@ type counterSeeder interface {
 
 // Source tells the quota Service which resources use pools
 // (quota.PoolSource), from the policy store, each answer reused for TTL
-// (changes made through this instance's Admin are seen at once).
+// (changes made through this instance's Admin are seen at once). While the
+// policy store is unreachable (quota.ErrUnavailable, quota.ErrCircuitOpen)
+// the last answer read for a resource is served however old, as the policy
+// cache serves a stale policy (docs/design.md §8): an apply then still
+// goes to Redis, which counts it live. A resource never read since the
+// instance started has no answer to serve: its lookup fails.
 type Source struct {
 	admin  *Admin
 	ledger ledgerTotals
@@ -36,8 +42,9 @@ type Source struct {
 }
 
 type cachedUse struct {
-	use quota.PoolUse
-	at  time.Time
+	use   quota.PoolUse
+	at    time.Time
+	stale bool // forgotten: read again, serve only while the store is down
 }
 
 var _ quota.PoolSource = (*Source)(nil)
@@ -57,21 +64,37 @@ func NewSource(a *Admin, l ledgerTotals, s counterSeeder, ttl time.Duration) *So
 // announces a change (internal/policysync).
 func (s *Source) Forget(resource string) { s.forget(resource) }
 
+// forget expires the entry rather than dropping it: the next lookup reads
+// the store, and the old answer is still there for it if the store is down.
 func (s *Source) forget(resource string) {
 	s.mu.Lock()
-	delete(s.cache, resource)
+	if c, ok := s.cache[resource]; ok {
+		c.stale = true
+		s.cache[resource] = c
+	}
 	s.mu.Unlock()
 }
 
-// PoolsOf implements quota.PoolSource.
+// PoolsOf implements quota.PoolSource: the cached answer while it is
+// fresh, else the policy store's; the cached answer however old when the
+// store is unreachable. Errors: the store's, when nothing is cached.
 func (s *Source) PoolsOf(ctx context.Context, resource string) (quota.PoolUse, error) {
 	now := s.admin.now()
 	s.mu.Lock()
 	c, ok := s.cache[resource]
 	s.mu.Unlock()
-	if ok && now.Sub(c.at) < s.ttl {
+	if ok && !c.stale && now.Sub(c.at) < s.ttl {
 		return c.use, nil
 	}
+	use, err := s.read(ctx, resource, now)
+	if err != nil && ok && (errors.Is(err, quota.ErrUnavailable) || errors.Is(err, quota.ErrCircuitOpen)) {
+		return c.use, nil // stale beats unknown: Redis still decides
+	}
+	return use, err
+}
+
+// read reads a resource's PoolUse from the policy store and caches it.
+func (s *Source) read(ctx context.Context, resource string, now time.Time) (quota.PoolUse, error) {
 	lines, err := s.admin.cfg.Lines(ctx, resource)
 	if err != nil {
 		return quota.PoolUse{}, err
