@@ -117,7 +117,12 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 		if spec.Weight, err = parseAmount("weight", body.Weight, false); err == nil {
 			spec.Dedicated, err = parseAmount("dedicated", body.Dedicated, false)
 		}
-		if err == nil && spec.Weight == 0 && spec.Dedicated == 0 && len(body.Weight) == 0 && len(body.Dedicated) == 0 {
+		switch {
+		case err == nil && spec.Weight == 0 && spec.Dedicated == 0 && given(body.Dedicated):
+			// "dedicated":0 without a weight: the amount is what is wrong,
+			// not the weight it was not given.
+			err = &quota.ValidationError{Field: "dedicated", Reason: "must be 1 … 2^53-1 (or give a weight instead)"}
+		case err == nil && spec.Weight == 0 && spec.Dedicated == 0 && len(body.Weight) == 0 && len(body.Dedicated) == 0:
 			spec.Weight = 1 // neither given: weight 1
 		}
 	}

@@ -581,3 +581,31 @@ func TestPoolsAdminStepsRefuseABody(t *testing.T) {
 		t.Errorf("a refused DELETE changed the grants:\n%s\n%s", grants, after)
 	}
 }
+
+// TestPoolsAdminErrorsNameTheFieldAndTheRule: a refused line or setting is
+// answered with the field that is wrong and what it must be. "dedicated":0
+// used to be answered "invalid weight: must be 1 … 1000" (a field not
+// sent),.
+func TestPoolsAdminErrorsNameTheFieldAndTheRule(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
+	base := "/admin/policies/llm"
+	tests := []struct {
+		name, path, body, want string
+	}{
+		{"dedicated 0", base + "/lines/x", `{"tier":"CORE","dedicated":0}`, "invalid dedicated: must be 1 … 2^53-1"},
+		{"weight 0", base + "/lines/x", `{"tier":"CORE","weight":0}`, "invalid weight: must be 1 … 1000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := a.do(t, request{method: "PUT", path: tt.path, body: tt.body})
+			msg, _ := r.body["message"].(string)
+			if r.status != http.StatusBadRequest || !strings.HasPrefix(msg, tt.want) {
+				t.Fatalf("%d %s, want 400 %q", r.status, r.raw, tt.want)
+			}
+		})
+	}
+	if r := a.get(t, base+"/lines"); len(r.body["lines"].([]any)) != 0 {
+		t.Fatalf("refused lines were stored: %s", r.raw)
+	}
+}
