@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -135,12 +136,27 @@ func jsonError(err error) error {
 			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "is not a known field (names are case-sensitive)"}
 		case sem.JSONPointer == "":
 			return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
+		case sem.GoType != nil && isIntKind(sem.GoType.Kind()):
+			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: reasonWholeNumber}
 		case sem.GoType != nil:
 			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "must be a JSON " + jsonKind(sem.GoType.Kind().String())}
 		}
 		return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "is not valid: " + sem.Error()}
 	}
 	return &quota.ValidationError{Field: "body", Reason: err.Error()}
+}
+
+// reasonWholeNumber is the reason of a JSON value that is not an integer
+// given for an integer field (a fraction, an exponent, a string, ...).
+const reasonWholeNumber = "must be a whole number (a JSON number without fraction or exponent)"
+
+func isIntKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 func jsonKind(k string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -154,7 +155,7 @@ func (s *Server) handleDeleteLine(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handlePutPools(w http.ResponseWriter, r *http.Request) {
 	body := pools.DefaultSettings()
-	err := decode(r, &body)
+	err := settingsRange(decode(r, &body))
 	if err == nil {
 		if _, err = s.pools.PutSettings(r.Context(), chi.URLParam(r, "resourceName"), body); err == nil {
 			s.writePools(w, r, http.StatusOK)
@@ -162,6 +163,23 @@ func (s *Server) handlePutPools(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.writeError(w, r, err)
+}
+
+// settingRanges are the ranges of the whole-number pool settings
+// (pools.Settings.Validate).
+var settingRanges = map[string]string{
+	"sharedPercent": "0 … 100", "dedicatedPercent": "0 … 100", "bufferPercent": "0 … 100",
+	"borrowLimitPercent": "0 … 1000", "reclaimThresholdPercent": "1 … 100", "reclaimConfirmSeconds": "0 … 86400",
+}
+
+// settingsRange adds its range to a decoding error of a whole-number pool
+// setting ("must be a whole number (0 … 100)").
+func settingsRange(err error) error {
+	var ve *quota.ValidationError
+	if errors.As(err, &ve) && ve.Reason == reasonWholeNumber && settingRanges[ve.Field] != "" {
+		return &quota.ValidationError{Field: ve.Field, Reason: ve.Reason + " (" + settingRanges[ve.Field] + ")"}
+	}
+	return err
 }
 
 type grantJSON struct {

@@ -585,7 +585,7 @@ func TestPoolsAdminStepsRefuseABody(t *testing.T) {
 // TestPoolsAdminErrorsNameTheFieldAndTheRule: a refused line or setting is
 // answered with the field that is wrong and what it must be. "dedicated":0
 // used to be answered "invalid weight: must be 1 … 1000" (a field not
-// sent),.
+// sent), and a fractional percentage "must be a JSON value of another type".
 func TestPoolsAdminErrorsNameTheFieldAndTheRule(t *testing.T) {
 	a, _ := newPoolsHarness(t)
 	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":100000}`)
@@ -595,6 +595,9 @@ func TestPoolsAdminErrorsNameTheFieldAndTheRule(t *testing.T) {
 	}{
 		{"dedicated 0", base + "/lines/x", `{"tier":"CORE","dedicated":0}`, "invalid dedicated: must be 1 … 2^53-1"},
 		{"weight 0", base + "/lines/x", `{"tier":"CORE","weight":0}`, "invalid weight: must be 1 … 1000"},
+		{"fractional weight", base + "/lines/x", `{"tier":"CORE","weight":1.5}`, "invalid weight: must be a whole number"},
+		{"fractional sharedPercent", base + "/pools", `{"sharedPercent":60.5}`, "invalid sharedPercent: must be a whole number (a JSON number without fraction or exponent) (0 … 100)"},
+		{"string borrowLimitPercent", base + "/pools", `{"borrowLimitPercent":"50"}`, "invalid borrowLimitPercent: must be a whole number (a JSON number without fraction or exponent) (0 … 1000)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
