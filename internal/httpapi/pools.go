@@ -319,12 +319,21 @@ func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
 	}{true, CodeSuccess, rs})
 }
 
+// handleReclaimStep answers POST …/reclaims/{id}/confirm and …/cancel; an
+// optional ?reason= is the audit entry's reason.
 func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		err := noInput(r)
+		q, err := strictQuery(r, "reason")
+		if err == nil {
+			err = quota.ValidateReason(q.Get("reason"))
+		}
+		if err == nil {
+			err = noBody(r)
+		}
 		var rc pools.Reclaim
 		if err == nil {
-			rc, err = s.pools.SetReclaim(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
+			ctx := quota.WithReason(r.Context(), q.Get("reason"))
+			rc, err = s.pools.SetReclaim(ctx, chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
 		}
 		if err != nil {
 			s.writeError(w, r, err)

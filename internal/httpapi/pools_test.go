@@ -127,6 +127,8 @@ func TestPoolsAdminBadInputIs4xxAndChangesNothing(t *testing.T) {
 		{"delete an unknown line", request{method: "DELETE", path: base + "/lines/zz"}, 404},
 		{"void an unknown grant", request{method: "DELETE", path: base + "/grants/g0"}, 404},
 		{"confirm an unknown reclaim", request{method: "POST", path: base + "/reclaims/r9/confirm"}, 404},
+		{"reclaim step with an unknown parameter", request{method: "POST", path: base + "/reclaims/r9/confirm?why=x"}, 400},
+		{"reclaim step with a body", request{method: "POST", path: base + "/reclaims/r9/cancel", body: `{"reason":"x"}`}, 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

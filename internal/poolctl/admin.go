@@ -95,6 +95,8 @@ func asValidation(err error) error {
 	return err
 }
 
+// audit records a change; its reason is the operator's (quota.WithReason on
+// ctx; "" when none was given).
 func (a *Admin) audit(ctx context.Context, action, resource string, before, after any) error {
 	enc := func(v any) json.RawMessage {
 		if v == nil {
@@ -104,7 +106,8 @@ func (a *Admin) audit(ctx context.Context, action, resource string, before, afte
 		return b
 	}
 	return a.cfg.RecordAudit(context.WithoutCancel(ctx), quota.AuditEntry{At: a.now().UTC().Truncate(time.Millisecond),
-		Actor: quota.ActorFrom(ctx), Action: action, Resource: resource, Before: enc(before), After: enc(after)})
+		Actor: quota.ActorFrom(ctx), Action: action, Resource: resource, Before: enc(before), After: enc(after),
+		Reason: quota.ReasonFrom(ctx)})
 }
 
 // Config is a resource's pool configuration and its layout.

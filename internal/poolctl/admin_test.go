@@ -145,3 +145,43 @@ func TestAdminLinesGrantsReleasesAndReclaims(t *testing.T) {
 		t.Fatalf("unknown reclaim: %v", err)
 	}
 }
+
+// TestAuditEntriesCarryTheOperatorsReason: the audit entry of a grant, a
+// buffer release and a reclaim confirmed or cancelled has the operator's
+// reason in its reason column (what the CLI's audit table shows), not only
+// inside its after document. grant.add and buffer.release had "" there.
+func TestAuditEntriesCarryTheOperatorsReason(t *testing.T) {
+	w := newWorld(t, pools.ElasticityOff)
+	a := w.admin()
+	exp := w.clock.Add(time.Hour).UnixMilli()
+	if _, err := a.AddGrant(w.ctx, "llm", poolctl.GrantRequest{Amount: 10, Line: "a", ExpiresMs: exp, Reason: "launch"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Release(w.ctx, "llm", poolctl.GrantRequest{Amount: 10, Line: "a", Reason: "promo"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.db.PutReclaim(w.ctx, "llm", pools.Reclaim{ID: "r1", From: "a", To: "b", Amount: 10, State: pools.ReclaimWarned, WarnedMs: 1, UpdateMs: 1})
+	if _, err := a.SetReclaim(quota.WithReason(w.ctx, "b needs it"), "llm", "r1", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetReclaim(quota.WithReason(w.ctx, "changed my mind"), "llm", "r1", false); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := w.db.ListAudit(w.ctx, quota.AuditFilter{Resource: "llm", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{poolctl.ActionGrantAdd: "launch", poolctl.ActionBufferRelease: "promo",
+		poolctl.ActionReclaimConfirm: "b needs it", poolctl.ActionReclaimCancel: "changed my mind"}
+	for _, r := range recs {
+		if w, ok := want[r.Action]; ok {
+			if r.Reason != w {
+				t.Errorf("%s: reason %q, want %q", r.Action, r.Reason, w)
+			}
+			delete(want, r.Action)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("entries missing: %v (of %+v)", want, recs)
+	}
+}

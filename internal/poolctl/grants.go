@@ -108,7 +108,7 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 		return pools.GrantRecord{}, err
 	}
 	a.changed(resource)
-	return g, a.audit(ctx, ActionGrantAdd, resource, nil, g)
+	return g, a.audit(quota.WithReason(ctx, req.Reason), ActionGrantAdd, resource, nil, g)
 }
 
 // Grants lists a resource's grants and releases not yet expired, with
@@ -196,5 +196,5 @@ func (a *Admin) Release(ctx context.Context, resource string, req GrantRequest) 
 		Reason: "operator: " + req.Reason}}); err != nil {
 		return g, err
 	}
-	return g, a.audit(ctx, ActionBufferRelease, resource, nil, g)
+	return g, a.audit(quota.WithReason(ctx, req.Reason), ActionBufferRelease, resource, nil, g)
 }
