@@ -73,8 +73,15 @@ type ApplyResponse struct {
 	SessionID string `json:"sessionId"`
 	// GrantedAmount is the amount reserved, in the policy's unit.
 	GrantedAmount int64 `json:"grantedAmount"`
-	// RemainingQuota is what remains in the period after the grant.
+	// RemainingQuota is what remains in the period after the grant (the
+	// resource's limit less what is charged and reserved, as Finish and
+	// Status answer it), also for a grant on a business line.
 	RemainingQuota int64 `json:"remainingQuota"`
+	// LineRemaining, for a grant on a business line, is what the line
+	// could still be granted after it (its dedicated part, what it may
+	// borrow from the shared pool, buffer lent to it, temporary grants it
+	// may draw); nil otherwise (no line, fail-open, older servers).
+	LineRemaining *int64 `json:"lineRemaining,omitempty"`
 	// LeaseExpiresAt is when the session is considered leaked unless it is
 	// heartbeated or finished first (UTC).
 	LeaseExpiresAt time.Time `json:"leaseExpiresAt"`

@@ -30,11 +30,14 @@ type applyRequest struct {
 }
 
 type applyResponse struct {
-	Success                  bool   `json:"success"`
-	Code                     string `json:"code"`
-	SessionID                string `json:"sessionId"`
-	GrantedAmount            int64  `json:"grantedAmount"`
-	RemainingQuota           int64  `json:"remainingQuota"`
+	Success        bool   `json:"success"`
+	Code           string `json:"code"`
+	SessionID      string `json:"sessionId"`
+	GrantedAmount  int64  `json:"grantedAmount"`
+	RemainingQuota int64  `json:"remainingQuota"` // of the period, as finish and status answer it
+	// LineRemaining: a grant on a business line: what the line could still
+	// be granted after it.
+	LineRemaining            *int64 `json:"lineRemaining,omitempty"`
 	LeaseExpiresAt           string `json:"leaseExpiresAt"`
 	HeartbeatIntervalSeconds int64  `json:"heartbeatIntervalSeconds"`
 	// FailOpen: granted by a failMode OPEN policy while the center could not
@@ -93,7 +96,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 			}
 			writeJSON(w, http.StatusOK, applyResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
-				RemainingQuota: res.Remaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
+				RemainingQuota: res.Remaining, LineRemaining: res.LineRemaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
 				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds, FailOpen: res.FailOpen,
 				Drawn: drawnOf(res.Drawn), QuotaTight: res.QuotaTight, PolicyVersion: res.PolicyVersion,
 			})

@@ -83,8 +83,12 @@ type Refusal struct {
 // what remains.
 type ApplyResponse struct {
 	Decision
-	SessionID                string
-	Remaining                int64
+	SessionID string
+	Remaining int64 // of the period (limit − charged − reserved), also on a business line
+	// LineRemaining: of a grant on a business line counted in Redis, what
+	// the line could still be granted after it (ApplyResult.LineRemaining;
+	// a replay: as first answered); nil otherwise.
+	LineRemaining            *int64
 	LeaseExpiresAt           time.Time
 	HeartbeatIntervalSeconds int64
 	Replayed                 bool
@@ -298,7 +302,12 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 				Remaining: res.Remaining, QuotaType: pol.QuotaType,
 			}, nil
 		case ApplyGranted, ApplyReplayed:
-			return s.record(ctx, pol, cmd, res)
+			resp, err := s.record(ctx, pol, cmd, res)
+			if err == nil && cmd.Pools != nil && cmd.Pools.Line != "" {
+				lr := res.LineRemaining
+				resp.LineRemaining = &lr
+			}
+			return resp, err
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: unknown store outcome %d", cmd.ResourceName, res.Outcome)
 	}

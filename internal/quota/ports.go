@@ -60,9 +60,14 @@ type PoolsCmd struct {
 // ApplyResult is the store's answer to an ApplyCmd. For ApplyReplayed the
 // fields are those of the first, granted apply.
 type ApplyResult struct {
-	Outcome        ApplyOutcome
-	Granted        int64
-	Remaining      int64 // after the grant; for ApplyExhausted, what remains
+	Outcome   ApplyOutcome
+	Granted   int64
+	Remaining int64 // after the grant; for ApplyExhausted, what remains
+	// LineRemaining: of a grant on a business line, what the line could
+	// still be granted after it (its dedicated part, borrowing room, buffer
+	// lent and grants it may draw); 0 otherwise. Remaining is the period's
+	// (limit − charged − reserved), as finish and status answer it.
+	LineRemaining  int64
 	LeaseExpiresAt time.Time
 	StartTime      time.Time // session start (store clock)
 	PeriodStart    time.Time // the period the session is charged to

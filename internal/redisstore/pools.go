@@ -67,6 +67,11 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 		res.Drawn = pools.Drawn{Dedicated: a.n[8], Shared: a.n[9], Buffer: a.n[10], Grant: a.n[11], Grants: pools.ParseGrants(a.grants)}
 		if line == "" {
 			res.Drawn.Base, res.Drawn.Buffer = res.Drawn.Buffer, 0
+		} else if a.code != poolRefused {
+			// remainingQuota is the period's, as finish and status answer
+			// it; what the line could still be granted is LineRemaining.
+			res.LineRemaining = a.n[2]
+			res.Remaining = a.limit - a.charged - a.reserved
 		}
 	case poolWrongPeriod:
 		res.Outcome, res.Now = quota.ApplyWrongPeriod, ms(a.n[6])
@@ -99,16 +104,21 @@ type poolApplyReply struct {
 	reason string
 	grants string
 	tight  bool
+	// The period's limit, charged and reserved after the apply (codes 1
+	// and 2).
+	limit, charged, reserved int64
 }
 
-// decodePoolApply reads pool_apply.lua's reply: 14 elements for codes 1–3,
-// 7 for 4 and 5, 1 for 6 and 8.
+// decodePoolApply reads pool_apply.lua's reply: 17 elements for codes 1
+// and 2, 14 for 3, 7 for 4 and 5, 1 for 6 and 8.
 func decodePoolApply(v any) (poolApplyReply, error) {
-	r := readReply("pool_apply.lua", v, 1, 14)
+	r := readReply("pool_apply.lua", v, 1, 17)
 	a := poolApplyReply{code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
 	want := 1
 	switch a.code {
-	case poolGranted, poolReplayed, poolRefused:
+	case poolGranted, poolReplayed:
+		want = 17
+	case poolRefused:
 		want = 14
 	case poolWrongPeriod, poolNeedBalance:
 		want = 7
@@ -121,8 +131,11 @@ func decodePoolApply(v any) (poolApplyReply, error) {
 			a.n[i] = r.int(i)
 		}
 	}
-	if r.len() == 14 {
+	if r.len() >= 14 {
 		a.reason, a.grants, a.tight = r.str(7), r.str(12), r.int(13) == 1
+	}
+	if r.len() == 17 {
+		a.limit, a.charged, a.reserved = r.int(14), r.int(15), r.int(16)
 	}
 	return a, r.err
 }

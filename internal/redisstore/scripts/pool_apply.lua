@@ -18,6 +18,9 @@
 -- qc:{r}:gr: <id> = "amount|effectiveMs|expiresMs|line", u:<id> = held (all periods)
 -- Returns {code, granted, remaining, leaseMs, startMs, periodMs, nowMs, reason,
 --          dedicated, shared, buffer, grant, grantList, tight}
+--   and, for codes 1 and 2, the period's limit, charged and reserved after
+--   the apply as the decimal strings Redis holds (the caller computes the
+--   period's remaining, limit − charged − reserved, exactly past 2^53).
 --   codes as apply.lua (1 granted, 2 replayed, 3 refused, 4 wrong period,
 --   5 need balance, 6 conflict) and 8 unknown line. reason: LINE_EXHAUSTED,
 --   WATERMARK, POOL_EXHAUSTED, EXHAUSTED. remaining: what the line (or the
@@ -40,8 +43,11 @@ if s[1] then
     return {6}
   end
   local r = redis.call('HMGET', KEYS[3], 'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl')
+  -- The period's figures now (of the caller's period, KEYS[2]).
+  local pb = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
   return {2, num(r[1]), num(r[2]), num(r[3]), num(r[4]), num(r[5]), now, '',
-    num(r[6]), num(r[7]), num(r[8]), num(r[9]), r[10] or '', 0}
+    num(r[6]), num(r[7]), num(r[8]), num(r[9]), r[10] or '', 0,
+    redis.call('GET', KEYS[1]) or '0', pb[1] or '0', pb[2] or '0'}
 end
 local pstart, pend = tonumber(ARGV[4]), tonumber(ARGV[5])
 if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
@@ -206,4 +212,8 @@ redis.call('HSET', KEYS[3],
   'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',
   'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist)
 redis.call('ZADD', KEYS[4], lease, ARGV[7])
-return {1, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist, tight}
+-- The period's charged and reserved after this grant: reserved as written
+-- (HSET above, or HINCRBY past 2^53).
+local pb = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
+return {1, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist, tight,
+  fmt(limit), pb[1] or '0', pb[2] or '0'}

@@ -1,0 +1,75 @@
+package app_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/quotacenter/quota-center/api/client"
+	"github.com/quotacenter/quota-center/internal/testenv"
+)
+
+// TestApplyOnALineAnswersThePeriodsRemaining: on a resource with business
+// lines, apply, finish and status answer the same remainingQuota — the
+// period's (limit − charged − reserved) — and the apply adds what the line
+// itself can still get as lineRemaining. The apply used to answer the
+// line's headroom as remainingQuota (limit 1000, line a dedicated 200,
+// 60 used: apply 5 on a → 295 where finish and status said 935).
+func TestApplyOnALineAnswersThePeriodsRemaining(t *testing.T) {
+	forModes(t, func(t *testing.T, s *testenv.Server) {
+		c := opsClient(t, s)
+		res := testenv.Resource(t)
+		set := client.DefaultPoolSettings()
+		set.Elasticity = "OFF"
+		if _, err := c.PutPolicy(ctxOf(t), client.PolicySpec{ResourceName: res, QuotaType: "TOKENS", TotalLimit: 1000, Pools: &set}); err != nil {
+			t.Fatal(err)
+		}
+		for line, body := range map[string]map[string]any{"a": {"tier": "CORE", "dedicated": 200}, "b": {"tier": "GROWTH", "weight": 1}} {
+			if code, out, _ := call(t, s, http.MethodPut, "/admin/policies/"+res+"/lines/"+line, body); code != http.StatusCreated {
+				t.Fatalf("put line %s: %d %v", line, code, out)
+			}
+		}
+		first, err := c.Apply(ctxOf(t), client.ApplyRequest{ResourceName: res, ClientID: "svc", ApplyAmount: 60, BusinessLine: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Finish(ctxOf(t), client.FinishRequest{ResourceName: res, SessionID: first.SessionID, ActualUsedAmount: 60}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.Apply(ctxOf(t), client.ApplyRequest{ResourceName: res, ClientID: "svc", ApplyAmount: 5, BusinessLine: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Status(ctxOf(t), res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.RemainingQuota != 935 || st.RemainingQuota != 935 {
+			t.Fatalf("after apply 5 on a: apply remainingQuota %d, status %d; want 935 both", a.RemainingQuota, st.RemainingQuota)
+		}
+		// Line a: 195 of its dedicated part left, and what it may borrow of
+		// the shared pool (less than the period's remaining).
+		if a.LineRemaining == nil || *a.LineRemaining < 195 || *a.LineRemaining >= a.RemainingQuota {
+			t.Fatalf("lineRemaining %v, want 195 … 934", a.LineRemaining)
+		}
+		// A replay answers as the first apply did.
+		again, err := c.Apply(ctxOf(t), client.ApplyRequest{ResourceName: res, ClientID: "svc", ApplyAmount: 5, BusinessLine: "a", SessionID: a.SessionID})
+		if err != nil || again.RemainingQuota != 935 || again.LineRemaining == nil || *again.LineRemaining != *a.LineRemaining {
+			t.Fatalf("replay: %+v %v", again, err)
+		}
+		f, err := c.Finish(ctxOf(t), client.FinishRequest{ResourceName: res, SessionID: a.SessionID, ActualUsedAmount: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err = c.Status(ctxOf(t), res); err != nil || f.RemainingQuota != 937 || st.RemainingQuota != 937 {
+			t.Fatalf("after finish: finish remainingQuota %d, status %+v %v; want 937", f.RemainingQuota, st, err)
+		}
+		// A resource without lines has no lineRemaining.
+		plain := testenv.Resource(t)
+		if _, err := c.PutPolicy(ctxOf(t), client.PolicySpec{ResourceName: plain, QuotaType: "TOKENS", TotalLimit: 100}); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := c.Apply(ctxOf(t), client.ApplyRequest{ResourceName: plain, ClientID: "svc", ApplyAmount: 5}); err != nil || p.RemainingQuota != 95 || p.LineRemaining != nil {
+			t.Fatalf("apply without lines: %+v %v", p, err)
+		}
+	})
+}
