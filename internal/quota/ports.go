@@ -163,13 +163,16 @@ type BalanceReader interface {
 
 // Seeder writes what the store lost back from the ledger.
 type Seeder interface {
-	// Seed writes a period's balance and the resource's limit if they are
-	// absent, and brings back the open sessions it is given that the store
-	// lost (with a fresh lease). It reports whether it wrote the balance; a
-	// balance already there is left as it is, so seeding twice never counts
-	// twice. The Service passes the first page of open sessions and, when
-	// Seed wrote the balance, the later pages to RestoreSessions.
-	Seed(ctx context.Context, resource string, period Period, limit int64, totals PeriodTotals, open []UsageRecord, lease time.Duration) (bool, error)
+	// SeedFenced writes a period's balance and the resource's limit if they
+	// are absent, and brings back the open sessions it is given that the
+	// store lost (with a fresh lease). It reports whether it wrote the
+	// balance; a balance already there is left as it is, so seeding twice
+	// never counts twice. The Service passes the first page of open
+	// sessions and, when it wrote the balance, the later pages to
+	// RestoreSessions. It writes only while the lock f still holds
+	// f.Token (the zero Fence: unfenced), checked in the same atomic step;
+	// else it writes nothing and returns ErrLockLost (issue 11 §3.4).
+	SeedFenced(ctx context.Context, f Fence, resource string, period Period, limit int64, totals PeriodTotals, open []UsageRecord, lease time.Duration) (bool, error)
 	// RestoreSessions brings back open sessions the store lost, with a fresh
 	// lease, leaving the balance as it is; sessions it holds are left alone.
 	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error

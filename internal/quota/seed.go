@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -60,7 +61,15 @@ func (s *Service) seedOnce(ctx context.Context, pol Policy, per Period) error {
 			return err
 		}
 		if token != "" {
-			return s.seedHolding(ctx, pol, per, lock, token)
+			err := s.seedHolding(ctx, pol, per, lock, token)
+			if errors.Is(err, ErrLockLost) {
+				// The lock expired while this seeder worked (cut off from
+				// Redis past its TTL) and its write was refused: another
+				// instance may be seeding. Start over: wait for its balance
+				// or take the lock again.
+				continue
+			}
+			return err
 		}
 		if seeded, err := s.awaitBalance(ctx, pol.ResourceName, per, seedLockTTL/3); err != nil || seeded {
 			return err
@@ -90,7 +99,7 @@ func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock,
 		return err
 	}
 	wrote, err := Guard(s.redis, func() (bool, error) {
-		return s.balances.Seed(ctx, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
+		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
 	})
 	if err != nil || !wrote {
 		return err // !wrote: another seeder won and restores the sessions

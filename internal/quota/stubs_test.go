@@ -131,7 +131,7 @@ func (s *stubs) Balance(ctx context.Context, resource string, per Period) (Balan
 	return Balance{Exists: true, Limit: 100}, nil
 }
 
-func (s *stubs) Seed(ctx context.Context, resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord, _ time.Duration) (bool, error) {
+func (s *stubs) SeedFenced(ctx context.Context, _ Fence, resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord, _ time.Duration) (bool, error) {
 	if err := s.enter(ctx, "Seed"); err != nil {
 		return false, err
 	}

@@ -299,6 +299,7 @@ type seedCode int64
 const (
 	seedAlreadyThere seedCode = 0 // a concurrent seeder wrote the balance; nothing written
 	seedWrote        seedCode = 1 // this call wrote the balance (or, for a later chunk, ran)
+	seedFenced       seedCode = 2 // the caller's lock is not its own any more: nothing written
 )
 
 // lockCode is lock.lua's reply.
@@ -324,6 +325,7 @@ const (
 	adjustNoBalance adjustCode = 0 // not seeded: seeding will read the ledger
 	adjustApplied   adjustCode = 1
 	adjustRepeated  adjustCode = 2 // a resend of a call that was applied
+	adjustFenced    adjustCode = 3 // the caller's lock is not its own any more: nothing written
 )
 
 // failOpenCode is failopen.lua's reply.

@@ -1,11 +1,16 @@
 -- seed.lua: write a period's balance (and the resource's limit) if absent,
 -- and bring back open sessions the store lost.
 -- KEYS[1] qc:{r}:limit   KEYS[2] qc:{r}:b:<periodMs>   KEYS[3] qc:{r}:leases
--- KEYS[4..] qc:{r}:s:<sessionId> of each open session of ARGV[7..], in order
+-- KEYS[4] qc:{r}:lock:<name>, the seed lock the call is made under
+-- KEYS[5..] qc:{r}:s:<sessionId> of each open session of ARGV[8..], in order
 -- ARGV[1] limit   ARGV[2] charged   ARGV[3] reserved   ARGV[4] expire-at ms (0 = never)
 -- ARGV[5] "1" = write the balance (first chunk), "0" = sessions only (later chunks)
 -- ARGV[6] lease ms for restored USING sessions; retention ms for LEAKED ones
--- ARGV[7..] sessions, 16 values each:
+-- ARGV[7] the caller's lock token ("" = not fenced): when KEYS[4] does not
+--         hold it the call writes nothing and returns 2 (issue 11 §3.4: a
+--         seeder whose lock expired while it read the ledger, and which
+--         another instance may have taken, must not write what it read)
+-- ARGV[8..] sessions, 16 values each:
 --           sessionId, amount, minAmount, clientId, granted, startMs, periodMs,
 --           status, endMs, pools, line, dd, ds, db, dg, gl
 --           status USING: an open session, restored with a fresh lease (endMs
@@ -18,12 +23,15 @@
 --           the pools it came from; "0": the six fields are ignored
 -- Returns 1 when this call wrote the balance (or, for a later chunk, ran),
 -- 0 when the balance was already there: a concurrent seeder won, its values
--- and its restored sessions stand, and nothing is written.
+-- and its restored sessions stand, and nothing is written; 2 when fenced.
 -- A restored session keeps its grant; its reservation is already in the
 -- rebuilt totals (the ledger row is USING), so no balance is touched for it.
 -- It has no 'remaining' (the ledger does not keep the first answer's): a
 -- replayed apply of it answers the current remaining (apply.lua).
 -- A session key still present is left alone.
+if ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then
+  return 2
+end
 if ARGV[5] == '1' then
   redis.call('SET', KEYS[1], ARGV[1], 'NX')
   if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -37,14 +45,14 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = now + tonumber(ARGV[6])
-local k = 3
+local k = 4
 local function pools(sk, i)
   if ARGV[i + 9] == '1' then
     redis.call('HSET', sk, 'line', ARGV[i + 10], 'dd', ARGV[i + 11], 'ds', ARGV[i + 12], 'db', ARGV[i + 13],
       'dg', ARGV[i + 14], 'gl', ARGV[i + 15])
   end
 end
-for i = 7, #ARGV, 16 do
+for i = 8, #ARGV, 16 do
   local id = ARGV[i]
   k = k + 1
   local sk = KEYS[k]
