@@ -234,6 +234,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	forecastLog := log.Named("forecast")
 	in.loops = []loop{
 		{"sweeper", sw.Run},
+		{"compensate", svc.RunCompensation}, // refused applies' late reservations, given back
 		{"forecast", func(ctx context.Context) error { return ops.Run(ctx, admin.DefaultSampleInterval, forecastLog) }},
 		{"pools", poolRunner.Run},
 		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},

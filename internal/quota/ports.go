@@ -44,6 +44,12 @@ type ApplyCmd struct {
 	// lines or temporary grants (internal/pools): the store decides which
 	// pools the grant draws from, or why it is refused.
 	Pools *PoolsCmd
+	// Attempt is a token of this apply request ("" = none): the store keeps
+	// it with the reservation it makes, so that Compensate can give back
+	// exactly the reservation of an attempt answered with an error, and
+	// not one a retry of the same session has since replayed (and
+	// recorded). Pools' applies do not keep it (never compensated).
+	Attempt string
 }
 
 // PoolsCmd is the pools' part of an apply (see internal/pools.ApplyReq).
@@ -129,6 +135,21 @@ type LeakedSession struct {
 // reconciliation in their packages) declares the set it calls, and a fake
 // implements only that. internal/redisstore implements them all.
 
+// CompensateOutcome is what Compensate found.
+type CompensateOutcome int
+
+// Compensate outcomes.
+const (
+	// CompensateGivenBack: the attempt's reservation was given back.
+	CompensateGivenBack CompensateOutcome = iota + 1
+	// CompensateNotItsOwn: the session is settled, cancelled, or was replayed
+	// by another attempt: left alone, nothing more to do.
+	CompensateNotItsOwn
+	// CompensateAbsent: no such session: the attempt's script did not run,
+	// or has not run yet (it may still be queued in a paused Redis).
+	CompensateAbsent
+)
+
 // Reserver makes and gives back reservations (apply).
 type Reserver interface {
 	// Apply checks and reserves in one step. It returns ErrSessionConflict
@@ -137,6 +158,12 @@ type Reserver interface {
 	// Cancel gives back a reservation whose ledger row could not be written.
 	// Cancelling a missing or non-USING session is a no-op.
 	Cancel(ctx context.Context, resource, sessionID string) error
+	// Compensate gives back the reservation an apply attempt (ApplyCmd.Attempt)
+	// made, if the session is still that attempt's alone: USING, and no
+	// other apply of the session has replayed it since (a retry that may be
+	// writing its row). It leaves a CANCELLED tombstone, as Cancel does; a
+	// balance rebuilt since without the session loses nothing. Idempotent.
+	Compensate(ctx context.Context, resource, sessionID, attempt string) (CompensateOutcome, error)
 	// MarkFailOpen flags a USING session whose ledger row could not be
 	// written but which a failMode OPEN policy keeps: reconciliation writes
 	// its row instead of giving the reservation back.

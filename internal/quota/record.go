@@ -57,7 +57,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		if res.Outcome == ApplyGranted {
 			// If the row did land after all, the cancelled session's
 			// tombstone lets reconciliation settle it with nothing charged.
-			s.cancel(cmd.ResourceName, cmd.SessionID)
+			s.cancel(pol, cmd)
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: record session: %w", cmd.ResourceName, err)
 	}
@@ -66,7 +66,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	row, gerr := s.session(ctx, cmd.SessionID)
 	if gerr != nil {
 		if res.Outcome == ApplyGranted {
-			s.cancel(cmd.ResourceName, cmd.SessionID)
+			s.cancel(pol, cmd)
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: read session: %w", cmd.ResourceName, gerr)
 	}
@@ -83,7 +83,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	}
 	// A fresh reservation collided with an older row: give it back and answer
 	// from the ledger (a replay) or refuse (another session's id).
-	s.cancel(cmd.ResourceName, cmd.SessionID)
+	s.cancel(pol, cmd)
 	if !same {
 		return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 	}
@@ -113,12 +113,15 @@ func (s *Service) landed(ctx context.Context, rec UsageRecord) bool {
 
 // cancel gives back a reservation whose ledger row could not be written. It
 // runs on its own deadline: the request's context may be the reason.
-func (s *Service) cancel(resource, sessionID string) {
+func (s *Service) cancel(pol Policy, cmd ApplyCmd) {
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
 	defer stop()
-	// If this fails too, the reservation stays until the sweeper finds its
-	// lease expired; the caller got an error, so it is never used.
-	_ = GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, resource, sessionID) })
+	// If this fails too, the reservation is given back once the store
+	// answers (compensateLater), or else by the sweeper after its lease and
+	// the grace; the caller got an error, so it is never used.
+	if err := GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, cmd.ResourceName, cmd.SessionID) }); err != nil {
+		s.compensateLater(pol, cmd)
+	}
 }
 
 // insertSession writes a new ledger row, through the ledger's breaker.

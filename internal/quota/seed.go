@@ -94,30 +94,25 @@ func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock,
 	if err != nil {
 		return err
 	}
-	open, after, err := s.openSessions(ctx, pol.ResourceName, 0)
-	if err != nil {
-		return err
-	}
-	wrote, err := Guard(s.redis, func() (bool, error) {
-		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
-	})
-	if err != nil || !wrote {
-		return err // !wrote: another seeder won and restores the sessions
-	}
-	for len(open) == seedPage {
-		if open, after, err = s.openSessions(ctx, pol.ResourceName, after); err != nil {
+	// Every page of open sessions goes to the one fenced seed call, which
+	// restores them in chunks under the balance's new epoch (seed.lua): the
+	// rebuilt balance counts each of them, so a give-back of one of them
+	// takes it from this balance, and of any other session takes nothing.
+	var open []UsageRecord
+	for after := int64(0); ; {
+		page, next, err := s.openSessions(ctx, pol.ResourceName, after)
+		if err != nil {
 			return err
 		}
-		if len(open) == 0 {
+		open, after = append(open, page...), next
+		if len(page) < seedPage {
 			break
 		}
-		if err := GuardErr(s.redis, func() error {
-			return s.balances.RestoreSessions(ctx, pol.ResourceName, open, pol.LeaseDuration())
-		}); err != nil {
-			return err
-		}
 	}
-	return nil
+	_, err = Guard(s.redis, func() (bool, error) {
+		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
+	})
+	return err // not written: another seeder won and restored the sessions
 }
 
 // openSessions reads one page of a resource's open ledger rows.

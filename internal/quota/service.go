@@ -59,6 +59,7 @@ type Service struct {
 	mysql    Breaker // in front of ledger and store
 
 	seeding singleflight.Group // per resource and period
+	comp    compensations      // refused applies whose reservation to give back
 }
 
 // NewService wires a Service to its stores.
@@ -78,6 +79,7 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	return &Service{
 		balances: b, ledger: l, sched: s, store: p, opt: opt,
 		redis: opt.Breakers.Balances, mysql: opt.Breakers.Ledger,
+		comp: compensations{wake: make(chan struct{}, 1)},
 		policies: newPolicyCache(p, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.Now),
 	}
 }

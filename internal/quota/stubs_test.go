@@ -19,6 +19,7 @@ type stubs struct {
 
 	apply         func(ApplyCmd) (ApplyResult, error)
 	cancel        func(resource, id string) error
+	compensate    func(resource, id, attempt string) (CompensateOutcome, error)
 	markFailOpen  func(resource, id string) error
 	heartbeat     func(resource, id, client string, lease time.Duration) (time.Time, error)
 	finish        func(FinishCmd) (FinishResult, error)
@@ -86,6 +87,17 @@ func (s *stubs) Cancel(ctx context.Context, resource, id string) error {
 		return s.cancel(resource, id)
 	}
 	return nil
+}
+
+// Compensate: default nothing there (CompensateAbsent).
+func (s *stubs) Compensate(ctx context.Context, resource, id, attempt string) (CompensateOutcome, error) {
+	if err := s.enter(ctx, "Compensate"); err != nil {
+		return 0, err
+	}
+	if s.compensate != nil {
+		return s.compensate(resource, id, attempt)
+	}
+	return CompensateAbsent, nil
 }
 
 func (s *stubs) MarkFailOpen(ctx context.Context, resource, id string) error {

@@ -13,6 +13,13 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
+// randomToken is 24 random hex digits: lock tokens, adjust marks, epochs.
+func randomToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // seedKeys builds seed.lua's KEYS: the limit, the period's balance, the
 // lease index, the fencing lock (f's; an unused key of the resource when f
 // is the zero Fence), and each open session's key.
@@ -26,10 +33,13 @@ func seedKeys(resource string, per int64, f quota.Fence, open []quota.UsageRecor
 }
 
 // seedArgs builds seed.lua's ARGV.
-func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, f quota.Fence, open []quota.UsageRecord) []any {
-	args := make([]any, 0, 7+seedSessionArgs*len(open))
+// epoch is the rebuild's token ("" for calls that rebuild no balance) and
+// per the period of the balance key.
+func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, f quota.Fence,
+	epoch string, per int64, open []quota.UsageRecord) []any {
+	args := make([]any, 0, 9+seedSessionArgs*len(open))
 	args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), mode,
-		itoa(lease.Milliseconds()), f.Token)
+		itoa(lease.Milliseconds()), f.Token, epoch, itoa(per))
 	for _, r := range open {
 		status, end := string(quota.StatusUsing), "0"
 		if r.Status == quota.StatusLeaked {
@@ -76,6 +86,7 @@ func (s *Store) SeedFenced(ctx context.Context, f quota.Fence, resource string, 
 	if !per.End.IsZero() {
 		expireAt = per.End.Add(s.BalanceRetention).UnixMilli()
 	}
+	epoch := randomToken()
 	for first := true; first || len(open) > 0; first = false {
 		chunk := open[:min(len(open), seedChunk)]
 		open = open[len(chunk):]
@@ -84,7 +95,7 @@ func (s *Store) SeedFenced(ctx context.Context, f quota.Fence, resource string, 
 			mode, valid = "1", []seedCode{seedAlreadyThere, seedWrote, seedFenced}
 		}
 		v, err := s.run(ctx, seedScript, seedKeys(resource, per.ID(), f, chunk),
-			seedArgs(limit, t, expireAt, mode, lease, f, chunk)...)
+			seedArgs(limit, t, expireAt, mode, lease, f, epoch, per.ID(), chunk)...)
 		if err != nil {
 			return false, wrap("seed", err)
 		}
@@ -106,9 +117,7 @@ func (s *Store) SeedFenced(ctx context.Context, f quota.Fence, resource string, 
 // it returns "" when the lock is held by someone else. A retry of the same
 // call (go-redis resends after a timeout) finds its own token and succeeds.
 func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
+	token := randomToken()
 	held, err := s.RenewLock(ctx, resource, name, token, ttl)
 	if err != nil || !held {
 		return "", err
@@ -344,7 +353,7 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 		open = open[len(chunk):]
 		// Sessions only: the balance key (of period 0) is declared, not touched.
 		v, err := s.run(ctx, seedScript, seedKeys(resource, 0, quota.Fence{}, chunk),
-			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, quota.Fence{}, chunk)...)
+			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, quota.Fence{}, "", 0, chunk)...)
 		if err == nil {
 			_, err = flag("seed.lua", v, seedWrote)
 		}
@@ -361,7 +370,7 @@ func (s *Store) RestoreLeaked(ctx context.Context, resource string, row quota.Us
 	row.Status = quota.StatusLeaked
 	recs := []quota.UsageRecord{row}
 	v, err := s.run(ctx, seedScript, seedKeys(resource, 0, quota.Fence{}, recs),
-		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, quota.Fence{}, recs)...)
+		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, quota.Fence{}, "", 0, recs)...)
 	if err == nil {
 		_, err = flag("seed.lua", v, seedWrote)
 	}
@@ -381,9 +390,7 @@ const adjustMarkTTL = 10 * time.Minute
 // applied (false: the balance does not exist). Errors: quota.ErrLockLost
 // (fenced: nothing written), backend errors.
 func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64, f quota.Fence) (bool, error) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, hex.EncodeToString(b[:])), lockKey(resource, f.Name)}
+	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, randomToken()), lockKey(resource, f.Name)}
 	v, err := s.run(ctx, adjustScript, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds()), f.Token)
 	if err != nil {
 		return false, wrap("adjust", err)

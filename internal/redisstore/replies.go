@@ -262,13 +262,15 @@ const (
 	cancelNothing     cancelCode = 0 // missing or not USING: nothing to give back
 	cancelGivenBack   cancelCode = 1 // the reservation was given back
 	cancelOtherPeriod cancelCode = 2 // the session is in another period: it follows
+	cancelNotAttempts cancelCode = 3 // another attempt replayed it (attempt mode): left alone
+	cancelAbsent      cancelCode = 4 // no such session (attempt mode)
 )
 
 // decodeCancel returns cancel.lua's code and, for cancelOtherPeriod, the
 // session's period (Unix ms).
 func decodeCancel(v any) (cancelCode, int64, error) {
 	r := readReply("cancel.lua", v, 1, 2)
-	c := code(r, cancelNothing, cancelGivenBack, cancelOtherPeriod)
+	c := code(r, cancelNothing, cancelGivenBack, cancelOtherPeriod, cancelNotAttempts, cancelAbsent)
 	var per int64
 	switch {
 	case r.err != nil:

@@ -10,7 +10,10 @@
 --         hold it the call writes nothing and returns 2 (issue 11 §3.4: a
 --         seeder whose lock expired while it read the ledger, and which
 --         another instance may have taken, must not write what it read)
--- ARGV[8..] sessions, 16 values each:
+-- ARGV[8] the balance's epoch: a token of this rebuild ("" in the sessions-only
+--         calls of RestoreSessions and RestoreLeaked, which rebuild no balance)
+-- ARGV[9] periodMs of KEYS[2]
+-- ARGV[10..] sessions, 16 values each:
 --           sessionId, amount, minAmount, clientId, granted, startMs, periodMs,
 --           status, endMs, pools, line, dd, ds, db, dg, gl
 --           status USING: an open session, restored with a fresh lease (endMs
@@ -28,7 +31,14 @@
 -- rebuilt totals (the ledger row is USING), so no balance is touched for it.
 -- It has no 'remaining' (the ledger does not keep the first answer's): a
 -- replayed apply of it answers the current remaining (apply.lua).
--- A session key still present is left alone.
+-- A session key still present is left alone, except for its epoch.
+-- Epochs (issue 11 §3.1): the balance keeps the epoch of the rebuild that
+-- wrote it ('ep'), a session the epoch of the balance that counts its
+-- reservation ('bep', set by apply.lua). A USING session of this period
+-- given here (its ledger row is open: the rebuild counted it) gets this
+-- epoch, restored or still present; a session left out keeps its old one,
+-- so a give-back (cancel.lua) of a reservation the rebuilt balance never
+-- counted (no ledger row) takes nothing from it.
 if ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then
   return 2
 end
@@ -38,6 +48,9 @@ if ARGV[5] == '1' then
     return 0
   end
   redis.call('HSET', KEYS[2], 'charged', ARGV[2], 'reserved', ARGV[3])
+  if ARGV[8] ~= '' then
+    redis.call('HSET', KEYS[2], 'ep', ARGV[8])
+  end
   if tonumber(ARGV[4]) > 0 then
     redis.call('PEXPIREAT', KEYS[2], ARGV[4])
   end
@@ -52,11 +65,20 @@ local function pools(sk, i)
       'dg', ARGV[i + 14], 'gl', ARGV[i + 15])
   end
 end
-for i = 8, #ARGV, 16 do
+local function epoch(sk, i)
+  if ARGV[8] ~= '' and ARGV[i + 6] == ARGV[9] then
+    redis.call('HSET', sk, 'bep', ARGV[8])
+  end
+end
+for i = 10, #ARGV, 16 do
   local id = ARGV[i]
   k = k + 1
   local sk = KEYS[k]
-  if redis.call('EXISTS', sk) == 0 then
+  if redis.call('EXISTS', sk) == 1 then
+    if ARGV[i + 7] ~= 'LEAKED' and redis.call('HGET', sk, 'status') == 'USING' then
+      epoch(sk, i)
+    end
+  else
     if ARGV[i + 7] == 'LEAKED' then
       local until_ms = tonumber(ARGV[i + 8]) + tonumber(ARGV[6])
       if until_ms > now then
@@ -71,6 +93,7 @@ for i = 8, #ARGV, 16 do
         'granted', ARGV[i + 4], 'lease', string.format('%d', lease),
         'start', ARGV[i + 5], 'period', ARGV[i + 6], 'status', 'USING')
       pools(sk, i)
+      epoch(sk, i)
       redis.call('ZADD', KEYS[3], lease, id)
     end
   end
