@@ -79,7 +79,7 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	return &Service{
 		balances: b, ledger: l, sched: s, store: p, opt: opt,
 		redis: opt.Breakers.Balances, mysql: opt.Breakers.Ledger,
-		comp: compensations{wake: make(chan struct{}, 1)},
+		comp:     compensations{wake: make(chan struct{}, 1)},
 		policies: newPolicyCache(p, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.Now),
 	}
 }
