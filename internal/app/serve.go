@@ -187,6 +187,11 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		Audit: b.ledger, Breakers: brk, Pools: poolSource,
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
+		OnCatchUp: func(r string, err error) {
+			if err != nil {
+				log.Warn("catch-up after a rebuild failed (reconciliation repairs it)", zap.String("resource", r), zap.Error(err))
+			}
+		},
 	})
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {

@@ -200,6 +200,11 @@ type Seeder interface {
 	// f.Token (the zero Fence: unfenced), checked in the same atomic step;
 	// else it writes nothing and returns ErrLockLost (issue 11 §3.4).
 	SeedFenced(ctx context.Context, f Fence, resource string, period Period, limit int64, totals PeriodTotals, open []UsageRecord, lease time.Duration) (bool, error)
+	// CatchUp counts, once each, the open ledger rows of period that its
+	// balance, rebuilt from a ledger snapshot, does not count (their rows
+	// landed after the snapshot), restoring a session the store lost;
+	// rows it counts are left alone. Fenced by f. Errors: ErrLockLost.
+	CatchUp(ctx context.Context, f Fence, resource string, period Period, open []UsageRecord, lease time.Duration) error
 	// RestoreSessions brings back open sessions the store lost, with a fresh
 	// lease, leaving the balance as it is; sessions it holds are left alone.
 	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
@@ -285,6 +290,16 @@ type PeriodLedger interface {
 	// is empty). Seeding and reconciliation walk open sessions with it so
 	// that their memory does not grow with their number.
 	OpenSessionsPage(ctx context.Context, resource string, after int64, limit int) ([]UsageRecord, int64, error)
+}
+
+// SnapshotLedger is what a Ledger may offer besides, for rebuilds that
+// catch up with the writes in flight while they read (issue 11, G7).
+type SnapshotLedger interface {
+	// SeedSnapshot reads a period's totals and every open row of a resource
+	// in one consistent snapshot.
+	SeedSnapshot(ctx context.Context, resource string, periodStart time.Time) (PeriodTotals, []UsageRecord, error)
+	// SessionsByID reads rows by session id; ids without a row are absent.
+	SessionsByID(ctx context.Context, ids []string) (map[string]UsageRecord, error)
 }
 
 // Ledger is what the Service uses of the durable record of every session

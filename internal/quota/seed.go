@@ -88,31 +88,53 @@ func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock,
 	}()
 	ctx, stop := KeepLock(ctx, s.balances, s.redis, pol.ResourceName, lock, token, seedLockTTL)
 	defer stop()
+	totals, open, snapshot, err := s.seedReads(ctx, pol, per)
+	if err != nil {
+		return err
+	}
+	wrote, err := Guard(s.redis, func() (bool, error) {
+		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
+	})
+	if err == nil && wrote && snapshot {
+		s.catchUpLater(pol, per, open)
+	}
+	return err // not written: another seeder won and restored the sessions
+}
+
+// seedReads reads what a rebuild of the period writes: its totals and every
+// open session of the resource. Every page of open sessions goes to the one
+// fenced seed call, which restores them in chunks under the balance's new
+// epoch (seed.lua): the rebuilt balance counts each of them, so a give-back
+// of one of them takes it from this balance, and of any other session takes
+// nothing. With a SnapshotLedger the reads are one consistent snapshot
+// (snapshot true), which the catch-up after the rebuild relies on.
+func (s *Service) seedReads(ctx context.Context, pol Policy, per Period) (PeriodTotals, []UsageRecord, bool, error) {
+	if sl, ok := s.ledger.(SnapshotLedger); ok {
+		var totals PeriodTotals
+		var open []UsageRecord
+		err := GuardErr(s.mysql, func() (err error) {
+			totals, open, err = sl.SeedSnapshot(ctx, pol.ResourceName, per.Start)
+			return err
+		})
+		return totals, open, true, err
+	}
 	totals, err := Guard(s.mysql, func() (PeriodTotals, error) {
 		return s.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
 	})
 	if err != nil {
-		return err
+		return totals, nil, false, err
 	}
-	// Every page of open sessions goes to the one fenced seed call, which
-	// restores them in chunks under the balance's new epoch (seed.lua): the
-	// rebuilt balance counts each of them, so a give-back of one of them
-	// takes it from this balance, and of any other session takes nothing.
 	var open []UsageRecord
 	for after := int64(0); ; {
 		page, next, err := s.openSessions(ctx, pol.ResourceName, after)
 		if err != nil {
-			return err
+			return totals, nil, false, err
 		}
 		open, after = append(open, page...), next
 		if len(page) < seedPage {
-			break
+			return totals, open, false, nil
 		}
 	}
-	_, err = Guard(s.redis, func() (bool, error) {
-		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
-	})
-	return err // not written: another seeder won and restored the sessions
 }
 
 // openSessions reads one page of a resource's open ledger rows.

@@ -40,6 +40,14 @@ type Options struct {
 	// Charges, when set, lets Charge (session-less apply-and-finish, for
 	// gateways) run; without them it fails.
 	Charges ChargeStores
+	// CatchUpAfter is how long after a rebuild of a balance from a ledger
+	// snapshot the Service reads the ledger again to catch up with the
+	// writes that were in flight (catchup.go; default 5s, negative: never).
+	CatchUpAfter time.Duration
+	// OnCatchUp, when set, hears every catch-up end: its resource and its
+	// error (nil when it succeeded; after a failure the next
+	// reconciliation repairs what it would have).
+	OnCatchUp func(resource string, err error)
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease

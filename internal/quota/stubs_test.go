@@ -153,6 +153,10 @@ func (s *stubs) SeedFenced(ctx context.Context, _ Fence, resource string, per Pe
 	return true, nil
 }
 
+func (s *stubs) CatchUp(ctx context.Context, _ Fence, _ string, _ Period, _ []UsageRecord, _ time.Duration) error {
+	return s.enter(ctx, "CatchUp")
+}
+
 func (s *stubs) RestoreLeaked(ctx context.Context, resource string, row UsageRecord, _ time.Duration) error {
 	if err := s.enter(ctx, "RestoreLeaked"); err != nil {
 		return err

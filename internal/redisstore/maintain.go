@@ -364,6 +364,33 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 	return nil
 }
 
+// CatchUp runs seed.lua in its catch-up mode, in chunks, fenced by f: open
+// rows of the period per read after its balance was rebuilt, each counted
+// once if the balance does not count it yet (issue 11, G7). A balance
+// without an epoch (seeded before epochs) is left alone. See quota.Seeder.
+func (s *Store) CatchUp(ctx context.Context, f quota.Fence, resource string, per quota.Period, open []quota.UsageRecord, lease time.Duration) error {
+	for len(open) > 0 {
+		chunk := open[:min(len(open), seedChunk)]
+		open = open[len(chunk):]
+		v, err := s.run(ctx, seedScript, seedKeys(resource, per.ID(), f, chunk),
+			seedArgs(0, quota.PeriodTotals{}, 0, "c", lease, f, "", per.ID(), chunk)...)
+		if err != nil {
+			return wrap("catch up", err)
+		}
+		c, err := flag("seed.lua", v, seedAlreadyThere, seedWrote, seedFenced)
+		if err != nil {
+			return wrap("catch up", err)
+		}
+		switch c {
+		case seedFenced:
+			return fmt.Errorf("catch up %s: lock %s: %w", resource, f.Name, quota.ErrLockLost)
+		case seedAlreadyThere:
+			return nil // no epoch: nothing to catch up with
+		}
+	}
+	return nil
+}
+
 // RestoreLeaked runs seed.lua (sessions only) for one LEAKED ledger row. See
 // quota.Seeder.
 func (s *Store) RestoreLeaked(ctx context.Context, resource string, row quota.UsageRecord, retention time.Duration) error {

@@ -4,7 +4,12 @@
 -- KEYS[4] qc:{r}:lock:<name>, the seed lock the call is made under
 -- KEYS[5..] qc:{r}:s:<sessionId> of each open session of ARGV[8..], in order
 -- ARGV[1] limit   ARGV[2] charged   ARGV[3] reserved   ARGV[4] expire-at ms (0 = never)
--- ARGV[5] "1" = write the balance (first chunk), "0" = sessions only (later chunks)
+-- ARGV[5] "1" = write the balance (first chunk), "0" = sessions only (later chunks),
+--         "c" = catch-up after a rebuild: open rows read again after it
+--         (ARGV[8] the rebuild's epoch, or "" for the balance's current one;
+--         returns 0 and changes nothing when the balance has no epoch or
+--         another one): each USING row the balance does not count is
+--         counted, once (a missing session is restored and counted)
 -- ARGV[6] lease ms for restored USING sessions; retention ms for LEAKED ones
 -- ARGV[7] the caller's lock token ("" = not fenced): when KEYS[4] does not
 --         hold it the call writes nothing and returns 2 (issue 11 §3.4: a
@@ -42,14 +47,23 @@
 if ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then
   return 2
 end
+local E = ARGV[8]
+if ARGV[5] == 'c' then
+  -- ARGV[8] "" = whatever rebuild the balance is now
+  local ep = redis.call('HGET', KEYS[2], 'ep')
+  if not ep or (E ~= '' and ep ~= E) then
+    return 0 -- no rebuild's balance, or rebuilt again since
+  end
+  E = ep
+end
 if ARGV[5] == '1' then
   redis.call('SET', KEYS[1], ARGV[1], 'NX')
   if redis.call('EXISTS', KEYS[2]) == 1 then
     return 0
   end
   redis.call('HSET', KEYS[2], 'charged', ARGV[2], 'reserved', ARGV[3])
-  if ARGV[8] ~= '' then
-    redis.call('HSET', KEYS[2], 'ep', ARGV[8])
+  if E ~= '' then
+    redis.call('HSET', KEYS[2], 'ep', E)
   end
   if tonumber(ARGV[4]) > 0 then
     redis.call('PEXPIREAT', KEYS[2], ARGV[4])
@@ -66,18 +80,63 @@ local function pools(sk, i)
   end
 end
 local function epoch(sk, i)
-  if ARGV[8] ~= '' and ARGV[i + 6] == ARGV[9] then
-    redis.call('HSET', sk, 'bep', ARGV[8])
+  if E ~= '' and ARGV[i + 6] == ARGV[9] then
+    redis.call('HSET', sk, 'bep', E)
   end
+end
+local function add(field, n)
+  if n ~= 0 then
+    redis.call('HINCRBY', KEYS[2], field, string.format('%d', n))
+  end
+end
+-- A session still present whose ledger row was open when the rebuild read
+-- it: once per rebuild (its epoch then marks it), the balance takes what
+-- Redis knows beyond that row. USING: counted as the row was (reserved).
+-- FINISHED, LEAKED or CANCELLED: the finish, sweep or give-back ran in
+-- Redis and its ledger write had not landed (issue 11, G7: the rebuilt
+-- balance kept the grant reserved, a "ghost"), so the grant leaves
+-- 'reserved' and what it settled to enters 'charged'; the row follows
+-- (its writer, or reconciliation from this session). In the catch-up
+-- ('c'), a row that opened after the read: a USING session the balance
+-- does not count (another epoch) is counted now, once.
+local function ahead(sk, i)
+  if E == '' or ARGV[i + 6] ~= ARGV[9] then
+    return
+  end
+  local x = redis.call('HMGET', sk, 'status', 'granted', 'actual', 'bep')
+  if x[4] == E then
+    return
+  end
+  if ARGV[5] == 'c' then
+    if x[1] == 'USING' and x[4] then
+      add('reserved', tonumber(x[2]))
+      redis.call('HSET', sk, 'bep', E)
+    end
+    return
+  end
+  if x[1] ~= 'USING' and ARGV[i + 9] == '1' then
+    return -- a pools' session: its counters are rebuilt by pool_seed.lua
+  end
+  local g = tonumber(x[2])
+  if x[1] == 'FINISHED' then
+    add('reserved', -g); add('charged', tonumber(x[3]))
+  elseif x[1] == 'LEAKED' then
+    add('reserved', -g); add('charged', g)
+  elseif x[1] == 'CANCELLED' then
+    add('reserved', -g)
+  end
+  redis.call('HSET', sk, 'bep', E)
 end
 for i = 10, #ARGV, 16 do
   local id = ARGV[i]
   k = k + 1
   local sk = KEYS[k]
   if redis.call('EXISTS', sk) == 1 then
-    if ARGV[i + 7] ~= 'LEAKED' and redis.call('HGET', sk, 'status') == 'USING' then
-      epoch(sk, i)
+    if ARGV[i + 7] ~= 'LEAKED' then
+      ahead(sk, i)
     end
+  elseif ARGV[5] == 'c' and ARGV[i + 6] ~= ARGV[9] then
+    -- catch-up: another period's row is not this balance's business
   else
     if ARGV[i + 7] == 'LEAKED' then
       local until_ms = tonumber(ARGV[i + 8]) + tonumber(ARGV[6])
@@ -94,6 +153,9 @@ for i = 10, #ARGV, 16 do
         'start', ARGV[i + 5], 'period', ARGV[i + 6], 'status', 'USING')
       pools(sk, i)
       epoch(sk, i)
+      if ARGV[5] == 'c' then
+        add('reserved', tonumber(ARGV[i + 4]))
+      end
       redis.call('ZADD', KEYS[3], lease, id)
     end
   end
