@@ -1,6 +1,11 @@
 package client
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
 
 // PoolInvariant checks the pool's books: avail is the sum of its batches'
 // free units and held the sum of their reserved ones.
@@ -46,4 +51,19 @@ func Abandon(m *Manager) {
 		m.spool.f = nil
 		m.spool.mu.Unlock()
 	}
+}
+
+// OutageTick opens p's outage at mark, runs one janitor tick at now and
+// answers the fallback seconds counted for p (quota_client_pool_fallback_
+// seconds_total, seconds).
+func OutageTick(p *LocalPool, mark, now time.Time) float64 {
+	p.mu.Lock()
+	p.outageSince = mark
+	p.mu.Unlock()
+	p.tick(now, time.Second)
+	var m dto.Metric
+	if err := p.m.met.fallbackSecs.WithLabelValues(p.resource, p.cfg.outage.String()).Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }

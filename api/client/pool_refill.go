@@ -112,7 +112,7 @@ func (p *LocalPool) refill(size int64) {
 	p.grantAt, p.grantTaken = now, p.taken.Load()
 	p.lastErr, p.failures, p.retryAt = nil, 0, time.Time{}
 	if !p.outageSince.IsZero() {
-		p.m.met.fallbackSecs.WithLabelValues(p.resource, p.cfg.outage.String()).Add(now.Sub(p.outageSince).Seconds())
+		p.countOutageLocked(now)
 		p.outageSince = time.Time{}
 		p.reportSafeLocked()
 	}
@@ -208,6 +208,18 @@ func (p *LocalPool) spoolSafeLocked() {
 	p.safeSpooled = p.safeUsed
 }
 
+// countOutageLocked adds the outage time up to now (seconds) to the fallback
+// counter and moves the mark to now. The janitor's tick time and a refill's
+// start time are read on different goroutines, so now can be before the mark
+// (a tick that fired just before a refill opened the outage): that adds
+// nothing and leaves the mark, since a Prometheus counter cannot go down.
+func (p *LocalPool) countOutageLocked(now time.Time) {
+	if d := now.Sub(p.outageSince); d > 0 {
+		p.m.met.fallbackSecs.WithLabelValues(p.resource, p.cfg.outage.String()).Add(d.Seconds())
+		p.outageSince = now
+	}
+}
+
 // broadcastLocked wakes every waiting take.
 func (p *LocalPool) broadcastLocked() {
 	close(p.changed)
@@ -245,8 +257,7 @@ func (p *LocalPool) tick(now time.Time, dt time.Duration) {
 	}
 	p.m.met.batch.WithLabelValues(p.resource).Set(float64(p.batchSizeLocked()))
 	if !p.outageSince.IsZero() {
-		p.m.met.fallbackSecs.WithLabelValues(p.resource, p.cfg.outage.String()).Add(now.Sub(p.outageSince).Seconds())
-		p.outageSince = now
+		p.countOutageLocked(now)
 	}
 	p.spoolSafeLocked()
 	if delta > 0 || p.held > 0 || len(p.batches) == 0 {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/quotacenter/quota-center/api/client"
 )
@@ -82,5 +83,27 @@ func TestPoolBooksStayBalancedUnderRandomUse(t *testing.T) {
 	defer center.mu.Unlock()
 	if center.used != handed.Load() || len(center.sessions) != 0 {
 		t.Fatalf("center charged %d with %d sessions open, handed out %d", center.used, len(center.sessions), handed.Load())
+	}
+}
+
+// TestOutageSecondsNeverGoBackwards: the janitor's tick time comes from its
+// ticker and can be earlier than the moment a refill opened the outage; such
+// a tick counts nothing (it panicked: "counter cannot decrease in value"),
+// and a later tick counts the whole time since the outage began.
+func TestOutageSecondsNeverGoBackwards(t *testing.T) {
+	center := newFakeCenter("TOKENS", client.MaxAmount)
+	defer center.Close()
+	m, _ := client.NewManager(center.URL, quiet())
+	defer m.Close(context.Background())
+	p, err := m.LocalPool("r", client.WithBatch(20, 5, 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := time.Now()
+	if got := client.OutageTick(p, mark, mark.Add(-10*time.Millisecond)); got != 0 {
+		t.Fatalf("a tick before the outage began counted %v s, want 0", got)
+	}
+	if got := client.OutageTick(p, mark, mark.Add(1500*time.Millisecond)); got != 1.5 {
+		t.Fatalf("a tick 1.5 s into the outage counted %v s, want 1.5", got)
 	}
 }

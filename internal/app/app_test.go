@@ -56,8 +56,15 @@ func TestSessionLifecycleSettlesBalanceAndLedger(t *testing.T) {
 	})
 }
 
+// TestConcurrentAppliesGrantExactlyWhatFits: 200 applies at once on a limit
+// that fits 142 grant exactly 142 and refuse the rest with 429. The store
+// timeouts are raised well above their defaults (Redis 500 ms, MySQL 2 s):
+// what is tested is exactness under concurrency, and under `go test -race`
+// beside the other packages a command of 200 queued at once could outlast
+// the default and answer 503 (seen once in CI at load 18), which is the
+// timeout doing its job, not a wrong grant.
 func TestConcurrentAppliesGrantExactlyWhatFits(t *testing.T) {
-	forModes(t, func(t *testing.T, s *testenv.Server) {
+	forModesWith(t, []string{"--redis-timeout", "10s", "--mysql-timeout", "10s"}, func(t *testing.T, s *testenv.Server) {
 		r := testenv.Resource(t)
 		const limit, amount, n = 1000, 7, 200
 		putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": limit})
@@ -65,6 +72,7 @@ func TestConcurrentAppliesGrantExactlyWhatFits(t *testing.T) {
 		var mu sync.Mutex
 		var granted []string
 		codes := map[int]int{}
+		var others []map[string]any
 		var wg sync.WaitGroup
 		for range n {
 			wg.Add(1)
@@ -74,14 +82,18 @@ func TestConcurrentAppliesGrantExactlyWhatFits(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				codes[code]++
-				if code == http.StatusOK {
+				switch code {
+				case http.StatusOK:
 					granted = append(granted, out["sessionId"].(string))
+				case http.StatusTooManyRequests:
+				default:
+					others = append(others, out)
 				}
 			}()
 		}
 		wg.Wait()
 		if want := limit / amount; len(granted) != want || codes[http.StatusTooManyRequests] != n-want {
-			t.Fatalf("granted %d (want %d), codes %v", len(granted), want, codes)
+			t.Fatalf("granted %d (want %d), codes %v, answers other than 200/429: %v", len(granted), want, codes, others)
 		}
 		st, _ := getStatus(t, s, r)
 		_, ledgerReserved, rows := ledgerSums(t, s, r)

@@ -108,9 +108,14 @@ func ledgerSums(tb testing.TB, s *testenv.Server, name string) (charged, reserve
 }
 
 func forModes(t *testing.T, fn func(t *testing.T, s *testenv.Server)) {
+	forModesWith(t, nil, fn)
+}
+
+// forModesWith is forModes with extra server flags.
+func forModesWith(t *testing.T, extra []string, fn func(t *testing.T, s *testenv.Server)) {
 	for _, m := range testenv.Modes() {
 		t.Run(string(m), func(t *testing.T) {
-			fn(t, testenv.Start(t, m))
+			fn(t, testenv.Start(t, m, extra...))
 		})
 	}
 }
