@@ -134,6 +134,7 @@ func TestTheRebuildCatchesUpWithAnApplyWhoseRowLandedAfterItsRead(t *testing.T) 
 	e := newG7Env(t)
 	e.apply(t, "kept", 10)
 	e.apply(t, "late", 30)
+	e.caughtUp(t) // the first seed's, before Redis loses its state
 	e.exec(t, "CREATE TABLE held AS SELECT * FROM quota_usage WHERE session_id = 'late'")
 	e.exec(t, "DELETE FROM quota_usage WHERE session_id = 'late'")
 	e.ledger.after = func() { e.exec(t, "INSERT INTO quota_usage SELECT * FROM held") }
@@ -162,6 +163,7 @@ func TestTheRebuildCatchesUpWithAnApplyWhoseRowLandedAfterItsRead(t *testing.T) 
 func TestTheRebuildCatchesUpWithAFinishWhoseRowLandedAfterItsRead(t *testing.T) {
 	e := newG7Env(t)
 	e.apply(t, "ghost", 30)
+	e.caughtUp(t)
 	if _, err := e.svc.Finish(t.Context(), quota.FinishRequest{ResourceName: "g7", SessionID: "ghost", Actual: 12}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +189,7 @@ func TestTheRebuildCatchesUpWithAFinishWhoseRowLandedAfterItsRead(t *testing.T) 
 func TestARebuildCountsAFinishRedisHasAndTheLedgerNotYet(t *testing.T) {
 	e := newG7Env(t)
 	e.apply(t, "ahead", 30)
+	e.caughtUp(t)
 	if _, err := e.svc.Finish(t.Context(), quota.FinishRequest{ResourceName: "g7", SessionID: "ahead", Actual: 12}); err != nil {
 		t.Fatal(err)
 	}

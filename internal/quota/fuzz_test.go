@@ -234,7 +234,7 @@ func newSeqEnv(t *testing.T) *seqEnv {
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	svc := quota.NewService(redisstore.New(rdb), st, st, &period.Scheduler{}, quota.Options{})
+	svc := quota.NewService(redisstore.New(rdb), st, st, &period.Scheduler{}, quota.Options{CatchUpAfter: -1})
 	return &seqEnv{mr: mr, store: st, svc: svc}
 }
 
