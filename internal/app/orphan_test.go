@@ -16,12 +16,25 @@ import (
 // directly — the reservation is made, then its ledger row removed — and the
 // sweeper must never charge it: it stays reserved while its row might still
 // be on its way (QC_RECONCILE_GRACE), then is given back.
+//
+// The same holds for a reservation whose row is CANCELLED (G1: the apply
+// answered 503 and marked its row so, but giving the reservation back in
+// Redis failed).
 func TestReservationWithoutALedgerRowIsNeverChargedAsLeaked(t *testing.T) {
 	s := testenv.Start(t, testenv.Real, "--reconcile-interval", "1h", "--reconcile-grace", "2s")
+	for name, drop := range map[string]string{
+		"no row":        "DELETE FROM quota_usage WHERE session_id = ?",
+		"CANCELLED row": "UPDATE quota_usage SET status = 'CANCELLED', charged_amount = 0, refunded_amount = granted_amount WHERE session_id = ?",
+	} {
+		t.Run(name, func(t *testing.T) { testOrphanNeverCharged(t, s, drop) })
+	}
+}
+
+func testOrphanNeverCharged(t *testing.T, s *testenv.Server, drop string) {
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000, "leakThresholdSeconds": 1})
 	_, a, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 335})
-	if _, err := s.Ledger.Exec("DELETE FROM quota_usage WHERE session_id = ?", a["sessionId"]); err != nil {
+	if _, err := s.Ledger.Exec(drop, a["sessionId"]); err != nil {
 		t.Fatal(err)
 	}
 	// A session the ledger holds, swept as usual beside it.

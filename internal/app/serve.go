@@ -193,6 +193,8 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 			}
 		},
 	})
+	// Its background marks stop before the ledger closes (closers run in order).
+	in.closers = append([]func(){svc.Close}, in.closers...)
 	metrics := httpapi.NewMetrics(reg)
 	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
 		for _, p := range pols {

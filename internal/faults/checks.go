@@ -364,8 +364,10 @@ func (e *Env) Verify(ctx context.Context, w *Workload) ([]Check, error) {
 	// Nothing is charged for an apply the client was refused: a refused
 	// session must have no ledger row, or one settled with nothing charged
 	// (its insert landed although the answer was lost; the service gave the
-	// reservation back and reconciliation settled the row from the
-	// cancelled session's tombstone). A USING row would be swept and charged.
+	// reservation back and marked the row CANCELLED, or reconciliation
+	// settled it from the cancelled session's tombstone: CANCELLED, or
+	// FINISHED before the status existed). A USING row would be swept and
+	// charged.
 	var phantom []string
 	refused := 0
 	for _, s := range sessions {
@@ -373,7 +375,7 @@ func (e *Env) Verify(ctx context.Context, w *Workload) ([]Check, error) {
 			continue
 		}
 		refused++
-		if r, ok := rows[s.ID]; ok && (r.status != "FINISHED" || r.charged != 0) {
+		if r, ok := rows[s.ID]; ok && ((r.status != "FINISHED" && r.status != "CANCELLED") || r.charged != 0) {
 			phantom = append(phantom, fmt.Sprintf("%s: last apply answer %s after %d tries, ledger row %s granted %d charged %d",
 				s.ID, s.ApplyLast, s.ApplyTries, r.status, r.granted, r.charged))
 		}

@@ -308,7 +308,7 @@ func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart tim
 		if r.Line == "" {
 			d.Base, d.Buffer = d.Buffer, 0
 		}
-		if r.Status == string(quota.StatusFinished) {
+		if r.Status == string(quota.StatusFinished) || r.Status == string(quota.StatusCancelled) {
 			d = pools.Settle(d, r.Granted, r.Charged, r.Line != "")
 		}
 		t := out[r.Line]
@@ -405,7 +405,7 @@ func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (m
 	for _, r := range rows {
 		rec := r.record()
 		d := rec.Drawn.Drawn()
-		if rec.Status == quota.StatusFinished {
+		if rec.Status == quota.StatusFinished || rec.Status == quota.StatusCancelled {
 			d = pools.Settle(d, rec.GrantedAmount, rec.ChargedAmount, rec.BusinessLine != "")
 		}
 		for _, g := range d.Grants {

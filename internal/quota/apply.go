@@ -183,7 +183,9 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 		// Redis no longer holds the session (past QC_FINISHED_RETENTION, or
 		// lost), so it took a repeat for a new apply and refused it. If the
 		// ledger has the session, this is a repeat: answer it as one.
-		if row, lerr := s.session(ctx, cmd.SessionID); lerr == nil {
+		// A CANCELLED row was refused (503) and charged nothing: the repeat
+		// started afresh, and its refusal is the answer.
+		if row, lerr := s.session(ctx, cmd.SessionID); lerr == nil && row.Status != StatusCancelled {
 			if !sameApply(row, cmd) {
 				return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 			}
@@ -277,7 +279,7 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			if mayHaveRun(err) {
 				// Answered 503, but the script may have reserved all the same
 				// (issue 11 §3.1): give that back once the store answers.
-				s.compensateLater(pol, cmd)
+				s.compensateLater(pol, cmd, nil)
 			}
 			return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 		}

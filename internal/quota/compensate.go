@@ -43,6 +43,7 @@ type pendingAttempt struct {
 	resource, sessionID, attempt string
 	added                        time.Time
 	absentSince                  time.Time // first answer "absent"; zero before
+	givenBack                    func()    // runs once the reservation was given back; nil: nothing
 }
 
 // compensations holds the pending attempts of a Service.
@@ -67,7 +68,8 @@ func mayHaveRun(err error) bool {
 // give its reservation back once the store answers (RunCompensation).
 // Pools' applies (their sessions carry no attempt) and fail-open policies
 // (their grant is answered 200 with a ledger row) are not compensated.
-func (s *Service) compensateLater(pol Policy, cmd ApplyCmd) {
+// givenBack, when not nil, runs once the reservation was given back.
+func (s *Service) compensateLater(pol Policy, cmd ApplyCmd, givenBack func()) {
 	if cmd.Attempt == "" || cmd.Pools != nil || pol.FailMode == FailOpen {
 		return
 	}
@@ -76,6 +78,7 @@ func (s *Service) compensateLater(pol Policy, cmd ApplyCmd) {
 	if len(c.pending) < compensateMaxPending {
 		c.pending = append(c.pending, pendingAttempt{
 			resource: cmd.ResourceName, sessionID: cmd.SessionID, attempt: cmd.Attempt, added: s.opt.Now(),
+			givenBack: givenBack,
 		})
 	}
 	c.mu.Unlock()
@@ -141,6 +144,10 @@ func (s *Service) compensatePending(ctx context.Context) {
 		case err != nil:
 			down = true // the store is not back: try the rest next tick
 			keep = append(keep, p)
+		case out == CompensateGivenBack:
+			if p.givenBack != nil {
+				p.givenBack()
+			}
 		case out == CompensateAbsent:
 			if p.absentSince.IsZero() {
 				p.absentSince = now

@@ -34,8 +34,8 @@ type FinishResponse struct {
 // into the current one), then the ledger row is settled. Repeats return the
 // first answer and refund once; a LEAKED session is trued up once.
 //
-// Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound,
-// ErrSessionConflict (a repeat with another actualUsedAmount), ErrUnavailable
+// Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound (also
+// for an apply answered 503, CANCELLED), ErrSessionConflict (a repeat with another actualUsedAmount), ErrUnavailable
 // (the ledger could not be written; a retry completes it).
 func (s *Service) Finish(ctx context.Context, req FinishRequest) (FinishResponse, error) {
 	if err := ValidateResourceName(req.ResourceName); err != nil {
@@ -134,7 +134,8 @@ func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRe
 	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
 	}
-	if row.ResourceName != req.ResourceName || !owns(req.ClientID, row.ClientID) {
+	if row.ResourceName != req.ResourceName || !owns(req.ClientID, row.ClientID) || row.Status == StatusCancelled {
+		// A CANCELLED row is an apply answered 503: there is no session.
 		return FinishResponse{}, fmt.Errorf("finish %s: session %s: %w", req.ResourceName, req.SessionID, ErrSessionNotFound)
 	}
 	if row.Status == StatusLeaked {

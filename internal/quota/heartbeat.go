@@ -19,9 +19,9 @@ type HeartbeatResponse struct {
 // (store clock). It touches the BalanceStore only. A clientID other than ""
 // (set when API keys are on) must own the session.
 //
-// Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound (also when
-// the session belongs to another resource), *NotActiveError (FINISHED or
-// LEAKED), ErrUnavailable.
+// Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound (also
+// when the session belongs to another resource, and for an apply answered
+// 503, CANCELLED), *NotActiveError (FINISHED or LEAKED), ErrUnavailable.
 func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID string) (resp HeartbeatResponse, err error) {
 	if err := ValidateResourceName(resource); err != nil {
 		return HeartbeatResponse{}, err
@@ -48,7 +48,7 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 		// Past its retention in the store a settled session is known to the
 		// ledger only; it is still not active.
 		row, lerr := s.session(ctx, sessionID)
-		if lerr == nil && row.ResourceName == resource && owns(clientID, row.ClientID) {
+		if lerr == nil && row.ResourceName == resource && owns(clientID, row.ClientID) && row.Status != StatusCancelled {
 			if row.Status != StatusUsing {
 				return HeartbeatResponse{}, &NotActiveError{SessionID: sessionID, Status: row.Status}
 			}

@@ -272,6 +272,21 @@ type SessionWriter interface {
 	InsertSession(ctx context.Context, rec UsageRecord) error
 	// FinishSession settles a USING or LEAKED row; a FINISHED row is left as is.
 	FinishSession(ctx context.Context, rec UsageRecord) error
+	// CancelSession marks rec.SessionID's row CANCELLED with nothing charged
+	// (charged 0, the grant refunded, end time rec.EndTime), only while it
+	// is the USING row rec's apply wrote (same resource, start time, grant
+	// and period): an apply answered 503 after an insert whose outcome was
+	// unknown (docs/reliability.md G1). A missing or other row is left as it
+	// is, without error. Errors: ErrUnavailable.
+	CancelSession(ctx context.Context, rec UsageRecord) error
+	// ReviveSession makes rec.SessionID's row the USING row of rec's apply
+	// (period, grant, start time and pools' draws from rec) when it is a
+	// CANCELLED row of the same apply (resource, client, apply and min
+	// amounts), or a USING one of it with the same grant and period (its
+	// start time is moved to rec's, so that a CancelSession of the earlier
+	// attempt no longer matches it). It reports whether the row is now rec's.
+	// Errors: ErrUnavailable.
+	ReviveSession(ctx context.Context, rec UsageRecord) (bool, error)
 }
 
 // SessionReader reads one ledger row.

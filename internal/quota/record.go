@@ -55,9 +55,15 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 			return resp, nil
 		}
 		if res.Outcome == ApplyGranted {
-			// If the row did land after all, the cancelled session's
-			// tombstone lets reconciliation settle it with nothing charged.
-			s.cancel(pol, cmd)
+			// If the row did land after all, it must not be charged: the
+			// cancelled session's tombstone says so in Redis, the
+			// CANCELLED mark in the ledger (retried in the background while
+			// MySQL is unreachable) whatever Redis loses. Only after the
+			// give-back: while the reservation is still USING in Redis, a
+			// retry replays it (same start time) and keeps the row. A
+			// give-back that fails now is made once Redis answers
+			// (compensation, issue 11 §3.1), and the mark follows it.
+			s.cancel(pol, cmd, func() { s.markCancelled(rec) })
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: record session: %w", cmd.ResourceName, err)
 	}
@@ -66,24 +72,36 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	row, gerr := s.session(ctx, cmd.SessionID)
 	if gerr != nil {
 		if res.Outcome == ApplyGranted {
-			s.cancel(pol, cmd)
+			s.cancel(pol, cmd, nil)
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: read session: %w", cmd.ResourceName, gerr)
 	}
 	same := sameApply(row, cmd)
-	if res.Outcome == ApplyReplayed && same {
+	if res.Outcome == ApplyReplayed && same && row.Status != StatusCancelled {
 		return resp, nil
 	}
-	if same && row.Status == StatusUsing && row.GrantedAmount == res.Granted &&
-		row.PeriodStart.Equal(res.PeriodStart) {
+	if same && (row.Status == StatusCancelled || (row.Status == StatusUsing && row.GrantedAmount == res.Granted &&
+		row.PeriodStart.Equal(res.PeriodStart))) {
 		// The row is this session's: an earlier attempt wrote it but lost the
-		// answer, and its reservation was given back (or Redis lost it). The
-		// fresh reservation makes the two stores agree again: keep it.
-		return resp, nil
+		// answer, and its reservation was given back (or Redis lost it), and
+		// its row may have been marked CANCELLED since. The retry starts
+		// afresh: its reservation and the row, made its own (which fences off
+		// the earlier attempt's CANCELLED mark), make the stores agree again.
+		ok, rerr := s.revive(ctx, rec)
+		if rerr == nil && ok {
+			return resp, nil
+		}
+		if res.Outcome == ApplyGranted {
+			s.cancel(pol, cmd, nil)
+		}
+		if rerr == nil {
+			rerr = fmt.Errorf("its row changed meanwhile: %w", ErrUnavailable)
+		}
+		return ApplyResponse{}, fmt.Errorf("apply %s: retry of session %s: %w", cmd.ResourceName, cmd.SessionID, rerr)
 	}
 	// A fresh reservation collided with an older row: give it back and answer
 	// from the ledger (a replay) or refuse (another session's id).
-	s.cancel(pol, cmd)
+	s.cancel(pol, cmd, nil)
 	if !same {
 		return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 	}
@@ -113,14 +131,20 @@ func (s *Service) landed(ctx context.Context, rec UsageRecord) bool {
 
 // cancel gives back a reservation whose ledger row could not be written. It
 // runs on its own deadline: the request's context may be the reason.
-func (s *Service) cancel(pol Policy, cmd ApplyCmd) {
+func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
 	defer stop()
 	// If this fails too, the reservation is given back once the store
-	// answers (compensateLater), or else by the sweeper after its lease and
-	// the grace; the caller got an error, so it is never used.
+	// answers (compensateLater: keyed by the attempt, so not if a retry of
+	// the apply replayed it meanwhile), or else by the sweeper after its
+	// lease and the grace; the caller got an error, so it is never used.
+	// givenBack (nil: nothing) runs once the reservation was given back.
 	if err := GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, cmd.ResourceName, cmd.SessionID) }); err != nil {
-		s.compensateLater(pol, cmd)
+		s.compensateLater(pol, cmd, givenBack)
+		return
+	}
+	if givenBack != nil {
+		givenBack()
 	}
 }
 

@@ -68,6 +68,7 @@ type Service struct {
 
 	seeding singleflight.Group // per resource and period
 	comp    compensations      // refused applies whose reservation to give back
+	cancels cancelMarks        // ledger rows of 503'd applies to mark CANCELLED
 }
 
 // NewService wires a Service to its stores.

@@ -12,9 +12,12 @@ const (
 	StatusUsing    Status = "USING"
 	StatusFinished Status = "FINISHED"
 	StatusLeaked   Status = "LEAKED"
-	// StatusCancelled is Redis-only: a reservation given back because its
-	// ledger row could not be written (the apply answered 503); it never
-	// reaches the ledger.
+	// StatusCancelled: a reservation given back because its ledger row
+	// could not be written, or its outcome was unknown (the apply answered
+	// 503). In Redis it is a tombstone; in the ledger a row that landed
+	// after all, settled with nothing charged (Ledger.CancelSession). A
+	// retry of the same apply starts afresh (Ledger.ReviveSession); a
+	// heartbeat or finish of it is answered ErrSessionNotFound.
 	StatusCancelled Status = "CANCELLED"
 )
 

@@ -33,6 +33,8 @@ type stubs struct {
 
 	insert       func(UsageRecord) error
 	finishRow    func(UsageRecord) error
+	cancelRow    func(UsageRecord) error
+	reviveRow    func(UsageRecord) (bool, error)
 	session      func(id string) (UsageRecord, error)
 	periodTotals func(resource string, start time.Time) (PeriodTotals, error)
 	openPage     func(resource string, after int64, limit int) ([]UsageRecord, int64, error)
@@ -236,6 +238,27 @@ func (s *stubs) FinishSession(ctx context.Context, rec UsageRecord) error {
 		return s.finishRow(rec)
 	}
 	return nil
+}
+
+func (s *stubs) CancelSession(ctx context.Context, rec UsageRecord) error {
+	if err := s.enter(ctx, "CancelSession"); err != nil {
+		return err
+	}
+	if s.cancelRow != nil {
+		return s.cancelRow(rec)
+	}
+	return nil
+}
+
+// ReviveSession: default true (the row is the retry's).
+func (s *stubs) ReviveSession(ctx context.Context, rec UsageRecord) (bool, error) {
+	if err := s.enter(ctx, "ReviveSession"); err != nil {
+		return false, err
+	}
+	if s.reviveRow != nil {
+		return s.reviveRow(rec)
+	}
+	return true, nil
 }
 
 // Session: default ErrSessionNotFound.

@@ -107,7 +107,8 @@ func inChunks[T any](items []T, n int, fn func(part []T) error) error {
 	return nil
 }
 
-// releaseOrphans gives back Redis reservations that have no ledger row.
+// releaseOrphans gives back Redis reservations that have no ledger row, or
+// a CANCELLED one (an apply answered 503).
 func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *Report) error {
 	resource := pol.ResourceName
 	// Only sessions untouched (no apply, no heartbeat) for Grace can be
@@ -127,8 +128,8 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *
 		}
 		var missing []string
 		for _, id := range ids {
-			if _, ok := rows[id]; !ok {
-				missing = append(missing, id)
+			if row, ok := rows[id]; !ok || row.Status == quota.StatusCancelled {
+				missing = append(missing, id) // no row, or one of an apply answered 503
 			}
 		}
 		if len(missing) == 0 {
@@ -145,7 +146,7 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *
 				continue
 			}
 			// Read the ledger once more right before: the row may have landed.
-			if again, err := r.sessionsByID(ctx, []string{id}); err != nil || len(again) > 0 {
+			if again, err := r.sessionsByID(ctx, []string{id}); err != nil || (len(again) > 0 && again[id].Status != quota.StatusCancelled) {
 				continue
 			}
 			if err := r.redis(func() error { return r.store.Cancel(ctx, resource, id) }); err != nil {
@@ -211,11 +212,11 @@ func (r *Reconciler) settleChunk(ctx context.Context, pol quota.Policy, open []q
 			r.repairs.WithLabelValues(resource, "ledger_settled").Inc()
 		case st.Status == quota.StatusCancelled:
 			// The apply answered 503 and gave the reservation back, but its
-			// ledger row landed after all: settle it with nothing charged.
+			// ledger row landed after all: settle it CANCELLED, nothing
+			// charged (as the service marks it; a retry starts afresh).
 			rec := row
-			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, 0, row.GrantedAmount, 0
 			rec.EndTime = st.EndTime
-			if err := r.finishSession(ctx, rec); err != nil {
+			if err := r.mysql(func() error { return r.ledger.CancelSession(ctx, rec) }); err != nil {
 				return err
 			}
 			rep.LedgerRowsSettled++

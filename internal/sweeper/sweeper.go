@@ -224,8 +224,8 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 var errLedgerCheck = errors.New("sweep: ledger check failed")
 
 // held reports which of the expired sessions ids the sweep may charge as
-// LEAKED: those with a ledger row (their apply was answered 200, which comes
-// only after the row is durable) and fail-open grants (answered without a
+// LEAKED: those with a ledger row that is not CANCELLED (their apply was
+// answered 200, which comes only after the row is durable) and fail-open grants (answered without a
 // row; reconciliation writes it). A reservation with neither was never
 // granted to anyone (issue 11 §3.1).
 func (s *Sweeper) held(ctx context.Context, resource string, ids []string) (map[string]bool, error) {
@@ -238,7 +238,9 @@ func (s *Sweeper) held(ctx context.Context, resource string, ids []string) (map[
 	out := make(map[string]bool, len(ids))
 	var missing []string
 	for _, id := range ids {
-		if r, ok := rows[id]; ok && r.ResourceName == resource {
+		// A CANCELLED row is an apply answered 503 whose reservation was
+		// to be given back: never charged (docs/reliability.md G1).
+		if r, ok := rows[id]; ok && r.ResourceName == resource && r.Status != quota.StatusCancelled {
 			out[id] = true
 		} else {
 			missing = append(missing, id)

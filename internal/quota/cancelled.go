@@ -1,0 +1,160 @@
+package quota
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The ledger side of giving a reservation back (docs/reliability.md G1).
+// When an apply's INSERT fails in a way that may hide a commit (the
+// connection died after it), and the row cannot be read back, the apply
+// answers 503 and gives its reservation back in the BalanceStore
+// (cancel.lua, a CANCELLED tombstone). That tombstone lives in Redis only:
+// if Redis loses it before reconciliation settles the row, the row would come
+// back as a live session and be swept as LEAKED — a 503 charged. So the
+// service also marks the row CANCELLED in the ledger (Ledger.CancelSession,
+// a no-op when the row never landed), retrying in the background while the
+// ledger is unreachable; rebuilds, reconciliation and the sweeper take a
+// CANCELLED row for settled with nothing charged.
+
+// cancelRetry bounds the background retries of CancelSession: the first
+// retry comes after cancelRetryMin, each next one after twice as long, up to
+// cancelRetryMax; pending marks are kept up to cancelPendingMax (past it
+// the Redis tombstone and reconciliation are what is left, as before).
+const (
+	cancelRetryMin   = 50 * time.Millisecond
+	cancelRetryMax   = 5 * time.Second
+	cancelPendingMax = 100_000
+	cancelTimeout    = 2 * time.Second
+)
+
+// cancelKey names one attempt of an apply: two attempts of one session id
+// have different start times, and each one's row mark is its own.
+type cancelKey struct {
+	sessionID string
+	startMs   int64
+}
+
+// cancelMarks holds the CancelSession calls still to be made, by attempt,
+// and whether a goroutine drains them. The goroutine ends when none is
+// left, so an idle Service holds none.
+type cancelMarks struct {
+	mu      sync.Mutex
+	pending map[cancelKey]UsageRecord
+	running bool
+	stopped bool          // Close was called: no more marks are made
+	stop    chan struct{} // closed by Close
+	idle    chan struct{} // closed when the drain ends; nil while none ran
+}
+
+// markCancelled durably marks rec's row CANCELLED (if it landed) after its
+// apply gave the reservation back; see the comment at the top of this file.
+// It returns at once; the mark is made in the background, and retried while
+// the ledger is unavailable.
+func (s *Service) markCancelled(rec UsageRecord) {
+	rec.Status, rec.EndTime = StatusCancelled, s.opt.Now().UTC().Truncate(time.Millisecond)
+	m := &s.cancels
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return
+	}
+	if m.pending == nil {
+		m.pending, m.stop = map[cancelKey]UsageRecord{}, make(chan struct{})
+	}
+	key := cancelKey{rec.SessionID, rec.StartTime.UnixMilli()}
+	if _, ok := m.pending[key]; !ok && len(m.pending) >= cancelPendingMax {
+		return
+	}
+	m.pending[key] = rec
+	if !m.running {
+		m.running, m.idle = true, make(chan struct{})
+		go s.drainCancels(m.idle)
+	}
+}
+
+// drainCancels makes the pending CancelSession calls until none is left.
+func (s *Service) drainCancels(idle chan struct{}) {
+	defer close(idle)
+	m := &s.cancels
+	m.mu.Lock()
+	stop := m.stop
+	m.mu.Unlock()
+	wait := cancelRetryMin
+	for {
+		m.mu.Lock()
+		batch := make([]UsageRecord, 0, len(m.pending))
+		for _, rec := range m.pending {
+			batch = append(batch, rec)
+		}
+		m.mu.Unlock()
+		for _, rec := range batch {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+			err := GuardErr(s.mysql, func() error { return s.ledger.CancelSession(ctx, rec) })
+			cancel()
+			if err != nil && isBackendFailure(err) {
+				break // the ledger is unreachable: all are retried after the wait
+			}
+			m.mu.Lock()
+			delete(m.pending, cancelKey{rec.SessionID, rec.StartTime.UnixMilli()})
+			m.mu.Unlock()
+		}
+		m.mu.Lock()
+		if len(m.pending) == 0 {
+			m.running = false
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		select {
+		case <-stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, cancelRetryMax)
+	}
+}
+
+// Close stops the background marking of CANCELLED rows and waits for the
+// attempt in progress, if any (at most its 2 s deadline). Marks not made
+// are left to reconciliation, which settles such a row from its Redis
+// tombstone. Call it before closing the ledger; the Service answers as
+// before afterwards, without starting new marks. Safe to call twice.
+func (s *Service) Close() {
+	m := &s.cancels
+	m.mu.Lock()
+	if !m.stopped {
+		m.stopped = true
+		if m.stop != nil {
+			close(m.stop)
+		}
+	}
+	idle, running := m.idle, m.running
+	m.mu.Unlock()
+	if running && idle != nil {
+		<-idle
+	}
+}
+
+// PendingCancels is how many ledger rows of applies answered 503 are still
+// to be marked CANCELLED (the ledger was unreachable), and a channel closed
+// once the background marking ends (nil when it never ran). For tests and
+// the operators' view of an outage.
+func (s *Service) PendingCancels() (int, <-chan struct{}) {
+	m := &s.cancels
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pending), m.idle
+}
+
+// revive makes the ledger row of a retried apply rec's own (see
+// Ledger.ReviveSession), through the ledger's breaker.
+func (s *Service) revive(ctx context.Context, rec UsageRecord) (bool, error) {
+	return Guard(s.mysql, func() (bool, error) { return s.ledger.ReviveSession(ctx, rec) })
+}
