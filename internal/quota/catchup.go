@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,17 @@ const (
 	catchUpLockTTL = 10 * time.Second
 )
 
+// catchUps are a Service's scheduled and running catch-ups, stopped by
+// Close.
+type catchUps struct {
+	mu      sync.Mutex
+	stopped bool
+	timers  map[*time.Timer]struct{}
+	running sync.WaitGroup
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
+}
+
 // catchUpLater schedules the catch-up of the period's rebuild, whose
 // snapshot held the open rows snap.
 func (s *Service) catchUpLater(pol Policy, per Period, snap []UsageRecord) {
@@ -38,14 +50,53 @@ func (s *Service) catchUpLater(pol Policy, per Period, snap []UsageRecord) {
 	if d == 0 {
 		d = catchUpAfter
 	}
-	time.AfterFunc(d, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
+	c := &s.catchUps
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	if c.timers == nil {
+		c.timers = map[*time.Timer]struct{}{}
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		if _, ok := c.timers[t]; !ok {
+			c.mu.Unlock()
+			return // stopped
+		}
+		delete(c.timers, t)
+		c.running.Add(1)
+		base := c.ctx
+		c.mu.Unlock()
+		defer c.running.Done()
+		ctx, cancel := context.WithTimeout(base, catchUpTimeout)
 		defer cancel()
 		err := s.catchUp(ctx, pol, per, snap)
 		if s.opt.OnCatchUp != nil {
 			s.opt.OnCatchUp(pol.ResourceName, err)
 		}
 	})
+	c.timers[t] = struct{}{}
+}
+
+// stopCatchUps drops the catch-ups not started and waits for the running
+// ones, whose context it cancels.
+func (s *Service) stopCatchUps() {
+	c := &s.catchUps
+	c.mu.Lock()
+	c.stopped = true
+	for t := range c.timers {
+		t.Stop()
+	}
+	c.timers = nil
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.mu.Unlock()
+	c.running.Wait()
 }
 
 // catchUp reads the ledger again and brings the rebuilt balance of per up

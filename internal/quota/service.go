@@ -66,9 +66,10 @@ type Service struct {
 	redis    Breaker // in front of balances
 	mysql    Breaker // in front of ledger and store
 
-	seeding singleflight.Group // per resource and period
-	comp    compensations      // refused applies whose reservation to give back
-	cancels cancelMarks        // ledger rows of 503'd applies to mark CANCELLED
+	seeding  singleflight.Group // per resource and period
+	comp     compensations      // refused applies whose reservation to give back
+	cancels  cancelMarks        // ledger rows of 503'd applies to mark CANCELLED
+	catchUps catchUps           // after rebuilds (catchup.go)
 }
 
 // NewService wires a Service to its stores.
