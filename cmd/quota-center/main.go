@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "serve":
+		tuneGC()
 		app.Version = version
 		return app.Serve(ctx, args, stderr, nil)
 	case "migrate":

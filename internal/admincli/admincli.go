@@ -3,10 +3,12 @@ package admincli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -97,13 +99,23 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Subcommands: []*ffcli.Command{
 			g.policiesCmd(), g.statusCmd(), g.sessionsCmd(), g.usageCmd(), g.resetCmd(), g.finishCmd(), g.grantCmd(false), g.grantCmd(true), g.auditCmd(),
 		},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: helpOrUnknown,
 	}
 	setOutput(root, stderr)
 	if err := root.Parse(args); err != nil {
 		return err
 	}
 	return root.Run(ctx)
+}
+
+// helpOrUnknown is the Exec of a command that only groups subcommands:
+// without arguments it asks for the help text (flag.ErrHelp, exit status
+// 0); with one, that argument named no subcommand, which is an error.
+func helpOrUnknown(_ context.Context, args []string) error {
+	if len(args) == 0 {
+		return flag.ErrHelp
+	}
+	return fmt.Errorf("unknown command %q (quota-center admin -h lists them)", args[0])
 }
 
 func setOutput(c *ffcli.Command, w io.Writer) {
@@ -129,4 +141,26 @@ func positionals(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = fs.Args()[1:]
 	}
 	return pos, nil
+}
+
+// positiveInt is an int flag that refuses values below 1 when it is
+// parsed, so that a given 0 or negative is an error rather than read as
+// "not given" (the flag's zero value, which lets the server's default
+// apply). The server still checks the upper bound.
+type positiveInt struct{ p *int }
+
+func (v positiveInt) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v positiveInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return errors.New("want a whole number, at least 1")
+	}
+	*v.p = n
+	return nil
 }

@@ -80,7 +80,7 @@ func (g *globals) auditCmd() *ffcli.Command {
 		"the audit log of admin changes, newest first",
 		func(fs *flag.FlagSet) {
 			fs.StringVar(&resource, "resource", "", "only this resource")
-			fs.IntVar(&limit, "limit", 0, "entries, 1–500 (default 100)")
+			fs.Var(positiveInt{&limit}, "limit", "`N` entries, 1–500 (default 100)")
 			fs.Int64Var(&before, "before", 0, "only entries older than this id (the next page)")
 		},
 		func(ctx context.Context, c *client.Client, pos []string) error {

@@ -164,7 +164,7 @@ func (g *globals) policiesCmd() *ffcli.Command {
 	return &ffcli.Command{
 		Name: "policies", ShortUsage: "quota-center admin policies <list|get|set|patch|delete> …", ShortHelp: "read and change policies",
 		FlagSet: g.newFlags("policies"), Subcommands: []*ffcli.Command{list, get, set, patch, del},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: helpOrUnknown,
 	}
 }
 
@@ -205,7 +205,7 @@ func (g *globals) sessionsCmd() *ffcli.Command {
 			fs.StringVar(&q.ClientID, "client", "", "only this client")
 			fs.StringVar(&q.BusinessLine, "line", "", "only this business line")
 			fs.StringVar(&q.Status, "status", "", "only USING, FINISHED or LEAKED")
-			fs.IntVar(&q.Limit, "limit", 0, "sessions per page, 1–1000 (default 100)")
+			fs.Var(positiveInt{&q.Limit}, "limit", "`N` sessions per page, 1–1000 (default 100)")
 			fs.StringVar(&q.Cursor, "cursor", "", "start at this page (the next cursor printed by a previous call)")
 			fs.BoolVar(&all, "all", false, "follow the cursors to the last page")
 		},

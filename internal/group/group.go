@@ -64,6 +64,15 @@ func New[T any](maxItems int, linger time.Duration, inFlight int, send func([]T)
 // will see it), ctx's error if ctx ended first, or ErrStopped after Stop; in
 // those two cases item was not taken.
 func (l *Loop[T]) Submit(ctx context.Context, item T) error {
+	return l.SubmitBefore(ctx, nil, item)
+}
+
+// SubmitBefore is Submit that also gives up, with
+// context.DeadlineExceeded, when expired delivers (a timer's channel; nil
+// never does): a deadline of the caller's own without deriving a context
+// for it, which costs a context, a timer and a registration with ctx per
+// call.
+func (l *Loop[T]) SubmitBefore(ctx context.Context, expired <-chan time.Time, item T) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -72,6 +81,8 @@ func (l *Loop[T]) Submit(ctx context.Context, item T) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-expired:
+		return context.DeadlineExceeded
 	case <-l.quit:
 		return ErrStopped
 	}

@@ -151,3 +151,36 @@ func TestStopWaitsForTheSendsInFlight(t *testing.T) {
 		t.Fatal("Stop returned before the send finished")
 	}
 }
+
+// SubmitBefore gives up when its expiry channel delivers while the loop
+// cannot take the item (the one slot busy and the waiting group full), and
+// the item is never sent.
+func TestSubmitBeforeGivesUpWhenItExpiresAndTakesNothing(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var sent []int
+	l := New(1, 0, 1, func(g []int) {
+		if g[0] == 1 {
+			close(started)
+			<-release
+		}
+		mu.Lock()
+		sent = append(sent, g...)
+		mu.Unlock()
+	})
+	submit(t, l, 1) // sent; holds the slot
+	<-started
+	submit(t, l, 2) // the waiting group, full: the loop waits for the slot
+	expired := make(chan time.Time, 1)
+	expired <- time.Now()
+	if err := l.SubmitBefore(context.Background(), expired, 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SubmitBefore with an expired bound: %v, want context.DeadlineExceeded", err)
+	}
+	close(release)
+	l.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(sent, []int{1, 2}) {
+		t.Fatalf("sent %v, want [1 2] (3 expired before it was taken)", sent)
+	}
+}

@@ -127,7 +127,7 @@ func badCases() []badCase {
 	}
 	for _, a := range []amount{
 		{e: apply, field: "applyAmount"},
-		{e: apply, field: "minAmount", zeroOK: true, optional: true},
+		{e: apply, field: "minAmount", optional: true}, // absent = all or nothing; 0 is not "anything"
 		{e: finish, field: "actualUsedAmount", zeroOK: true},
 		{e: putPolicy, field: "totalLimit"},
 		{e: putPolicy, field: "leakThresholdSeconds"},

@@ -142,6 +142,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
+// jsonContentType is the Content-Type header value of every JSON answer,
+// shared: net/http only reads it (and Header.Add would copy, its capacity
+// being its length), so no answer allocates its own.
+var jsonContentType = []string{"application/json"}
+
 // writeJSON writes v as the JSON body with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -150,7 +155,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b = []byte(`{"success":false,"code":"INTERNAL_ERROR","message":"encode response"}`)
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonContentType
 	h.Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))

@@ -881,7 +881,7 @@ func fzWantApply(body []byte) (fzApply, fzVerdict) {
 	r.session, okS = fzString(m, "sessionId")
 	r.amount, there, okA = fzAmount(m, "applyAmount", 1)
 	okA = okA && there
-	r.min, _, okM = fzAmount(m, "minAmount", 0)
+	r.min, _, okM = fzAmount(m, "minAmount", 1)
 	if !okR || !okC || !okS || !okA || !okM || r.min > r.amount ||
 		!fzResourceName(r.resource) || !fzClientID(r.client) || (r.session != "" && !fzSessionID(r.session)) {
 		return fzApply{}, fzBad

@@ -62,6 +62,12 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return quota.ApplyRequest{}, err
 		}
+		if min == 0 && given(body.MinAmount) {
+			// 0 would be read as "no minAmount" (all or nothing), the
+			// opposite of what a caller sending it means; the contract's
+			// Amount starts at 1.
+			return quota.ApplyRequest{}, &quota.ValidationError{Field: "minAmount", Reason: "must be at least 1 (leave it out for all or nothing)"}
+		}
 		clientID, err := authorize(r, body.ResourceName, body.ClientID)
 		if err != nil {
 			return quota.ApplyRequest{}, err
@@ -155,7 +161,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		var res quota.HeartbeatResponse
 		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID, clientID)
 		if err == nil {
-			s.metrics.heartbeat.WithLabelValues(body.ResourceName, "ok").Inc()
+			s.metrics.observeHeartbeat(body.ResourceName)
 			writeJSON(w, http.StatusOK, heartbeatResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID,
 				Status: string(res.Status), LeaseExpiresAt: ts(res.LeaseExpiresAt), PolicyVersion: res.PolicyVersion,

@@ -25,6 +25,7 @@ type Metrics struct {
 	overage   map[string]*prometheus.CounterVec
 	used      map[string]*prometheus.HistogramVec
 	duration  *prometheus.HistogramVec // route, method, code
+	cache     *seriesCache             // the series above already looked up
 }
 
 // NewMetrics registers the request metrics on reg.
@@ -57,6 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "HTTP request latency by chi route pattern, method and status code.",
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2.5},
 		}, []string{"route", "method", "code"}),
+		cache: newSeriesCache(),
 	}
 	for _, u := range quota.Units() {
 		m.granted[u] = f.NewCounterVec(prometheus.CounterOpts{
@@ -134,40 +136,46 @@ func (m *Metrics) Known(p quota.Policy) {
 }
 
 func (m *Metrics) observeApply(resource string, res quota.ApplyResponse) {
+	s := m.resource(resource)
 	switch {
 	case res.Refused():
-		m.apply.WithLabelValues(resource, "exhausted").Inc()
-		m.exhausted.WithLabelValues(resource).Inc()
+		s.applyExhausted.Inc()
+		s.exhausted.Inc()
 	case res.Replayed:
-		m.apply.WithLabelValues(resource, "replayed").Inc()
+		s.applyReplayed.Inc()
 	case res.FailOpen:
-		m.apply.WithLabelValues(resource, "fail_open").Inc()
-		m.failOpen.WithLabelValues(resource).Inc()
+		s.applyFailOpen.Inc()
+		s.failOpen.Inc()
 	default:
-		m.apply.WithLabelValues(resource, "granted").Inc()
+		s.applyGranted.Inc()
 		if u := res.QuotaType.Unit(); u != "" {
-			m.granted[u].WithLabelValues(resource).Add(float64(res.Granted))
+			m.unit(resource, u).granted.Add(float64(res.Granted))
 		}
 	}
 }
 
 func (m *Metrics) observeFinish(resource string, res quota.FinishResponse) {
+	s := m.resource(resource)
 	if res.Replayed {
-		m.finish.WithLabelValues(resource, "replayed").Inc()
+		s.finishReplayed.Inc()
 		return
 	}
 	if res.WasLeaked {
-		m.finish.WithLabelValues(resource, "recovered").Inc()
+		s.finishRecovered.Inc()
 	} else {
-		m.finish.WithLabelValues(resource, "finished").Inc()
+		s.finishFinished.Inc()
 	}
 	if u := res.QuotaType.Unit(); u != "" {
-		m.charged[u].WithLabelValues(resource).Add(float64(res.Charged))
-		m.refunded[u].WithLabelValues(resource).Add(float64(res.Refunded))
-		m.overage[u].WithLabelValues(resource).Add(float64(res.Overage))
-		m.used[u].WithLabelValues(resource).Observe(float64(res.Charged))
+		us := m.unit(resource, u)
+		us.charged.Add(float64(res.Charged))
+		us.refunded.Add(float64(res.Refunded))
+		us.overage.Add(float64(res.Overage))
+		us.used.Observe(float64(res.Charged))
 	}
 }
+
+// observeHeartbeat counts a heartbeat answered 200.
+func (m *Metrics) observeHeartbeat(resource string) { m.resource(resource).heartbeatOK.Inc() }
 
 // StatusSource is what the balance collector reads at scrape time.
 type StatusSource interface {

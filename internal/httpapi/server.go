@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -238,7 +237,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if !isKnownMethod(method) {
 			method = "other" // bounded label values
 		}
-		s.metrics.duration.WithLabelValues(routeOf(r), method, strconv.Itoa(ww.Status())).Observe(time.Since(start).Seconds())
+		s.metrics.observeDuration(routeOf(r), method, ww.Status(), time.Since(start).Seconds())
 	})
 }
 

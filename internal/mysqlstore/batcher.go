@@ -11,15 +11,18 @@ import (
 )
 
 // flushConcurrency bounds the group-commit statements of one batcher in
-// flight at once. Two, as the stages of MySQL's binlog group commit: while
-// one group's commit waits for its fsync, the next group's statement runs
-// (the database merges their fsyncs), and the group after that is formed
-// by the rows that arrive meanwhile. There is no timer: a lone row finds a
-// free slot and is written at once, and under load each group is what came
-// while the previous statements were in flight. More slots bring no lower
-// latency (the extra statements wait for the same fsyncs) but more, smaller
-// statements: more database CPU per row (docs/performance.md).
-const flushConcurrency = 2
+// flight at once: one. While a group's statement and its commit (fsync)
+// run, the next group is formed by the rows that arrive meanwhile, and goes
+// out as soon as the statement returns. There is no timer: a lone row finds
+// the slot free and is written at once, and under load each group is what
+// came while the previous statement was in flight. Two slots (the stages of
+// MySQL's binlog group commit, which this was until measured otherwise)
+// halved the groups without merging their fsyncs on MariaDB (one fsync per
+// statement either way, and a statement costs the server ~160 µs of CPU
+// besides its rows): at 50 connections rows per statement went from ~10 to
+// ~15 with one slot, and MariaDB's CPU per apply fell ~16% at the same
+// request rate and latency (docs/performance-notes.md).
+const flushConcurrency = 1
 
 // batchOp is one group-committed ledger operation (an insert, a finish) on
 // items of type T.

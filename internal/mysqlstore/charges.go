@@ -34,25 +34,33 @@ const (
 	chargeValues = `(?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 'FINISHED')`
 )
 
-// chargeRows writes every row of groups with one INSERT statement.
-func (s *Store) chargeRows(ctx context.Context, groups [][]quota.UsageRecord) error {
+// chargeSQL is the group-commit INSERT of n charge rows.
+func chargeSQL(n int) string {
 	var b strings.Builder
+	b.Grow(len(chargeColumns) + n*(len(chargeValues)+2))
 	b.WriteString(chargeColumns)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(chargeValues)
+	}
+	return b.String()
+}
+
+// chargeRows writes every row of groups with one INSERT statement
+// (s.chargeStmts).
+func (s *Store) chargeRows(ctx context.Context, groups [][]quota.UsageRecord) error {
 	args := make([]any, 0, len(groups)*10)
 	n := 0
 	for _, recs := range groups {
 		for _, r := range recs {
-			if n > 0 {
-				b.WriteString(", ")
-			}
 			n++
-			b.WriteString(chargeValues)
 			args = append(args, r.ResourceName, r.ClientID, r.SessionID, msOf(r.PeriodStart),
 				r.ApplyAmount, r.GrantedAmount, r.ChargedAmount, r.OverageAmount, msOf(r.StartTime), msOf(r.EndTime))
 		}
 	}
-	_, err := s.db.ExecContext(ctx, b.String(), args...)
-	return err
+	return s.chargeStmts.exec(ctx, n, args)
 }
 
 // chargeOp group-commits InsertCharges; on, if set, sees each group's

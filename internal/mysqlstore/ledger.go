@@ -89,23 +89,30 @@ const (
 	insertValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, 'USING', ?, ?, ?, ?, ?, ?)`
 )
 
-// insertRows writes recs with one INSERT statement: all of them or none.
-func (s *Store) insertRows(ctx context.Context, recs []quota.UsageRecord) error {
+// insertSQL is the group-commit INSERT of n rows.
+func insertSQL(n int) string {
 	var b strings.Builder
-	b.Grow(len(insertColumns) + len(recs)*(len(insertValues)+2))
+	b.Grow(len(insertColumns) + n*(len(insertValues)+2))
 	b.WriteString(insertColumns)
-	args := make([]any, 0, len(recs)*15)
-	for i, r := range recs {
+	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(insertValues)
+	}
+	return b.String()
+}
+
+// insertRows writes recs with one INSERT statement (s.insertStmts): all of
+// them or none.
+func (s *Store) insertRows(ctx context.Context, recs []quota.UsageRecord) error {
+	args := make([]any, 0, len(recs)*15)
+	for _, r := range recs {
 		args = append(args, r.ResourceName, r.ClientID, r.SessionID, msOf(r.PeriodStart),
 			r.ApplyAmount, r.MinAmount, r.GrantedAmount, r.GrantedAmount, msOf(r.StartTime),
 			r.BusinessLine, r.Drawn.Dedicated, r.Drawn.Shared, r.Drawn.Buffer+r.Drawn.Base, r.Drawn.Grant, r.Drawn.Grants)
 	}
-	_, err := s.db.ExecContext(ctx, b.String(), args...)
-	return err
+	return s.insertStmts.exec(ctx, len(recs), args)
 }
 
 // FinishSession settles the USING or LEAKED row of rec.SessionID: status
@@ -142,33 +149,50 @@ func (s *Store) finishRows(ctx context.Context, recs []quota.UsageRecord) error 
 		recs = firstPerSession(recs)
 	}
 	n := len(recs)
-	var b strings.Builder
-	b.Grow(256 + n*(5*len(" WHEN ? THEN ?")+len(", ?")))
 	args := make([]any, 0, n*11)
-	column := func(prefix string, value func(r quota.UsageRecord) any) {
-		b.WriteString(prefix)
-		b.WriteString("CASE session_id")
-		for _, r := range recs {
-			b.WriteString(" WHEN ? THEN ?")
-			args = append(args, r.SessionID, value(r))
-		}
-		b.WriteString(" END")
+	for _, r := range recs {
+		args = append(args, r.SessionID, r.LeakRecovered)
 	}
-	column("UPDATE quota_usage SET leak_recovered = CASE WHEN status = 'LEAKED' THEN 1 ELSE ",
-		func(r quota.UsageRecord) any { return r.LeakRecovered })
-	b.WriteString(" END, status = 'FINISHED'")
-	column(", charged_amount = ", func(r quota.UsageRecord) any { return r.ChargedAmount })
-	column(", refunded_amount = ", func(r quota.UsageRecord) any { return r.RefundedAmount })
-	column(", overage_amount = ", func(r quota.UsageRecord) any { return r.OverageAmount })
-	column(", end_ms = ", func(r quota.UsageRecord) any { return nullMsOf(r.EndTime) })
-	b.WriteString(" WHERE status IN ('USING', 'LEAKED') AND session_id IN (?")
-	b.WriteString(strings.Repeat(", ?", n-1))
-	b.WriteString(")")
+	for _, r := range recs {
+		args = append(args, r.SessionID, r.ChargedAmount)
+	}
+	for _, r := range recs {
+		args = append(args, r.SessionID, r.RefundedAmount)
+	}
+	for _, r := range recs {
+		args = append(args, r.SessionID, r.OverageAmount)
+	}
+	for _, r := range recs {
+		args = append(args, r.SessionID, nullMsOf(r.EndTime))
+	}
 	for _, r := range recs {
 		args = append(args, r.SessionID)
 	}
-	_, err := s.db.ExecContext(ctx, b.String(), args...)
-	return err
+	return s.finishStmts.exec(ctx, n, args)
+}
+
+// finishSQL is the group-commit UPDATE of finishRows for n sessions; its
+// arguments are, for each CASE in order, a session id and its value, one
+// pair per session, then the n session ids of the IN list.
+func finishSQL(n int) string {
+	var b strings.Builder
+	b.Grow(256 + n*(5*len(" WHEN ? THEN ?")+len(", ?")))
+	column := func(prefix string) {
+		b.WriteString(prefix)
+		b.WriteString("CASE session_id")
+		b.WriteString(strings.Repeat(" WHEN ? THEN ?", n))
+		b.WriteString(" END")
+	}
+	column("UPDATE quota_usage SET leak_recovered = CASE WHEN status = 'LEAKED' THEN 1 ELSE ")
+	b.WriteString(" END, status = 'FINISHED'")
+	column(", charged_amount = ")
+	column(", refunded_amount = ")
+	column(", overage_amount = ")
+	column(", end_ms = ")
+	b.WriteString(" WHERE status IN ('USING', 'LEAKED') AND session_id IN (?")
+	b.WriteString(strings.Repeat(", ?", n-1))
+	b.WriteString(")")
+	return b.String()
 }
 
 // firstPerSession returns recs without the records whose session id an

@@ -144,6 +144,9 @@ type Store struct {
 	finishes *batcher[quota.UsageRecord]
 	// charges group-commits InsertCharges, one request's rows per item.
 	charges *batcher[[]quota.UsageRecord]
+	// insertStmts, finishStmts and chargeStmts run the statements of
+	// inserts, finishes and charges (prepared on MySQL).
+	insertStmts, finishStmts, chargeStmts *groupStmts
 }
 
 // Open connects to MySQL or MariaDB. dsn is a github.com/go-sql-driver/mysql
@@ -217,6 +220,10 @@ const sqliteMinQueryTimeout = 10 * time.Second
 
 func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store, error) {
 	s := &Store{db: db, dialect: d, timeout: opts.QueryTimeout}
+	prepare := d.name == dialectMySQL.name
+	s.insertStmts = newGroupStmts(db.DB, prepare, insertSQL)
+	s.finishStmts = newGroupStmts(db.DB, prepare, finishSQL)
+	s.chargeStmts = newGroupStmts(db.DB, prepare, chargeSQL)
 	if err := s.Ping(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -278,6 +285,9 @@ func (s *Store) Close() error {
 	s.inserts.stop()
 	s.finishes.stop()
 	s.charges.stop()
+	s.insertStmts.close()
+	s.finishStmts.close()
+	s.chargeStmts.close()
 	return s.db.Close()
 }
 

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,14 +48,48 @@ var DefaultPipelining = Pipelining{MaxCalls: 128, InFlight: 4, Timeout: 500 * ti
 
 // scriptCall is one script call waiting for its pipeline's reply.
 type scriptCall struct {
-	ctx    context.Context
-	script *redis.Script
-	keys   []string
-	args   []any
-	val    any
-	err    error
-	done   chan struct{}
+	ctx context.Context
+	// expires is when the caller stops waiting (run's bound; the run of a
+	// call without a pipeline leaves it zero): a call not sent by then is
+	// not sent.
+	expires time.Time
+	script  *redis.Script
+	keys    []string
+	args    []any
+	val     any
+	err     error
+	done    chan struct{}
 }
+
+// gaveUp is the error of a call whose caller no longer waits (its context
+// ended, or it expired), nil while it waits.
+func (c *scriptCall) gaveUp(now time.Time) error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	if !c.expires.IsZero() && !now.Before(c.expires) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// deadline is when the caller stops waiting: the earlier of its context's
+// deadline and expires.
+func (c *scriptCall) deadline() (time.Time, bool) {
+	d, ok := c.ctx.Deadline()
+	if !c.expires.IsZero() && (!ok || c.expires.Before(d)) {
+		return c.expires, true
+	}
+	return d, ok
+}
+
+// timers are the stopped timers of run, reused: a call's bound without a
+// new timer (and a context derived for it) per call.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // pipeliner sends script calls in pipelines with a group.Loop: a pipeline
 // goes out as soon as one of InFlight slots is free, so a lone call waits
@@ -85,10 +120,12 @@ func newPipeliner(rdb redis.UniversalClient, p Pipelining) *pipeliner {
 // then, the script did not run; if it was sent and not answered, it may
 // have (see Timeout).
 func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout+time.Second)
-	defer cancel()
-	c := &scriptCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
-	if err := p.loop.Submit(ctx, c); err != nil {
+	bound := 2*p.timeout + time.Second
+	t := timers.Get().(*time.Timer)
+	t.Reset(bound)
+	defer func() { t.Stop(); timers.Put(t) }() // Stop: no stale tick for the next user (Go ≥ 1.23 timers)
+	c := &scriptCall{ctx: ctx, expires: time.Now().Add(bound), script: script, keys: keys, args: args, done: make(chan struct{})}
+	if err := p.loop.SubmitBefore(ctx, t.C, c); err != nil {
 		if errors.Is(err, group.ErrStopped) {
 			return nil, redis.ErrClosed
 		}
@@ -100,14 +137,17 @@ func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string
 	case <-ctx.Done():
 		// send still fills c.val and c.err later; nobody reads them.
 		return nil, ctx.Err()
+	case <-t.C:
+		return nil, context.DeadlineExceeded
 	}
 }
 
 // send runs one pipeline and answers each of its calls.
 func (p *pipeliner) send(calls []*scriptCall) {
 	live := calls[:0:0]
+	now := time.Now()
 	for _, c := range calls {
-		if err := c.ctx.Err(); err != nil {
+		if err := c.gaveUp(now); err != nil {
 			// Not sent: the caller gave up while its call waited for a slot.
 			c.err = err
 			close(c.done)
@@ -130,7 +170,7 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	last := time.Now().Add(p.timeout)
 	latest := time.Time{}
 	for _, c := range live {
-		if d, ok := c.ctx.Deadline(); ok && d.After(latest) {
+		if d, ok := c.deadline(); ok && d.After(latest) {
 			latest = d
 		}
 	}
