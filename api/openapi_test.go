@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -297,9 +298,12 @@ func TestSchemasMatchClient(t *testing.T) {
 		{"HeartbeatResponse", client.HeartbeatResponse{}},
 		{"FinishRequest", client.FinishRequest{}},
 		{"FinishResponse", client.FinishResponse{}},
-		{"StatusResponse", client.QuotaStatus{}},
-		{"PolicySpec", client.PolicySpec{}},
-		{"Policy", client.Policy{}},
+		{"StatusWithPools", client.QuotaStatus{}},
+		{"PolicySpecWithPools", client.PolicySpec{}},
+		{"PolicyWithPools", client.Policy{}},
+		{"PoolSettings", client.PoolSettings{}},
+		{"PoolStatus", client.PoolStatus{}},
+		{"Grant", client.PoolGrant{}},
 		{"Health", client.Health{}},
 		{"SessionInfo", client.SessionInfo{}},
 		{"UsageGroup", client.UsageGroup{}},
@@ -308,7 +312,7 @@ func TestSchemasMatchClient(t *testing.T) {
 		{"ForceFinishResult", client.ForceFinishResult{}},
 		{"PeriodReset", client.PeriodReset{}},
 	} {
-		s := d.resolve(t, map[string]any{"$ref": "#/components/schemas/" + tc.schema}, tc.schema)
+		s := d.flatten(t, d.resolve(t, map[string]any{"$ref": "#/components/schemas/" + tc.schema}, tc.schema), tc.schema)
 		var specFields []string
 		for name := range m(t, s["properties"], tc.schema+".properties") {
 			if name != "success" && name != "code" {
@@ -334,6 +338,53 @@ func TestSchemasMatchClient(t *testing.T) {
 			t.Errorf("%s: spec fields %v, client fields %v", tc.schema, specFields, goFields)
 		}
 	}
+}
+
+// TestLineStatusMatchesClient: PoolStatus's lines (an inline schema) and
+// client.LineStatus have the same fields.
+func TestLineStatusMatchesClient(t *testing.T) {
+	d := loadSpec(t)
+	ps := d.resolve(t, map[string]any{"$ref": "#/components/schemas/PoolStatus"}, "PoolStatus")
+	items := m(t, m(t, m(t, ps["properties"], "PoolStatus.properties")["lines"], "lines")["items"], "lines.items")
+	var spec, got []string
+	for name := range m(t, items["properties"], "lines.items.properties") {
+		spec = append(spec, name)
+	}
+	rt := reflect.TypeOf(client.LineStatus{})
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		got = append(got, name)
+	}
+	sort.Strings(spec)
+	sort.Strings(got)
+	if !reflect.DeepEqual(spec, got) {
+		t.Errorf("PoolStatus.lines: spec fields %v, client fields %v", spec, got)
+	}
+}
+
+// flatten merges the properties and required lists of an allOf schema's
+// members (each resolved) into one schema; other schemas are returned as
+// they are.
+func (d doc) flatten(t *testing.T, s map[string]any, what string) map[string]any {
+	t.Helper()
+	all, ok := s["allOf"].([]any)
+	if !ok {
+		return s
+	}
+	props := map[string]any{}
+	var req []any
+	for i, part := range all {
+		p := d.flatten(t, d.resolve(t, part, fmt.Sprintf("%s.allOf[%d]", what, i)), what)
+		if pp, ok := p["properties"].(map[string]any); ok {
+			for k, v := range pp {
+				props[k] = v
+			}
+		}
+		if r, ok := p["required"].([]any); ok {
+			req = append(req, r...)
+		}
+	}
+	return map[string]any{"properties": props, "required": req}
 }
 
 func TestAllRefsResolve(t *testing.T) {

@@ -174,6 +174,9 @@ type QuotaStatus struct {
 	// ExhaustsAt is when RemainingQuota reaches 0 at BurnRate; nil when the
 	// budget lasts past the next reset (or nothing is consumed).
 	ExhaustsAt *time.Time `json:"exhaustsAt"`
+	// Pools is the resource's pools (business lines, temporary grants);
+	// nil for a resource without either.
+	Pools *PoolStatus `json:"pools,omitempty"`
 }
 
 // PolicySpec creates or replaces the policy of a resource
@@ -199,6 +202,11 @@ type PolicySpec struct {
 	// FailMode is CLOSED (default: refuse with 503 when the center cannot
 	// decide) or OPEN (grant anyway and reconcile later).
 	FailMode string `json:"failMode,omitempty"`
+	// Pools, when set, are the resource's pool settings, written with the
+	// policy (as PUT …/pools); nil leaves them as they are. A limit or
+	// settings the lines' explicit dedicated amounts do not fit is
+	// ErrInvalidArgument naming totalLimit or pools.
+	Pools *PoolSettings `json:"pools,omitempty"`
 }
 
 // Policy is a stored policy as the admin endpoints return it.
@@ -221,6 +229,9 @@ type Policy struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when it was last changed (UTC).
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Pools are the pool settings, in the answer of a PUT or PATCH that set
+	// them (nil otherwise).
+	Pools *PoolSettings `json:"pools,omitempty"`
 	// Created is set by PutPolicy when the server answered 201 Created
 	// rather than 200 (an update). It is not part of the JSON.
 	Created bool `json:"-"`

@@ -278,14 +278,17 @@ func (s *Store) PutReclaim(ctx context.Context, resource string, r pools.Reclaim
 }
 
 // PoolTotals rebuilds, from the ledger, what the sessions of one period of
-// a resource hold of each pool, per line, and what every session holds of
-// each temporary grant: USING and LEAKED rows their whole draw (drawn_*),
-// FINISHED rows pools.Settle of it (the unused part went back). Only rows
-// of pools' sessions (something drawn) are read. Errors: quota.ErrUnavailable.
-func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error) {
+// a resource hold of each pool: FINISHED and CANCELLED rows pools.Settle
+// of their draw (the unused part went back; a CANCELLED row charged
+// nothing), summed per line; USING and LEAKED rows one
+// by one with their whole draw (drawn_*) and session id, for the seed to
+// check each against Redis (pools.Totals). Only rows of pools' sessions
+// (something drawn) are read. Errors: quota.ErrUnavailable.
+func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var rows []struct {
+		ID        string `db:"session_id"`
 		Line      string `db:"business_line"`
 		Status    string `db:"status"`
 		Granted   int64  `db:"granted_amount"`
@@ -296,28 +299,30 @@ func (s *Store) PoolTotals(ctx context.Context, resource string, periodStart tim
 		Grant     int64  `db:"drawn_grant"`
 		Grants    string `db:"drawn_grants"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, `SELECT business_line, status, granted_amount, charged_amount,
+	if err := s.db.SelectContext(ctx, &rows, `SELECT session_id, business_line, status, granted_amount, charged_amount,
 		drawn_dedicated, drawn_shared, drawn_buffer, drawn_grant, drawn_grants
 		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ?
 		AND (business_line <> '' OR drawn_grant > 0)`, resource, msOf(periodStart)); err != nil {
-		return nil, translate("pool totals "+resource, err)
+		return pools.Totals{}, translate("pool totals "+resource, err)
 	}
-	out := map[string]pools.Drawn{}
+	out := pools.Totals{Settled: map[string]pools.Drawn{}}
 	for _, r := range rows {
 		d := pools.Drawn{Dedicated: r.Dedicated, Shared: r.Shared, Buffer: r.Buffer, Grant: r.Grant, Grants: pools.ParseGrants(r.Grants)}
 		if r.Line == "" {
 			d.Base, d.Buffer = d.Buffer, 0
 		}
-		if r.Status == string(quota.StatusFinished) || r.Status == string(quota.StatusCancelled) {
-			d = pools.Settle(d, r.Granted, r.Charged, r.Line != "")
+		if r.Status != string(quota.StatusFinished) && r.Status != string(quota.StatusCancelled) {
+			out.Open = append(out.Open, pools.OpenDraw{SessionID: r.ID, Line: r.Line, Drawn: d})
+			continue
 		}
-		t := out[r.Line]
+		d = pools.Settle(d, r.Granted, r.Charged, r.Line != "")
+		t := out.Settled[r.Line]
 		t.Dedicated += d.Dedicated
 		t.Shared += d.Shared
 		t.Buffer += d.Buffer
 		t.Grant += d.Grant
 		t.Base += d.Base
-		out[r.Line] = t
+		out.Settled[r.Line] = t
 	}
 	return out, nil
 }
@@ -390,26 +395,30 @@ func (s *Store) PoolMoves(ctx context.Context, resource string) (pools.Moves, er
 }
 
 // GrantsHeld rebuilds, from the ledger, what the sessions of a resource
-// started at or after since (Unix ms) hold of each temporary grant: USING
-// and LEAKED rows their whole draw, FINISHED rows what stays charged
-// (pools.Settle). Errors: quota.ErrUnavailable.
-func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error) {
+// started at or after since (Unix ms) hold of each temporary grant:
+// FINISHED and CANCELLED rows what stays charged (pools.Settle), summed
+// per grant;
+// USING and LEAKED rows one by one with their whole draw and session id
+// (pools.GrantUse). Errors: quota.ErrUnavailable.
+func (s *Store) GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	var rows []usageRow
 	if err := s.db.SelectContext(ctx, &rows, selectUsage+`WHERE resource_name = ? AND start_ms >= ? AND drawn_grant > 0`,
 		resource, since); err != nil {
-		return nil, translate("grants held "+resource, err)
+		return pools.GrantUse{}, translate("grants held "+resource, err)
 	}
-	out := map[string]int64{}
+	out := pools.GrantUse{Settled: map[string]int64{}}
 	for _, r := range rows {
 		rec := r.record()
 		d := rec.Drawn.Drawn()
-		if rec.Status == quota.StatusFinished || rec.Status == quota.StatusCancelled {
-			d = pools.Settle(d, rec.GrantedAmount, rec.ChargedAmount, rec.BusinessLine != "")
+		if rec.Status != quota.StatusFinished && rec.Status != quota.StatusCancelled {
+			out.Open = append(out.Open, pools.OpenDraw{SessionID: rec.SessionID, Line: rec.BusinessLine, Drawn: d})
+			continue
 		}
+		d = pools.Settle(d, rec.GrantedAmount, rec.ChargedAmount, rec.BusinessLine != "")
 		for _, g := range d.Grants {
-			out[g.ID] += g.Amount
+			out.Settled[g.ID] += g.Amount
 		}
 	}
 	return out, nil

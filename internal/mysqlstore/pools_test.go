@@ -83,7 +83,7 @@ func TestPoolSettingsLinesGrantsAndReclaims(t *testing.T) {
 		if n, err := s.OpenLineSessions(ctx, "llm", "search"); err != nil || n != 0 {
 			t.Fatalf("open sessions %d %v", n, err)
 		}
-		if tot, err := s.PoolTotals(ctx, "llm", t0); err != nil || len(tot) != 0 {
+		if tot, err := s.PoolTotals(ctx, "llm", t0); err != nil || len(tot.Settled)+len(tot.Open) != 0 {
 			t.Fatalf("totals %v %v", tot, err)
 		}
 	})

@@ -44,14 +44,14 @@ type ConfigStore interface {
 	RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error
 	RecordAudit(ctx context.Context, e quota.AuditEntry) error
 	PoolMoves(ctx context.Context, resource string) (pools.Moves, error)
-	GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error)
+	GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error)
 	LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error)
 }
 
 // LiveStore is the pools' part of the balance store (Redis).
 type LiveStore interface {
 	SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error)
-	RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error)
+	RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error)
 	PutGrant(ctx context.Context, resource string, g pools.Grant) error
 	VoidGrant(ctx context.Context, resource, id string) error
 	MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error)
@@ -174,6 +174,7 @@ func (a *Admin) RestoreGrants(ctx context.Context, resource string) error {
 		return err
 	}
 	var gs []pools.Grant
+	var open []pools.OpenDraw
 	since := now
 	for _, g := range recs {
 		if g.Kind == pools.KindGrant && !g.Voided {
@@ -187,10 +188,11 @@ func (a *Admin) RestoreGrants(ctx context.Context, resource string) error {
 			return err
 		}
 		for i := range gs {
-			gs[i].Used = held[gs[i].ID]
+			gs[i].Used = held.Settled[gs[i].ID]
 		}
+		open = held.Open
 	}
-	_, err = a.live.RestoreGrants(ctx, resource, gs)
+	_, err = a.live.RestoreGrants(ctx, resource, gs, open)
 	return err
 }
 

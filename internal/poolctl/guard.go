@@ -13,7 +13,7 @@ import (
 type Ledger interface {
 	ConfigStore
 	ListPolicies(ctx context.Context) ([]quota.Policy, error)
-	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error)
+	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error)
 }
 
 // Live is everything the pools use of the balance store (Redis): LiveStore,
@@ -23,7 +23,7 @@ type Live interface {
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
 	RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error)
 	Unlock(ctx context.Context, resource, name, token string) error
-	SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error)
+	SeedPools(ctx context.Context, resource string, per quota.Period, c pools.Totals) (bool, error)
 }
 
 // Guarded returns l and s behind the backend breakers (quota.Guard, as the
@@ -113,16 +113,16 @@ func (g guardedLedger) PoolMoves(ctx context.Context, resource string) (pools.Mo
 	return quota.Guard(g.b, func() (pools.Moves, error) { return g.l.PoolMoves(ctx, resource) })
 }
 
-func (g guardedLedger) GrantsHeld(ctx context.Context, resource string, since int64) (map[string]int64, error) {
-	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.GrantsHeld(ctx, resource, since) })
+func (g guardedLedger) GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error) {
+	return quota.Guard(g.b, func() (pools.GrantUse, error) { return g.l.GrantsHeld(ctx, resource, since) })
 }
 
 func (g guardedLedger) LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error) {
 	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.LineReserved(ctx, resource, periodStart) })
 }
 
-func (g guardedLedger) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error) {
-	return quota.Guard(g.b, func() (map[string]pools.Drawn, error) { return g.l.PoolTotals(ctx, resource, periodStart) })
+func (g guardedLedger) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error) {
+	return quota.Guard(g.b, func() (pools.Totals, error) { return g.l.PoolTotals(ctx, resource, periodStart) })
 }
 
 type guardedLive struct {
@@ -134,8 +134,8 @@ func (g guardedLive) SetPoolLayout(ctx context.Context, resource string, lay poo
 	return quota.Guard(g.b, func() (bool, error) { return g.s.SetPoolLayout(ctx, resource, lay, moves) })
 }
 
-func (g guardedLive) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error) {
-	return quota.Guard(g.b, func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs) })
+func (g guardedLive) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {
+	return quota.Guard(g.b, func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs, open) })
 }
 
 func (g guardedLive) PutGrant(ctx context.Context, resource string, gr pools.Grant) error {
@@ -170,6 +170,6 @@ func (g guardedLive) Unlock(ctx context.Context, resource, name, token string) e
 	return g.s.Unlock(ctx, resource, name, token)
 }
 
-func (g guardedLive) SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error) {
+func (g guardedLive) SeedPools(ctx context.Context, resource string, per quota.Period, c pools.Totals) (bool, error) {
 	return quota.Guard(g.b, func() (bool, error) { return g.s.SeedPools(ctx, resource, per, c) })
 }

@@ -73,7 +73,7 @@ func newWorld(t *testing.T, el pools.Elasticity) *world {
 	if _, err := w.rs.SetPoolLayout(ctx, "llm", lay, &pools.Moves{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.rs.SeedPools(ctx, "llm", w.per, nil); err != nil {
+	if _, err := w.rs.SeedPools(ctx, "llm", w.per, pools.Totals{}); err != nil {
 		t.Fatal(err)
 	}
 	return w

@@ -14,12 +14,12 @@ import (
 
 // ledgerTotals is the ledger's part of rebuilding pool counters.
 type ledgerTotals interface {
-	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (map[string]pools.Drawn, error)
+	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error)
 }
 
 // counterSeeder is the balance store's part of rebuilding pool counters.
 type counterSeeder interface {
-	SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error)
+	SeedPools(ctx context.Context, resource string, per quota.Period, c pools.Totals) (bool, error)
 }
 
 // Source tells the quota Service which resources use pools

@@ -100,6 +100,7 @@ type Controller struct {
 	lastTick  int64
 	sampled   int64 // when rates were last sampled (ms), valid when didSample
 	didSample bool
+	epoch     string // the Model.Epoch of the last tick
 	Reclaims  []*Reclaim
 	nextID    int
 	// Released is the buffer operators lent and that has not expired, by
@@ -165,6 +166,10 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 			c.line(n).mode = m.Lines[n].Mode // the mode another instance's controller left
 		}
 	}
+	if c.didSample && m.Epoch != c.epoch {
+		c.forgetRates()
+	}
+	c.epoch = m.Epoch
 	c.advanceReclaims(m, now, emit)
 	if c.Settings.Elasticity == ElasticityOff {
 		return evs
@@ -193,6 +198,18 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 	}
 	c.lastTick = now
 	return evs
+}
+
+// forgetRates drops every line's rate history (samples, Holt's state, the
+// forecast error) after the store lost the consumption counters they come
+// from: the next sample only records where consumption starts again, so no
+// rate spans the loss and none is compared with a sample from before it.
+// What was lent, reactive holds and the modes stay.
+func (c *Controller) forgetRates() {
+	for _, lc := range c.lines {
+		lc.rates, lc.level, lc.trend, lc.holtReady, lc.forecast, lc.errEWMA, lc.raised = nil, 0, 0, false, 0, 0, false
+	}
+	c.didSample = false
 }
 
 // emitFunc records a decision and returns it, for the caller to add To.

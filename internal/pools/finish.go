@@ -114,6 +114,42 @@ func Settle(d Drawn, granted, actual int64, lined bool) Drawn {
 	return ch
 }
 
+// Cancel gives back a granted session whose ledger row was not written (or
+// whose write had an unknown outcome): its whole grant leaves the pools it
+// drew from — each temporary grant its part, and, in the current period,
+// the line's dedicated, shared and buffer counters (or the limit, without
+// lines) — as a finish with nothing used would, and the session is gone: a
+// later apply with its id starts afresh (cancel.lua; the ledger settles a
+// row that landed after all with nothing charged). A finished or swept
+// session, or one already cancelled, is left alone: it reports false (as
+// for an unknown id). Consumed, the controller's count of everything
+// granted, keeps the grant, as pool_apply.lua's n:<line> does.
+func (m *Model) Cancel(sid string) bool {
+	s, ok := m.Sessions[sid]
+	if !ok || s.Finished || s.Leaked {
+		return false
+	}
+	for _, g := range s.Drawn.Grants {
+		if gr := m.grant(g.ID); gr != nil {
+			gr.Used -= g.Amount
+		}
+	}
+	if s.Period == m.Period {
+		if l := m.Lines[s.Line]; l != nil {
+			l.UsedDedicated -= s.Drawn.Dedicated
+			l.UsedShared -= s.Drawn.Shared
+			m.SharedUsed -= s.Drawn.Shared
+			l.UsedBuffer -= s.Drawn.Buffer
+			l.UsedGrant -= s.Drawn.Grant
+			l.Reserved -= s.Granted
+		} else {
+			m.BaseUsed -= s.Drawn.Base
+		}
+	}
+	delete(m.Sessions, sid)
+	return true
+}
+
 func heldOf(gs []GrantDraw, id string) int64 {
 	for _, g := range gs {
 		if g.ID == id {

@@ -123,6 +123,11 @@ type Model struct {
 	Grants       []*Grant
 	Sessions     map[string]*Session
 	Period       int64 // current period id (any increasing number)
+	// Epoch names the store's copy of the layout and its counters: it
+	// changes when the store lost them and they were written afresh
+	// (pool_layout.lua's "ep"), so that the controller knows the lines'
+	// Consumed counters started again ("" in the simulation: never).
+	Epoch string
 }
 
 // NewModel returns a model of the layout, every line at its tier's

@@ -26,3 +26,55 @@ type PoolEvent struct {
 	Resource string `json:"resourceName"`
 	Event
 }
+
+// Totals is what the sessions of one period of a resource hold of each
+// pool, rebuilt from the ledger to seed the period's pool counters after
+// Redis lost them: the finished sessions summed per line (what stays
+// charged: Settle), and the open ones (USING, LEAKED) one by one with their
+// whole draw, so that the seed can take, for a session that finished or
+// was cancelled in Redis after the ledger was read, what Redis settled it
+// to instead (pool_seed.lua).
+type Totals struct {
+	Settled map[string]Drawn // by line ("" = a resource without lines)
+	Open    []OpenDraw
+}
+
+// OpenDraw is one open session's draw as the ledger holds it.
+type OpenDraw struct {
+	SessionID string
+	Line      string
+	Drawn     Drawn
+}
+
+// ByLine sums Settled and Open per line, as if no session changed since
+// the ledger was read.
+func (t Totals) ByLine() map[string]Drawn {
+	out := map[string]Drawn{}
+	add := func(line string, d Drawn) {
+		s := out[line]
+		s.Dedicated += d.Dedicated
+		s.Shared += d.Shared
+		s.Buffer += d.Buffer
+		s.Grant += d.Grant
+		s.Base += d.Base
+		out[line] = s
+	}
+	for l, d := range t.Settled {
+		add(l, d)
+	}
+	for _, o := range t.Open {
+		add(o.Line, o.Drawn)
+	}
+	return out
+}
+
+// GrantUse is what sessions hold of each temporary grant, rebuilt from the
+// ledger to restore the grants after Redis lost them: the finished
+// sessions' part summed per grant id (what stays charged: Settle), and the
+// open sessions (USING, LEAKED) holding part of a grant one by one with
+// their whole draw, which the restore checks against Redis as the pool
+// counters' seed checks Totals.Open (pool_grants.lua).
+type GrantUse struct {
+	Settled map[string]int64
+	Open    []OpenDraw
+}

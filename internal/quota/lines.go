@@ -78,7 +78,7 @@ func (s *Service) poolsCmd(ctx context.Context, pol Policy, req ApplyRequest) (*
 	case len(use.Lines) == 0 && !use.Grants:
 		return nil, nil
 	}
-	return &PoolsCmd{Line: req.BusinessLine, Critical: !req.NonCritical, Continuation: req.Continuation}, nil
+	return &PoolsCmd{Line: req.BusinessLine, Critical: !req.NonCritical, Continuation: req.Continuation, NoGrants: !use.Grants}, nil
 }
 
 // relayout reports whether an apply failed because the balance store lost

@@ -63,7 +63,7 @@ func TestApplyBusinessLineRules(t *testing.T) {
 	st.insert = func(r UsageRecord) error { row = r; return nil }
 	svc := newStubService(st, Options{Pools: &poolSourceStub{use: twoLines}})
 	resp, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "lab", NonCritical: true, Continuation: true})
-	if err != nil || cmd.Pools == nil || *cmd.Pools != (PoolsCmd{Line: "lab", Critical: false, Continuation: true}) {
+	if err != nil || cmd.Pools == nil || *cmd.Pools != (PoolsCmd{Line: "lab", Critical: false, Continuation: true, NoGrants: true}) {
 		t.Fatalf("%v; store asked %+v", err, cmd.Pools)
 	}
 	if !resp.QuotaTight || len(resp.Drawn) != 2 || resp.Drawn[0] != (Draw{PoolDedicated, 3}) || resp.Drawn[1] != (Draw{PoolShared, 2}) {
@@ -77,7 +77,7 @@ func TestApplyBusinessLineRules(t *testing.T) {
 	}
 	// Grants without lines: the pools' path, no line.
 	svc = newStubService(st, Options{Pools: &poolSourceStub{use: PoolUse{Grants: true}}})
-	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || cmd.Pools == nil || cmd.Pools.Line != "" {
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || cmd.Pools == nil || cmd.Pools.Line != "" || cmd.Pools.NoGrants {
 		t.Fatalf("grants: %v, %+v", err, cmd.Pools)
 	}
 	// Neither: the plain path.

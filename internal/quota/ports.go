@@ -57,6 +57,10 @@ type PoolsCmd struct {
 	Line         string // "" on a resource without lines
 	Critical     bool
 	Continuation bool
+	// NoGrants: the resource has no temporary grant that is not expired
+	// (PoolUse.Grants false, as cached): the store need not read them.
+	// The zero value reads them.
+	NoGrants bool
 }
 
 // ApplyResult is the store's answer to an ApplyCmd. For ApplyReplayed the

@@ -31,15 +31,17 @@ type PoolApply struct {
 }
 
 // ApplyPools runs pool_apply.lua for c on line (""on a resource without
-// lines). Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, and
-// failures wrapped as in Apply.
+// lines). With c.Pools.NoGrants the script does not read the resource's
+// temporary grants (none may be drawn). Errors: quota.ErrSessionConflict,
+// pools.ErrUnknownLine, and failures wrapped as in Apply.
 func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, critical, continuation bool) (PoolApply, error) {
 	r := c.ResourceName
 	per := c.Period.ID()
+	noGrants := c.Pools != nil && c.Pools.NoGrants
 	v, err := s.runHot(ctx, poolApplyScript,
 		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation))
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation), luaBool(noGrants))
 	if err != nil {
 		return PoolApply{}, wrap("apply", err)
 	}
@@ -50,7 +52,15 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 	var res PoolApply
 	switch a.code {
 	case poolGranted, poolReplayed, poolRefused:
-		res.Outcome = map[poolCode]quota.ApplyOutcome{poolGranted: quota.ApplyGranted, poolReplayed: quota.ApplyReplayed, poolRefused: quota.ApplyExhausted}[a.code]
+		switch a.code {
+		case poolGranted:
+			res.Outcome = quota.ApplyGranted
+			s.periods.Store(r, per) // finish and cancel guess the session's period from it
+		case poolReplayed:
+			res.Outcome = quota.ApplyReplayed
+		default:
+			res.Outcome = quota.ApplyExhausted
+		}
 		res.Granted, res.Remaining, res.LeaseExpiresAt, res.StartTime, res.PeriodStart, res.Now =
 			a.n[1], a.n[2], ms(a.n[3]), ms(a.n[4]), ms(a.n[5]), ms(a.n[6])
 		res.Reason, res.Tight = pools.Reason(a.reason), a.tight
@@ -96,7 +106,13 @@ type poolApplyReply struct {
 func decodePoolApply(v any) (poolApplyReply, error) {
 	r := readReply("pool_apply.lua", v, 1, 14)
 	a := poolApplyReply{code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
-	want := map[poolCode]int{poolGranted: 14, poolReplayed: 14, poolRefused: 14, poolWrongPeriod: 7, poolNeedBalance: 7, poolConflict: 1, poolUnknownLine: 1}[a.code]
+	want := 1
+	switch a.code {
+	case poolGranted, poolReplayed, poolRefused:
+		want = 14
+	case poolWrongPeriod, poolNeedBalance:
+		want = 7
+	}
 	if r.err == nil && r.len() != want {
 		r.fail("code %d with %d elements, want %d", a.code, r.len(), want)
 	}
@@ -153,16 +169,24 @@ func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.La
 
 // SeedPools writes a period's pool counters if they are not there yet
 // (pool_seed.lua) and reports whether it did. The period's balance must
-// exist (Seed first).
-func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, c map[string]pools.Drawn) (bool, error) {
-	var args []any
-	for line, d := range c {
+// exist (Seed first). t is what the ledger holds (mysqlstore.PoolTotals);
+// an open session of it that Redis finished or cancelled since counts
+// what Redis settled it to, so a finish landing between the ledger's read
+// and this write keeps its refund.
+func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period, t pools.Totals) (bool, error) {
+	keys := make([]string, 1, 1+len(t.Open))
+	keys[0] = balanceKey(resource, per.ID())
+	args := make([]any, 1, 1+5*(len(t.Settled)+len(t.Open)))
+	args[0] = strconv.Itoa(len(t.Settled))
+	for line, d := range t.Settled {
 		args = append(args, line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
 	}
-	if len(args) == 0 {
-		args = []any{} // no session yet: counters start at 0
+	for _, o := range t.Open {
+		keys = append(keys, sessionKey(resource, o.SessionID))
+		d := o.Drawn
+		args = append(args, o.Line, itoa(d.Dedicated), itoa(d.Shared), itoa(d.Buffer), itoa(d.Grant))
 	}
-	v, err := s.run(ctx, poolSeedScript, []string{balanceKey(resource, per.ID())}, args...)
+	v, err := s.run(ctx, poolSeedScript, keys, args...)
 	if err != nil {
 		return false, wrap("pool seed", err)
 	}
@@ -188,16 +212,26 @@ func grantValue(g pools.Grant) string {
 
 var poolGrantsScript = load("pool_grants.lua")
 
-// RestoreGrants writes a resource's grants (each with Used: what sessions
-// hold of it) unless Redis has them (pool_grants.lua: a hash it wrote
-// before is marked) and reports whether it wrote them. gs may be empty:
-// the hash is then marked as checked.
-func (s *Store) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant) (bool, error) {
-	args := make([]any, 0, 3*len(gs))
+// RestoreGrants writes a resource's grants (each with Used: what finished
+// sessions hold of it) unless Redis has them (pool_grants.lua: a hash it
+// wrote before is marked) and reports whether it wrote them. open are the
+// sessions the ledger showed open (mysqlstore.GrantsHeld): each adds its
+// whole draw of each grant, or, when Redis has finished or cancelled it
+// since, what Redis settled it to. gs may be empty: the hash is then
+// marked as checked.
+func (s *Store) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {
+	keys := make([]string, 1, 1+len(open))
+	keys[0] = grantsKey(resource)
+	args := make([]any, 1, 1+3*len(gs)+len(open))
+	args[0] = strconv.Itoa(len(gs))
 	for _, g := range gs {
 		args = append(args, g.ID, grantValue(g), itoa(g.Used))
 	}
-	v, err := s.run(ctx, poolGrantsScript, []string{grantsKey(resource)}, args...)
+	for _, o := range open {
+		keys = append(keys, sessionKey(resource, o.SessionID))
+		args = append(args, pools.FormatGrants(o.Drawn.Grants))
+	}
+	v, err := s.run(ctx, poolGrantsScript, keys, args...)
 	if err != nil {
 		return false, wrap("restore grants", err)
 	}
@@ -231,6 +265,7 @@ func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period
 	m := pools.NewModel(lay, true)
 	m.Period = per.ID()
 	m.SharedBuffer = get(p, "sbuf")
+	m.Epoch = p["ep"]
 	m.SharedUsed = get(b, "su")
 	if len(lay.Lines) == 0 {
 		m.BaseUsed = get(b, "charged") + get(b, "reserved") - get(b, "gsum")

@@ -39,7 +39,7 @@ func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []p
 	if _, err := e.s.SetPoolLayout(ctxT(t), e.res, lay, &pools.Moves{}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, nil); err != nil || !ok {
+	if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, pools.Totals{}); err != nil || !ok {
 		t.Fatalf("SeedPools: %v %v", ok, err)
 	}
 	return w
@@ -49,6 +49,14 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolA
 	t.Helper()
 	want, werr := w.model.Apply(r)
 	c := w.e.cmd(r.SessionID, r.Amount, r.Min, w.per)
+	// As the Service says: no grant not yet expired, so the script skips them.
+	noGrants := true
+	for _, g := range w.model.Grants {
+		if !g.Voided && g.ExpiresMs > r.Now {
+			noGrants = false
+		}
+	}
+	c.Pools = &quota.PoolsCmd{Line: r.Line, Critical: r.Critical, Continuation: r.Continuation, NoGrants: noGrants}
 	got, gerr := w.e.s.ApplyPools(ctxT(t), c, r.Line, r.Critical, r.Continuation)
 	if !errors.Is(gerr, werr) && !(werr == nil && gerr == nil) {
 		t.Fatalf("apply %+v: store error %v, model error %v", r, gerr, werr)
@@ -137,7 +145,9 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 			hour := int64(time.Hour / time.Millisecond)
 			for step := range 150 {
-				switch op := rng.IntN(14); {
+				switch op := rng.IntN(16); {
+				case op >= 14 && len(w.open) > 0:
+					w.cancel(t, rng)
 				case op >= 12 && len(w.open) > 0:
 					w.finish(t, rng)
 				case op >= 10 && len(w.names) > 1:
@@ -183,6 +193,27 @@ func (w *poolWorld) finish(t *testing.T, rng *rand.Rand) {
 	got, err := w.e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: w.e.res, SessionID: id, Actual: actual, Retention: time.Hour})
 	if err != nil || got.Charged != actual {
 		t.Fatalf("finish %s: %+v %v", id, got, err)
+	}
+}
+
+// cancel gives back a random open session in both (cancel.lua, as after a
+// ledger insert that failed), now and then cancels it again (nothing more
+// changes) and applies again with its id (a fresh apply).
+func (w *poolWorld) cancel(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	i := rng.IntN(len(w.open))
+	id := w.open[i]
+	w.open = append(w.open[:i], w.open[i+1:]...)
+	s := *w.model.Sessions[id]
+	for range 1 + rng.IntN(2) {
+		w.model.Cancel(id)
+		if err := w.e.s.Cancel(ctxT(t), w.e.res, id); err != nil {
+			t.Fatalf("cancel %s: %v", id, err)
+		}
+	}
+	if rng.IntN(3) == 0 {
+		w.check(t, -1)
+		w.apply(t, pools.ApplyReq{SessionID: id, Line: s.Line, Amount: 1 + rng.Int64N(w.lay.Limit/8+1), Critical: true, Now: w.now})
 	}
 }
 

@@ -224,7 +224,7 @@ func (s *Store) cancel(ctx context.Context, resource, sessionID, attempt string)
 	per := s.periodGuess(resource)
 	for try := 1; ; try++ {
 		v, err := s.run(ctx, cancelScript,
-			[]string{sessionKey(resource, sessionID), leasesKey(resource), balanceKey(resource, per)},
+			[]string{sessionKey(resource, sessionID), leasesKey(resource), balanceKey(resource, per), grantsKey(resource)},
 			sessionID, itoa(cancelledRetention.Milliseconds()), itoa(per), attempt)
 		if err != nil {
 			return 0, wrap("cancel", err)

@@ -4,6 +4,7 @@
 -- KEYS[3] qc:{r}:b:<periodMs>    the balance of the period the caller expects
 --         the session in (its period is in the session hash, which the caller
 --         has not read: a guess, checked here)
+-- KEYS[4] qc:{r}:gr   the resource's temporary grants (pools; see pool_apply.lua)
 -- ARGV[1] sessionId   ARGV[2] tombstone retention ms   ARGV[3] periodMs of KEYS[3]
 -- ARGV[4] an apply's attempt token ("" = any): give back only the
 --         reservation that attempt made and no other apply has replayed
@@ -28,6 +29,12 @@
 -- was written after all, reconciliation finds the tombstone and settles the
 -- row with nothing charged; a rebuild does not bring the session back; a
 -- repeated apply with the same id starts afresh.
+-- A pools' session (pool_apply.lua: 'dd' set) gives its whole grant back
+-- to the pools it drew from (internal/pools, Model.Cancel): each temporary
+-- grant its part ('u:<id>' of KEYS[4], every period), and, when the
+-- period's pool counters are seeded ('ps'), the line's dedicated, shared
+-- and buffer counters and the grants' sum; its split is zeroed, as a
+-- finish with nothing used would leave it.
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'att', 'bep')
 if ARGV[4] ~= '' and not s[1] then
   return {4}
@@ -43,6 +50,24 @@ if s[3] ~= ARGV[3] then
 end
 if redis.call('EXISTS', KEYS[3]) == 1 and (not s[5] or s[5] == redis.call('HGET', KEYS[3], 'ep')) then
   redis.call('HINCRBY', KEYS[3], 'reserved', string.format('%d', -tonumber(s[2])))
+end
+local p = redis.call('HMGET', KEYS[1], 'line', 'dd', 'ds', 'db', 'dg', 'gl')
+if p[2] then
+  local line = p[1] or ''
+  local live = redis.call('HGET', KEYS[3], 'ps') == '1'
+  local function add(field, v)
+    local n = tonumber(v or '0')
+    if live and n ~= 0 then redis.call('HINCRBY', KEYS[3], field, string.format('%d', -n)) end
+  end
+  for id, n in string.gmatch(p[6] or '', '([^=;]+)=(%d+)') do
+    redis.call('HINCRBY', KEYS[4], 'u:' .. id, '-' .. n)
+  end
+  add('gsum', p[5])
+  if line ~= '' then
+    add('ud:' .. line, p[2]); add('us:' .. line, p[3]); add('su', p[3])
+    add('ub:' .. line, p[4]); add('ug:' .. line, p[5])
+  end
+  redis.call('HSET', KEYS[1], 'dd', '0', 'ds', '0', 'db', '0', 'dg', '0', 'gl', '')
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

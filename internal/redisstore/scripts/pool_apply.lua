@@ -8,6 +8,8 @@
 -- ARGV[5] period end ms (0 = never)  ARGV[6] lease ms  ARGV[7] sessionId
 -- ARGV[8] "1" = first period   ARGV[9] businessLine ("" = none)
 -- ARGV[10] "1" = critical   ARGV[11] "1" = continuation
+-- ARGV[12] "1" = the resource has no temporary grant that is not expired
+--          (the caller's cached view): KEYS[6] is not read, none is drawn
 -- qc:{r}:pl: shared, sbuf (buffer released to shared) and per line L:
 --   t:L tier (CORE|GROWTH|EXPLORE), d:L dedicated part, c:L borrow cap, w:L watermark (bp),
 --   l:L lent by reclaim, r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods)
@@ -28,34 +30,44 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function fmt(n) return string.format('%d', n) end
 local function num(v) return tonumber(v or '0') or 0 end
 
-local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start',
-  'period', 'status', 'line', 'dd', 'ds', 'db', 'dg', 'gl')
-if s[9] == 'CANCELLED' then
+local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'status', 'line')
+if s[4] == 'CANCELLED' then
   redis.call('DEL', KEYS[3])
   s[1] = false
 end
 if s[1] then
-  if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] or (s[10] or '') ~= ARGV[9] then
+  if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] or (s[5] or '') ~= ARGV[9] then
     return {6}
   end
-  return {2, num(s[4]), num(s[5]), num(s[6]), num(s[7]), num(s[8]), now, '',
-    num(s[11]), num(s[12]), num(s[13]), num(s[14]), s[15] or '', 0}
+  local r = redis.call('HMGET', KEYS[3], 'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl')
+  return {2, num(r[1]), num(r[2]), num(r[3]), num(r[4]), num(r[5]), now, '',
+    num(r[6]), num(r[7]), num(r[8]), num(r[9]), r[10] or '', 0}
 end
 local pstart, pend = tonumber(ARGV[4]), tonumber(ARGV[5])
 if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
   return {4, 0, 0, 0, 0, 0, now}
 end
+local line = ARGV[9]
 local limit = redis.call('GET', KEYS[1])
-if not limit or redis.call('HGET', KEYS[2], 'ps') ~= '1' then
+-- The period's counters in one read: ps (seeded), then the line's (or, on a
+-- resource without lines, the limit's) fields.
+local b
+if line == '' then
+  b = redis.call('HMGET', KEYS[2], 'ps', 'charged', 'reserved', 'gsum')
+else
+  b = redis.call('HMGET', KEYS[2], 'ps', 'ud:' .. line, 'us:' .. line, 'ub:' .. line, 'su', 'reserved', 'gsum',
+    'ug:' .. line)
+end
+if not limit or b[1] ~= '1' then
   return {5, 0, 0, 0, 0, 0, now}
 end
 limit = tonumber(limit)
-local line = ARGV[9]
 local amount, min = tonumber(ARGV[1]), tonumber(ARGV[2])
 
 -- Active grants this line may draw, the one that expires first first.
 local function grants()
   local out = {}
+  if ARGV[12] == '1' then return out end
   local all = redis.call('HGETALL', KEYS[6])
   local used = {}
   for i = 1, #all, 2 do
@@ -110,8 +122,7 @@ local d = {0, 0, 0, 0} -- dedicated, shared, buffer (or base, for a resource wit
 local n, remaining
 if line == '' then
   if redis.call('HEXISTS', KEYS[5], 'shared') == 1 then return {8} end
-  local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved', 'gsum')
-  local base = math.max(0, limit - (num(b[1]) + num(b[2]) - num(b[3])))
+  local base = math.max(0, limit - (num(b[2]) + num(b[3]) - num(b[4])))
   n = want(base + groom)
   if not n then return refuse('EXHAUSTED') end
   d[3] = math.min(n, base)
@@ -120,11 +131,10 @@ else
   local p = redis.call('HMGET', KEYS[5], 't:' .. line, 'd:' .. line, 'c:' .. line, 'w:' .. line,
     'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf')
   if not p[1] then return {8} end
-  local u = redis.call('HMGET', KEYS[2], 'ud:' .. line, 'us:' .. line, 'ub:' .. line, 'su')
   local own = num(p[2]) - num(p[5]) + num(p[6])
   local cap, buf = num(p[3]), num(p[7])
   if buf > 0 then tight = 1 end
-  local ud, us, ub, su = num(u[1]), num(u[2]), num(u[3]), num(u[4])
+  local ud, us, ub, su = num(b[2]), num(b[3]), num(b[4]), num(b[5])
   local exempt = ARGV[11] == '1' or (p[1] == 'CORE' and ARGV[10] == '1')
   if not exempt and refuses(ud + us + ub, own + cap + buf, num(p[4])) then
     return refuse('WATERMARK')
@@ -151,12 +161,6 @@ else
   d[2] = math.min(rest, availS); rest = rest - d[2]
   d[3] = math.min(rest, availB)
   remaining = availD + availS + availB + groom - n
-  if d[1] > 0 then redis.call('HINCRBY', KEYS[2], 'ud:' .. line, fmt(d[1])) end
-  if d[2] > 0 then
-    redis.call('HINCRBY', KEYS[2], 'us:' .. line, fmt(d[2]))
-    redis.call('HINCRBY', KEYS[2], 'su', fmt(d[2]))
-  end
-  if d[3] > 0 then redis.call('HINCRBY', KEYS[2], 'ub:' .. line, fmt(d[3])) end
   redis.call('HINCRBY', KEYS[5], 'n:' .. line, fmt(n))
 end
 local rest = n - d[1] - d[2] - d[3]
@@ -169,13 +173,34 @@ for _, g in ipairs(gs) do
   d[4] = d[4] + x
   rest = rest - x
 end
-if d[4] > 0 then
-  redis.call('HINCRBY', KEYS[2], 'gsum', fmt(d[4]))
-  if line ~= '' then redis.call('HINCRBY', KEYS[2], 'ug:' .. line, fmt(d[4])) end
+-- The period's counters in one write: the values read above plus what this
+-- grant holds (exact below 2^53; past it, HINCRBY's 64-bit arithmetic).
+local w = {}
+local function bump(field, cur, delta)
+  if delta == 0 then return end
+  local c = tonumber(cur or '0')
+  if c + delta < 9007199254740992 then
+    w[#w + 1] = field
+    w[#w + 1] = fmt(c + delta)
+  else
+    redis.call('HINCRBY', KEYS[2], field, fmt(delta))
+  end
 end
+if line == '' then
+  bump('reserved', b[3], n)
+  bump('gsum', b[4], d[4])
+else
+  bump('ud:' .. line, b[2], d[1])
+  bump('us:' .. line, b[3], d[2])
+  bump('su', b[5], d[2])
+  bump('ub:' .. line, b[4], d[3])
+  bump('reserved', b[6], n)
+  bump('gsum', b[7], d[4])
+  bump('ug:' .. line, b[8], d[4])
+end
+if #w > 0 then redis.call('HSET', KEYS[2], unpack(w)) end
 local glist = table.concat(gl, ';')
 local lease = now + tonumber(ARGV[6])
-redis.call('HINCRBY', KEYS[2], 'reserved', fmt(n))
 redis.call('HSET', KEYS[3],
   'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', fmt(n), 'remaining', fmt(remaining),
   'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',

@@ -6,10 +6,11 @@
 --   only when the hash is absent (Redis lost it, or the first layout)
 -- then 5 values per line: name, tier, dedicated, borrowCap, base watermark (bp)
 -- ARGV[1] "-": no lines; the hash is deleted.
--- Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
+-- A fresh hash gets 'ep', its epoch. Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
 -- the others stay, and a new line starts at its tier's watermark.
 -- Returns 1 when written, 0 when the hash is absent and ARGV[3] is "?"
 -- (nothing written: call again with the moves rebuilt).
+local HT = 'keeps this hash a hashtable, not a listpack: see pool_layout.lua and docs/pools.md (section 6)'
 if ARGV[1] == '-' then
   redis.call('DEL', KEYS[1])
   return 1
@@ -24,6 +25,10 @@ else
   if fresh then
     redis.call('DEL', KEYS[1]) -- no stray field of a half-lost hash
     for i = 4, first - 1, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+    -- ep: this copy's epoch (Redis TIME, µs): a new one tells the controller
+    -- the consumption counters (n:) started again (pools.Model.Epoch).
+    local t = redis.call('TIME')
+    redis.call('HSET', KEYS[1], 'ep', t[1] .. string.format('%06d', tonumber(t[2])))
   end
 end
 local keep = {}
@@ -33,7 +38,10 @@ for _, f in ipairs(all) do
   local line = string.match(f, '^%a:(.*)$')
   if line and not keep[line] then redis.call('HDEL', KEYS[1], f) end
 end
-redis.call('HSET', KEYS[1], 'shared', ARGV[1], 'buffer', ARGV[2])
+-- 'ht': a value past Redis' hash-max-listpack-value (64 bytes by default)
+-- keeps this hash in the hashtable encoding: a listpack of a dozen lines'
+-- fields is searched linearly by every apply's HMGET (docs/pools.md §6).
+redis.call('HSET', KEYS[1], 'shared', ARGV[1], 'buffer', ARGV[2], 'ht', HT)
 for i = first, #ARGV, 5 do
   local l = ARGV[i]
   redis.call('HSET', KEYS[1], 't:' .. l, ARGV[i + 1], 'd:' .. l, ARGV[i + 2], 'c:' .. l, ARGV[i + 3])
