@@ -187,6 +187,11 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		Audit: b.ledger, Breakers: brk, Pools: poolSource,
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
+		OnCatchUp: func(r string, err error) {
+			if err != nil {
+				log.Warn("catch-up after a rebuild failed (reconciliation repairs it)", zap.String("resource", r), zap.Error(err))
+			}
+		},
 	})
 	// Its background marks stop before the ledger closes (closers run in order).
 	in.closers = append([]func(){svc.Close}, in.closers...)
@@ -236,6 +241,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	forecastLog := log.Named("forecast")
 	in.loops = []loop{
 		{"sweeper", sw.Run},
+		{"compensate", svc.RunCompensation}, // refused applies' late reservations, given back
 		{"forecast", func(ctx context.Context) error { return ops.Run(ctx, admin.DefaultSampleInterval, forecastLog) }},
 		{"pools", poolRunner.Run},
 		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},

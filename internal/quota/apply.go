@@ -170,6 +170,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 	if cmd.SessionID == "" {
 		cmd.SessionID = s.opt.NewSessionID()
 	}
+	cmd.Attempt = randomID()
 	if cmd.Pools, err = s.poolsCmd(ctx, pol, req); err != nil {
 		if pol.FailMode == FailOpen && isBackendFailure(err) {
 			// The pools settings live in MySQL: while it is down an OPEN
@@ -279,6 +280,11 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			continue
 		}
 		if err != nil {
+			if mayHaveRun(err) {
+				// Answered 503, but the script may have reserved all the same
+				// (issue 11 §3.1): give that back once the store answers.
+				s.compensateLater(pol, cmd, nil)
+			}
 			return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 		}
 		switch res.Outcome {

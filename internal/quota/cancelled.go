@@ -122,11 +122,13 @@ func (s *Service) drainCancels(idle chan struct{}) {
 }
 
 // Close stops the background marking of CANCELLED rows and waits for the
-// attempt in progress, if any (at most its 2 s deadline). Marks not made
+// attempt in progress, if any (at most its 2 s deadline); it also drops the
+// catch-ups not started yet and waits for those running (catchup.go). Marks not made
 // are left to reconciliation, which settles such a row from its Redis
 // tombstone. Call it before closing the ledger; the Service answers as
 // before afterwards, without starting new marks. Safe to call twice.
 func (s *Service) Close() {
+	s.stopCatchUps()
 	m := &s.cancels
 	m.mu.Lock()
 	if !m.stopped {

@@ -30,6 +30,11 @@ var (
 	// ErrCircuitOpen: a circuit breaker in front of a backend is open; the
 	// call was not attempted (HTTP 503 CIRCUIT_BREAKER_OPEN).
 	ErrCircuitOpen = errors.New("circuit breaker open")
+	// ErrLockLost: a write fenced by a lock (Fence) was refused because the
+	// lock is no longer the caller's: it expired and another holder took it,
+	// or it is gone (issue 11 §3.4). Nothing was written; the caller stops
+	// or starts over (takes the lock again). Never a backend failure.
+	ErrLockLost = errors.New("lock lost to another holder")
 )
 
 // ValidationError reports one bad input field (HTTP 400 INVALID_ARGUMENT).

@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -233,13 +234,21 @@ func newSeqEnv(t *testing.T) *seqEnv {
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	svc := quota.NewService(redisstore.New(rdb), st, st, &period.Scheduler{}, quota.Options{})
+	svc := quota.NewService(redisstore.New(rdb), st, st, &period.Scheduler{}, quota.Options{CatchUpAfter: -1})
 	return &seqEnv{mr: mr, store: st, svc: svc}
 }
 
 func seqPolicy(res int, limit int64) quota.Policy {
 	return quota.Policy{ResourceName: seqResources[res], QuotaType: quota.TypeTokens, TotalLimit: limit}
 }
+
+// attemptField is a session's 'att' line in a miniredis dump.
+var attemptField = regexp.MustCompile(`(?m)^\s+att: ".*"\n`)
+
+// withoutAttempts drops the sessions' attempt keys from a dump: a replay by
+// another request takes the first attempt's key off its session (apply.lua,
+// issue 11 §3.1), bookkeeping that decides nothing the model holds.
+func withoutAttempts(dump string) string { return attemptField.ReplaceAllString(dump, "") }
 
 // FuzzApplyFinishSequences checks, after every step: the answer (or error)
 // is the model's; reserved is the sum of the grants of USING sessions, used
@@ -271,12 +280,12 @@ func FuzzApplyFinishSequences(f *testing.F) {
 			var redisBefore string
 			var rowsBefore int
 			if seeded {
-				redisBefore, rowsBefore = env.mr.Dump(), env.rows(t)
+				redisBefore, rowsBefore = withoutAttempts(env.mr.Dump()), env.rows(t)
 			}
 			changed := env.step(ctx, m, o, fail)
 			touched[o.res] = true
 			if !changed && seeded {
-				if after := env.mr.Dump(); after != redisBefore {
+				if after := withoutAttempts(env.mr.Dump()); after != redisBefore {
 					fail("%s changed nothing in the model, but Redis went from\n%s\nto\n%s", o, redisBefore, after)
 				}
 				if n := env.rows(t); n != rowsBefore {

@@ -5,6 +5,18 @@ import (
 	"time"
 )
 
+// Fence names a held lock (Name of a resource, as taken by TryLock, and its
+// Token) that a store write must be made under: the store checks, in the
+// same atomic step as the write, that the lock still holds Token, and
+// refuses the write with ErrLockLost otherwise. So a holder cut off for
+// longer than the lock's TTL, whose lock another instance has taken since,
+// cannot write over the new holder's work (issue 11 §3.4). The zero Fence
+// writes unfenced.
+type Fence struct {
+	Name  string // lock name, e.g. "reconcile" or "seed:<periodMs>"
+	Token string // the holder's token; "" = not fenced
+}
+
 // KeepLock renews a held lock (name of resource, token) every ttl/3 until
 // the returned stop is called, so that a short ttl bounds how long a dead
 // holder blocks the others while a live one keeps the lock however long it

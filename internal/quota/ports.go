@@ -44,6 +44,12 @@ type ApplyCmd struct {
 	// lines or temporary grants (internal/pools): the store decides which
 	// pools the grant draws from, or why it is refused.
 	Pools *PoolsCmd
+	// Attempt is a token of this apply request ("" = none): the store keeps
+	// it with the reservation it makes, so that Compensate can give back
+	// exactly the reservation of an attempt answered with an error, and
+	// not one a retry of the same session has since replayed (and
+	// recorded). Pools' applies do not keep it (never compensated).
+	Attempt string
 }
 
 // PoolsCmd is the pools' part of an apply (see internal/pools.ApplyReq).
@@ -138,6 +144,21 @@ type LeakedSession struct {
 // reconciliation in their packages) declares the set it calls, and a fake
 // implements only that. internal/redisstore implements them all.
 
+// CompensateOutcome is what Compensate found.
+type CompensateOutcome int
+
+// Compensate outcomes.
+const (
+	// CompensateGivenBack: the attempt's reservation was given back.
+	CompensateGivenBack CompensateOutcome = iota + 1
+	// CompensateNotItsOwn: the session is settled, cancelled, or was replayed
+	// by another attempt: left alone, nothing more to do.
+	CompensateNotItsOwn
+	// CompensateAbsent: no such session: the attempt's script did not run,
+	// or has not run yet (it may still be queued in a paused Redis).
+	CompensateAbsent
+)
+
 // Reserver makes and gives back reservations (apply).
 type Reserver interface {
 	// Apply checks and reserves in one step. It returns ErrSessionConflict
@@ -146,6 +167,12 @@ type Reserver interface {
 	// Cancel gives back a reservation whose ledger row could not be written.
 	// Cancelling a missing or non-USING session is a no-op.
 	Cancel(ctx context.Context, resource, sessionID string) error
+	// Compensate gives back the reservation an apply attempt (ApplyCmd.Attempt)
+	// made, if the session is still that attempt's alone: USING, and no
+	// other apply of the session has replayed it since (a retry that may be
+	// writing its row). It leaves a CANCELLED tombstone, as Cancel does; a
+	// balance rebuilt since without the session loses nothing. Idempotent.
+	Compensate(ctx context.Context, resource, sessionID, attempt string) (CompensateOutcome, error)
 	// MarkFailOpen flags a USING session whose ledger row could not be
 	// written but which a failMode OPEN policy keeps: reconciliation writes
 	// its row instead of giving the reservation back.
@@ -172,13 +199,21 @@ type BalanceReader interface {
 
 // Seeder writes what the store lost back from the ledger.
 type Seeder interface {
-	// Seed writes a period's balance and the resource's limit if they are
-	// absent, and brings back the open sessions it is given that the store
-	// lost (with a fresh lease). It reports whether it wrote the balance; a
-	// balance already there is left as it is, so seeding twice never counts
-	// twice. The Service passes the first page of open sessions and, when
-	// Seed wrote the balance, the later pages to RestoreSessions.
-	Seed(ctx context.Context, resource string, period Period, limit int64, totals PeriodTotals, open []UsageRecord, lease time.Duration) (bool, error)
+	// SeedFenced writes a period's balance and the resource's limit if they
+	// are absent, and brings back the open sessions it is given that the
+	// store lost (with a fresh lease). It reports whether it wrote the
+	// balance; a balance already there is left as it is, so seeding twice
+	// never counts twice. The Service passes the first page of open
+	// sessions and, when it wrote the balance, the later pages to
+	// RestoreSessions. It writes only while the lock f still holds
+	// f.Token (the zero Fence: unfenced), checked in the same atomic step;
+	// else it writes nothing and returns ErrLockLost (issue 11 §3.4).
+	SeedFenced(ctx context.Context, f Fence, resource string, period Period, limit int64, totals PeriodTotals, open []UsageRecord, lease time.Duration) (bool, error)
+	// CatchUp counts, once each, the open ledger rows of period that its
+	// balance, rebuilt from a ledger snapshot, does not count (their rows
+	// landed after the snapshot), restoring a session the store lost;
+	// rows it counts are left alone. Fenced by f. Errors: ErrLockLost.
+	CatchUp(ctx context.Context, f Fence, resource string, period Period, open []UsageRecord, lease time.Duration) error
 	// RestoreSessions brings back open sessions the store lost, with a fresh
 	// lease, leaving the balance as it is; sessions it holds are left alone.
 	RestoreSessions(ctx context.Context, resource string, open []UsageRecord, lease time.Duration) error
@@ -279,6 +314,16 @@ type PeriodLedger interface {
 	// is empty). Seeding and reconciliation walk open sessions with it so
 	// that their memory does not grow with their number.
 	OpenSessionsPage(ctx context.Context, resource string, after int64, limit int) ([]UsageRecord, int64, error)
+}
+
+// SnapshotLedger is what a Ledger may offer besides, for rebuilds that
+// catch up with the writes in flight while they read (issue 11, G7).
+type SnapshotLedger interface {
+	// SeedSnapshot reads a period's totals and every open row of a resource
+	// in one consistent snapshot.
+	SeedSnapshot(ctx context.Context, resource string, periodStart time.Time) (PeriodTotals, []UsageRecord, error)
+	// SessionsByID reads rows by session id; ids without a row are absent.
+	SessionsByID(ctx context.Context, ids []string) (map[string]UsageRecord, error)
 }
 
 // Ledger is what the Service uses of the durable record of every session

@@ -60,10 +60,10 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 			// CANCELLED mark in the ledger (retried in the background while
 			// MySQL is unreachable) whatever Redis loses. Only after the
 			// give-back: while the reservation is still USING in Redis, a
-			// retry replays it (same start time) and keeps the row.
-			if s.cancel(cmd.ResourceName, cmd.SessionID) == nil {
-				s.markCancelled(rec)
-			}
+			// retry replays it (same start time) and keeps the row. A
+			// give-back that fails now is made once Redis answers
+			// (compensation, issue 11 §3.1), and the mark follows it.
+			s.cancel(pol, cmd, func() { s.markCancelled(rec) })
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: record session: %w", cmd.ResourceName, err)
 	}
@@ -72,7 +72,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	row, gerr := s.session(ctx, cmd.SessionID)
 	if gerr != nil {
 		if res.Outcome == ApplyGranted {
-			_ = s.cancel(cmd.ResourceName, cmd.SessionID)
+			s.cancel(pol, cmd, nil)
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: read session: %w", cmd.ResourceName, gerr)
 	}
@@ -92,7 +92,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 			return resp, nil
 		}
 		if res.Outcome == ApplyGranted {
-			_ = s.cancel(cmd.ResourceName, cmd.SessionID)
+			s.cancel(pol, cmd, nil)
 		}
 		if rerr == nil {
 			rerr = fmt.Errorf("its row changed meanwhile: %w", ErrUnavailable)
@@ -101,7 +101,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	}
 	// A fresh reservation collided with an older row: give it back and answer
 	// from the ledger (a replay) or refuse (another session's id).
-	_ = s.cancel(cmd.ResourceName, cmd.SessionID)
+	s.cancel(pol, cmd, nil)
 	if !same {
 		return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 	}
@@ -131,13 +131,21 @@ func (s *Service) landed(ctx context.Context, rec UsageRecord) bool {
 
 // cancel gives back a reservation whose ledger row could not be written. It
 // runs on its own deadline: the request's context may be the reason.
-func (s *Service) cancel(resource, sessionID string) error {
+func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
 	defer stop()
-	// If this fails too, the reservation stays until the sweeper finds its
-	// lease expired (or a retry of the apply replays it); the caller got an
-	// error, so it is never used.
-	return GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, resource, sessionID) })
+	// If this fails too, the reservation is given back once the store
+	// answers (compensateLater: keyed by the attempt, so not if a retry of
+	// the apply replayed it meanwhile), or else by the sweeper after its
+	// lease and the grace; the caller got an error, so it is never used.
+	// givenBack (nil: nothing) runs once the reservation was given back.
+	if err := GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, cmd.ResourceName, cmd.SessionID) }); err != nil {
+		s.compensateLater(pol, cmd, givenBack)
+		return
+	}
+	if givenBack != nil {
+		givenBack()
+	}
 }
 
 // insertSession writes a new ledger row, through the ledger's breaker.

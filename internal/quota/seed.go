@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -60,7 +61,15 @@ func (s *Service) seedOnce(ctx context.Context, pol Policy, per Period) error {
 			return err
 		}
 		if token != "" {
-			return s.seedHolding(ctx, pol, per, lock, token)
+			err := s.seedHolding(ctx, pol, per, lock, token)
+			if errors.Is(err, ErrLockLost) {
+				// The lock expired while this seeder worked (cut off from
+				// Redis past its TTL) and its write was refused: another
+				// instance may be seeding. Start over: wait for its balance
+				// or take the lock again.
+				continue
+			}
+			return err
 		}
 		if seeded, err := s.awaitBalance(ctx, pol.ResourceName, per, seedLockTTL/3); err != nil || seeded {
 			return err
@@ -79,36 +88,53 @@ func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock,
 	}()
 	ctx, stop := KeepLock(ctx, s.balances, s.redis, pol.ResourceName, lock, token, seedLockTTL)
 	defer stop()
-	totals, err := Guard(s.mysql, func() (PeriodTotals, error) {
-		return s.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
-	})
-	if err != nil {
-		return err
-	}
-	open, after, err := s.openSessions(ctx, pol.ResourceName, 0)
+	totals, open, snapshot, err := s.seedReads(ctx, pol, per)
 	if err != nil {
 		return err
 	}
 	wrote, err := Guard(s.redis, func() (bool, error) {
-		return s.balances.Seed(ctx, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
+		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
 	})
-	if err != nil || !wrote {
-		return err // !wrote: another seeder won and restores the sessions
+	if err == nil && wrote && snapshot {
+		s.catchUpLater(pol, per, open)
 	}
-	for len(open) == seedPage {
-		if open, after, err = s.openSessions(ctx, pol.ResourceName, after); err != nil {
+	return err // not written: another seeder won and restored the sessions
+}
+
+// seedReads reads what a rebuild of the period writes: its totals and every
+// open session of the resource. Every page of open sessions goes to the one
+// fenced seed call, which restores them in chunks under the balance's new
+// epoch (seed.lua): the rebuilt balance counts each of them, so a give-back
+// of one of them takes it from this balance, and of any other session takes
+// nothing. With a SnapshotLedger the reads are one consistent snapshot
+// (snapshot true), which the catch-up after the rebuild relies on.
+func (s *Service) seedReads(ctx context.Context, pol Policy, per Period) (PeriodTotals, []UsageRecord, bool, error) {
+	if sl, ok := s.ledger.(SnapshotLedger); ok {
+		var totals PeriodTotals
+		var open []UsageRecord
+		err := GuardErr(s.mysql, func() (err error) {
+			totals, open, err = sl.SeedSnapshot(ctx, pol.ResourceName, per.Start)
 			return err
+		})
+		return totals, open, true, err
+	}
+	totals, err := Guard(s.mysql, func() (PeriodTotals, error) {
+		return s.ledger.PeriodTotals(ctx, pol.ResourceName, per.Start)
+	})
+	if err != nil {
+		return totals, nil, false, err
+	}
+	var open []UsageRecord
+	for after := int64(0); ; {
+		page, next, err := s.openSessions(ctx, pol.ResourceName, after)
+		if err != nil {
+			return totals, nil, false, err
 		}
-		if len(open) == 0 {
-			break
-		}
-		if err := GuardErr(s.redis, func() error {
-			return s.balances.RestoreSessions(ctx, pol.ResourceName, open, pol.LeaseDuration())
-		}); err != nil {
-			return err
+		open, after = append(open, page...), next
+		if len(page) < seedPage {
+			return totals, open, false, nil
 		}
 	}
-	return nil
 }
 
 // openSessions reads one page of a resource's open ledger rows.

@@ -40,6 +40,14 @@ type Options struct {
 	// Charges, when set, lets Charge (session-less apply-and-finish, for
 	// gateways) run; without them it fails.
 	Charges ChargeStores
+	// CatchUpAfter is how long after a rebuild of a balance from a ledger
+	// snapshot the Service reads the ledger again to catch up with the
+	// writes that were in flight (catchup.go; default 5s, negative: never).
+	CatchUpAfter time.Duration
+	// OnCatchUp, when set, hears every catch-up end: its resource and its
+	// error (nil when it succeeded; after a failure the next
+	// reconciliation repairs what it would have).
+	OnCatchUp func(resource string, err error)
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease
@@ -58,8 +66,10 @@ type Service struct {
 	redis    Breaker // in front of balances
 	mysql    Breaker // in front of ledger and store
 
-	seeding singleflight.Group // per resource and period
-	cancels cancelMarks        // ledger rows of 503'd applies to mark CANCELLED
+	seeding  singleflight.Group // per resource and period
+	comp     compensations      // refused applies whose reservation to give back
+	cancels  cancelMarks        // ledger rows of 503'd applies to mark CANCELLED
+	catchUps catchUps           // after rebuilds (catchup.go)
 }
 
 // NewService wires a Service to its stores.
@@ -79,6 +89,7 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	return &Service{
 		balances: b, ledger: l, sched: s, store: p, opt: opt,
 		redis: opt.Breakers.Balances, mysql: opt.Breakers.Ledger,
+		comp:     compensations{wake: make(chan struct{}, 1)},
 		policies: newPolicyCache(p, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.Now),
 	}
 }

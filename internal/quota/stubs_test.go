@@ -19,6 +19,7 @@ type stubs struct {
 
 	apply         func(ApplyCmd) (ApplyResult, error)
 	cancel        func(resource, id string) error
+	compensate    func(resource, id, attempt string) (CompensateOutcome, error)
 	markFailOpen  func(resource, id string) error
 	heartbeat     func(resource, id, client string, lease time.Duration) (time.Time, error)
 	finish        func(FinishCmd) (FinishResult, error)
@@ -90,6 +91,17 @@ func (s *stubs) Cancel(ctx context.Context, resource, id string) error {
 	return nil
 }
 
+// Compensate: default nothing there (CompensateAbsent).
+func (s *stubs) Compensate(ctx context.Context, resource, id, attempt string) (CompensateOutcome, error) {
+	if err := s.enter(ctx, "Compensate"); err != nil {
+		return 0, err
+	}
+	if s.compensate != nil {
+		return s.compensate(resource, id, attempt)
+	}
+	return CompensateAbsent, nil
+}
+
 func (s *stubs) MarkFailOpen(ctx context.Context, resource, id string) error {
 	if err := s.enter(ctx, "MarkFailOpen"); err != nil {
 		return err
@@ -133,7 +145,7 @@ func (s *stubs) Balance(ctx context.Context, resource string, per Period) (Balan
 	return Balance{Exists: true, Limit: 100}, nil
 }
 
-func (s *stubs) Seed(ctx context.Context, resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord, _ time.Duration) (bool, error) {
+func (s *stubs) SeedFenced(ctx context.Context, _ Fence, resource string, per Period, limit int64, t PeriodTotals, open []UsageRecord, _ time.Duration) (bool, error) {
 	if err := s.enter(ctx, "Seed"); err != nil {
 		return false, err
 	}
@@ -141,6 +153,10 @@ func (s *stubs) Seed(ctx context.Context, resource string, per Period, limit int
 		return s.seed(resource, per, limit, t, open)
 	}
 	return true, nil
+}
+
+func (s *stubs) CatchUp(ctx context.Context, _ Fence, _ string, _ Period, _ []UsageRecord, _ time.Duration) error {
+	return s.enter(ctx, "CatchUp")
 }
 
 func (s *stubs) RestoreLeaked(ctx context.Context, resource string, row UsageRecord, _ time.Duration) error {

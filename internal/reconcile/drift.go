@@ -92,13 +92,17 @@ func (r *Reconciler) exportDrift(pol quota.Policy, d [2]int64) {
 // between the two reads: then no request was in flight between the stores,
 // and the difference is real. Under steady traffic this waits for a quiet
 // moment; the drift is reported meanwhile.
-func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report) error {
+//
+// The correction is fenced by the pass's lock (f): if the lock expired and
+// another instance took it since, adjust.lua refuses it (quota.ErrLockLost)
+// rather than write a drift the new holder may be correcting too.
+func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report, f quota.Fence) error {
 	first, second, err := r.readTwice(ctx, pol)
 	rep.PeriodStart = first.per.Start
 	if err != nil {
 		return err
 	}
-	if err := r.earlierPeriod(ctx, pol, first.per, rep); err != nil {
+	if err := r.earlierPeriod(ctx, pol, first.per, rep, f); err != nil {
 		return err
 	}
 	if !first.bal.Exists {
@@ -111,7 +115,7 @@ func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report)
 			second.bal.Reserved == first.bal.Reserved && second.tot == first.tot
 		if quiet {
 			err := r.redis(func() (err error) {
-				rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, first.per, -d[0], -d[1])
+				rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, first.per, -d[0], -d[1], f)
 				return err
 			})
 			if err != nil {
@@ -137,7 +141,7 @@ func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report)
 // wrong remainingQuota). No grant comes from an earlier period, so limits
 // were never at risk; the answers of its late finishes were. The same
 // two-read rule applies: corrected only when neither side moved.
-func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur quota.Period, rep *Report) error {
+func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur quota.Period, rep *Report, f quota.Fence) error {
 	if !cur.Start.After(pol.CreatedAt) {
 		return nil // the first period: nothing before it
 	}
@@ -151,7 +155,7 @@ func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur qu
 	}
 	d := first.drift()
 	return r.redis(func() (err error) {
-		rep.EarlierPeriodAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, prev, -d[0], -d[1])
+		rep.EarlierPeriodAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, prev, -d[0], -d[1], f)
 		if rep.EarlierPeriodAdjusted {
 			r.repairs.WithLabelValues(pol.ResourceName, "earlier_period_adjusted").Inc()
 		}

@@ -65,9 +65,10 @@ type Store interface {
 	FailOpenSessions(ctx context.Context, resource string) ([]string, error)
 	// AckFailOpen forgets flagged sessions whose ledger rows are written.
 	AckFailOpen(ctx context.Context, resource string, ids []string) error
-	// Adjust adds the deltas to a period's balance if it exists; it reports
-	// whether it did.
-	Adjust(ctx context.Context, resource string, period quota.Period, dCharged, dReserved int64) (bool, error)
+	// Adjust adds the deltas to a period's balance if it exists, only while
+	// the lock f holds f.Token (checked in the same atomic step); it reports
+	// whether it did. Errors: quota.ErrLockLost (nothing written).
+	Adjust(ctx context.Context, resource string, period quota.Period, dCharged, dReserved int64, f quota.Fence) (bool, error)
 }
 
 // Ledger is what reconciliation uses of the ledger (MySQL).
@@ -318,7 +319,7 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	if err := r.settleLedger(ctx, pol, &rep); err != nil {
 		return rep, err
 	}
-	if err := r.balance(ctx, pol, &rep); err != nil {
+	if err := r.balance(ctx, pol, &rep, quota.Fence{Name: "reconcile", Token: token}); err != nil {
 		return rep, err
 	}
 	switch {

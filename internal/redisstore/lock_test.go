@@ -93,3 +93,64 @@ func TestFinishThatWouldOverflowThePeriodIsRefusedBeforeAnyWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestAStaleLockHoldersWritesAreRefused (issue 11 §3.4, fencing): a holder
+// whose lock expired while it worked (cut off from Redis past the TTL) and
+// was taken by another instance must not write what it computed under the
+// lock: seed.lua and adjust.lua check, in the same step as the write, that
+// the lock still holds the caller's token. Before the fence, the stale
+// seeder's balance and the stale reconciler's correction were written.
+func TestAStaleLockHoldersWritesAreRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		per := e.current(t)
+		seedLock := "seed:" + itoa(per.ID())
+		stale, err := e.s.TryLock(ctx, e.res, seedLock, time.Minute)
+		if err != nil || stale == "" {
+			t.Fatalf("lock: %q, %v", stale, err)
+		}
+		e.rdb.Del(ctx, lockKey(e.res, seedLock)) // its TTL ran out while it read the ledger
+		fresh, err := e.s.TryLock(ctx, e.res, seedLock, time.Minute)
+		if err != nil || fresh == "" {
+			t.Fatalf("the next holder's lock: %q, %v", fresh, err)
+		}
+		open := []quota.UsageRecord{{ResourceName: e.res, SessionID: "s1", ApplyAmount: 5, GrantedAmount: 5,
+			ChargedAmount: 5, StartTime: time.Now(), PeriodStart: per.Start, Status: quota.StatusUsing}}
+		wrote, err := e.s.SeedFenced(ctx, quota.Fence{Name: seedLock, Token: stale}, e.res, per, 1000,
+			quota.PeriodTotals{Charged: 10, Reserved: 5}, open, time.Minute)
+		if !errors.Is(err, quota.ErrLockLost) || wrote {
+			t.Fatalf("stale seeder: wrote %v, %v; want quota.ErrLockLost", wrote, err)
+		}
+		if b := e.balance(t, per); b.Exists {
+			t.Fatalf("the stale seeder wrote the balance: %+v", b)
+		}
+		if n := e.rdb.Exists(ctx, sessionKey(e.res, "s1")).Val(); n != 0 {
+			t.Fatal("the stale seeder restored a session")
+		}
+		wrote, err = e.s.SeedFenced(ctx, quota.Fence{Name: seedLock, Token: fresh}, e.res, per, 1000,
+			quota.PeriodTotals{Charged: 20, Reserved: 5}, open, time.Minute)
+		if err != nil || !wrote {
+			t.Fatalf("the holder's seed: %v, %v", wrote, err)
+		}
+
+		rec, err := e.s.TryLock(ctx, e.res, "reconcile", time.Minute)
+		if err != nil || rec == "" {
+			t.Fatalf("reconcile lock: %q, %v", rec, err)
+		}
+		e.rdb.Set(ctx, lockKey(e.res, "reconcile"), "the-next-reconciler", time.Minute)
+		ok, err := e.s.Adjust(ctx, e.res, per, -7, 0, quota.Fence{Name: "reconcile", Token: rec})
+		if !errors.Is(err, quota.ErrLockLost) || ok {
+			t.Fatalf("stale reconciler's correction: %v, %v; want quota.ErrLockLost", ok, err)
+		}
+		if b := e.balance(t, per); b.Charged != 20 || b.Reserved != 5 {
+			t.Fatalf("balance after a refused correction: %+v, want charged 20 reserved 5", b)
+		}
+		ok, err = e.s.Adjust(ctx, e.res, per, -7, 0, quota.Fence{Name: "reconcile", Token: "the-next-reconciler"})
+		if err != nil || !ok {
+			t.Fatalf("the holder's correction: %v, %v", ok, err)
+		}
+		if b := e.balance(t, per); b.Charged != 13 {
+			t.Fatalf("charged %d after the holder's correction, want 13", b.Charged)
+		}
+	})
+}

@@ -13,11 +13,19 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
+// randomToken is 24 random hex digits: lock tokens, adjust marks, epochs.
+func randomToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // seedKeys builds seed.lua's KEYS: the limit, the period's balance, the
-// lease index, and each open session's key.
-func seedKeys(resource string, per int64, open []quota.UsageRecord) []string {
-	keys := make([]string, 0, 3+len(open))
-	keys = append(keys, limitKey(resource), balanceKey(resource, per), leasesKey(resource))
+// lease index, the fencing lock (f's; an unused key of the resource when f
+// is the zero Fence), and each open session's key.
+func seedKeys(resource string, per int64, f quota.Fence, open []quota.UsageRecord) []string {
+	keys := make([]string, 0, 4+len(open))
+	keys = append(keys, limitKey(resource), balanceKey(resource, per), leasesKey(resource), lockKey(resource, f.Name))
 	for _, r := range open {
 		keys = append(keys, sessionKey(resource, r.SessionID))
 	}
@@ -25,10 +33,13 @@ func seedKeys(resource string, per int64, open []quota.UsageRecord) []string {
 }
 
 // seedArgs builds seed.lua's ARGV.
-func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, open []quota.UsageRecord) []any {
-	args := make([]any, 0, 6+seedSessionArgs*len(open))
+// epoch is the rebuild's token ("" for calls that rebuild no balance) and
+// per the period of the balance key.
+func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, lease time.Duration, f quota.Fence,
+	epoch string, per int64, open []quota.UsageRecord) []any {
+	args := make([]any, 0, 9+seedSessionArgs*len(open))
 	args = append(args, itoa(limit), itoa(t.Charged), itoa(t.Reserved), itoa(expireAt), mode,
-		itoa(lease.Milliseconds()))
+		itoa(lease.Milliseconds()), f.Token, epoch, itoa(per))
 	for _, r := range open {
 		status, end := string(quota.StatusUsing), "0"
 		if r.Status == quota.StatusLeaked {
@@ -58,29 +69,42 @@ const seedSessionArgs = 16
 // seedChunk bounds the open sessions restored per seed.lua call.
 const seedChunk = 500
 
-// Seed runs seed.lua, restoring open sessions in chunks of seedChunk after
-// the first call wrote the balance. A period that ends is kept
-// BalanceRetention past its end.
+// Seed is SeedFenced without a fence.
 func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, limit int64, t quota.PeriodTotals, open []quota.UsageRecord, lease time.Duration) (bool, error) {
+	return s.SeedFenced(ctx, quota.Fence{}, resource, per, limit, t, open, lease)
+}
+
+// SeedFenced runs seed.lua, restoring open sessions in chunks of seedChunk
+// after the first call wrote the balance. A period that ends is kept
+// BalanceRetention past its end. Each call writes only while the lock f
+// holds f.Token: otherwise it writes nothing and SeedFenced returns
+// quota.ErrLockLost (a later chunk's refusal leaves the earlier chunks
+// written: the balance and those sessions stand, as another seeder would
+// have left them). See quota.Seeder.
+func (s *Store) SeedFenced(ctx context.Context, f quota.Fence, resource string, per quota.Period, limit int64, t quota.PeriodTotals, open []quota.UsageRecord, lease time.Duration) (bool, error) {
 	var expireAt int64
 	if !per.End.IsZero() {
 		expireAt = per.End.Add(s.BalanceRetention).UnixMilli()
 	}
+	epoch := randomToken()
 	for first := true; first || len(open) > 0; first = false {
 		chunk := open[:min(len(open), seedChunk)]
 		open = open[len(chunk):]
-		mode, valid := "0", []seedCode{seedWrote} // sessions only: always runs
+		mode, valid := "0", []seedCode{seedWrote, seedFenced} // sessions only: always runs
 		if first {
-			mode, valid = "1", []seedCode{seedAlreadyThere, seedWrote}
+			mode, valid = "1", []seedCode{seedAlreadyThere, seedWrote, seedFenced}
 		}
-		v, err := s.run(ctx, seedScript, seedKeys(resource, per.ID(), chunk),
-			seedArgs(limit, t, expireAt, mode, lease, chunk)...)
+		v, err := s.run(ctx, seedScript, seedKeys(resource, per.ID(), f, chunk),
+			seedArgs(limit, t, expireAt, mode, lease, f, epoch, per.ID(), chunk)...)
 		if err != nil {
 			return false, wrap("seed", err)
 		}
 		c, err := flag("seed.lua", v, valid...)
 		if err != nil {
 			return false, wrap("seed", err)
+		}
+		if c == seedFenced {
+			return false, fmt.Errorf("seed %s: lock %s: %w", resource, f.Name, quota.ErrLockLost)
 		}
 		if first && c == seedAlreadyThere {
 			return false, nil // another seeder won and restores the sessions
@@ -93,9 +117,7 @@ func (s *Store) Seed(ctx context.Context, resource string, per quota.Period, lim
 // it returns "" when the lock is held by someone else. A retry of the same
 // call (go-redis resends after a timeout) finds its own token and succeeds.
 func (s *Store) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
+	token := randomToken()
 	held, err := s.RenewLock(ctx, resource, name, token, ttl)
 	if err != nil || !held {
 		return "", err
@@ -330,8 +352,8 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 		chunk := open[:min(len(open), seedChunk)]
 		open = open[len(chunk):]
 		// Sessions only: the balance key (of period 0) is declared, not touched.
-		v, err := s.run(ctx, seedScript, seedKeys(resource, 0, chunk),
-			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, chunk)...)
+		v, err := s.run(ctx, seedScript, seedKeys(resource, 0, quota.Fence{}, chunk),
+			seedArgs(0, quota.PeriodTotals{}, 0, "0", lease, quota.Fence{}, "", 0, chunk)...)
 		if err == nil {
 			_, err = flag("seed.lua", v, seedWrote)
 		}
@@ -342,13 +364,40 @@ func (s *Store) RestoreSessions(ctx context.Context, resource string, open []quo
 	return nil
 }
 
+// CatchUp runs seed.lua in its catch-up mode, in chunks, fenced by f: open
+// rows of the period per read after its balance was rebuilt, each counted
+// once if the balance does not count it yet (issue 11, G7). A balance
+// without an epoch (seeded before epochs) is left alone. See quota.Seeder.
+func (s *Store) CatchUp(ctx context.Context, f quota.Fence, resource string, per quota.Period, open []quota.UsageRecord, lease time.Duration) error {
+	for len(open) > 0 {
+		chunk := open[:min(len(open), seedChunk)]
+		open = open[len(chunk):]
+		v, err := s.run(ctx, seedScript, seedKeys(resource, per.ID(), f, chunk),
+			seedArgs(0, quota.PeriodTotals{}, 0, "c", lease, f, "", per.ID(), chunk)...)
+		if err != nil {
+			return wrap("catch up", err)
+		}
+		c, err := flag("seed.lua", v, seedAlreadyThere, seedWrote, seedFenced)
+		if err != nil {
+			return wrap("catch up", err)
+		}
+		switch c {
+		case seedFenced:
+			return fmt.Errorf("catch up %s: lock %s: %w", resource, f.Name, quota.ErrLockLost)
+		case seedAlreadyThere:
+			return nil // no epoch: nothing to catch up with
+		}
+	}
+	return nil
+}
+
 // RestoreLeaked runs seed.lua (sessions only) for one LEAKED ledger row. See
 // quota.Seeder.
 func (s *Store) RestoreLeaked(ctx context.Context, resource string, row quota.UsageRecord, retention time.Duration) error {
 	row.Status = quota.StatusLeaked
 	recs := []quota.UsageRecord{row}
-	v, err := s.run(ctx, seedScript, seedKeys(resource, 0, recs),
-		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, recs)...)
+	v, err := s.run(ctx, seedScript, seedKeys(resource, 0, quota.Fence{}, recs),
+		seedArgs(0, quota.PeriodTotals{}, 0, "0", retention, quota.Fence{}, "", 0, recs)...)
 	if err == nil {
 		_, err = flag("seed.lua", v, seedWrote)
 	}
@@ -362,18 +411,23 @@ const adjustMarkTTL = 10 * time.Minute
 
 // Adjust runs adjust.lua with a token of its own, so that the correction is
 // applied once even when go-redis sends the call again after a lost reply
-// (known gap G8). See quota.BalanceStore.
-func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64) (bool, error) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, hex.EncodeToString(b[:]))}
-	v, err := s.run(ctx, adjustScript, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds()))
+// (known gap G8), and only while the lock f holds f.Token (issue 11 §3.4:
+// a reconciler cut off past its lock's TTL must not write a drift measured
+// before another one took over). It reports whether the correction was
+// applied (false: the balance does not exist). Errors: quota.ErrLockLost
+// (fenced: nothing written), backend errors.
+func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64, f quota.Fence) (bool, error) {
+	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, randomToken()), lockKey(resource, f.Name)}
+	v, err := s.run(ctx, adjustScript, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds()), f.Token)
 	if err != nil {
 		return false, wrap("adjust", err)
 	}
-	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied, adjustRepeated)
+	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied, adjustRepeated, adjustFenced)
 	if err != nil {
 		return false, wrap("adjust", err)
+	}
+	if c == adjustFenced {
+		return false, fmt.Errorf("adjust %s: lock %s: %w", resource, f.Name, quota.ErrLockLost)
 	}
 	return c != adjustNoBalance, nil
 }

@@ -262,13 +262,15 @@ const (
 	cancelNothing     cancelCode = 0 // missing or not USING: nothing to give back
 	cancelGivenBack   cancelCode = 1 // the reservation was given back
 	cancelOtherPeriod cancelCode = 2 // the session is in another period: it follows
+	cancelNotAttempts cancelCode = 3 // another attempt replayed it (attempt mode): left alone
+	cancelAbsent      cancelCode = 4 // no such session (attempt mode)
 )
 
 // decodeCancel returns cancel.lua's code and, for cancelOtherPeriod, the
 // session's period (Unix ms).
 func decodeCancel(v any) (cancelCode, int64, error) {
 	r := readReply("cancel.lua", v, 1, 2)
-	c := code(r, cancelNothing, cancelGivenBack, cancelOtherPeriod)
+	c := code(r, cancelNothing, cancelGivenBack, cancelOtherPeriod, cancelNotAttempts, cancelAbsent)
 	var per int64
 	switch {
 	case r.err != nil:
@@ -299,6 +301,7 @@ type seedCode int64
 const (
 	seedAlreadyThere seedCode = 0 // a concurrent seeder wrote the balance; nothing written
 	seedWrote        seedCode = 1 // this call wrote the balance (or, for a later chunk, ran)
+	seedFenced       seedCode = 2 // the caller's lock is not its own any more: nothing written
 )
 
 // lockCode is lock.lua's reply.
@@ -324,6 +327,7 @@ const (
 	adjustNoBalance adjustCode = 0 // not seeded: seeding will read the ledger
 	adjustApplied   adjustCode = 1
 	adjustRepeated  adjustCode = 2 // a resend of a call that was applied
+	adjustFenced    adjustCode = 3 // the caller's lock is not its own any more: nothing written
 )
 
 // failOpenCode is failopen.lua's reply.

@@ -45,7 +45,7 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 		{"finish conflict with more", func(v any) error { _, err := decodeFinish(v); return err }, []any{int64(6), int64(1)}},
 		{"cancel bare integer", func(v any) error { _, _, err := decodeCancel(v); return err }, int64(1)},
 		{"cancel other period without it", func(v any) error { _, _, err := decodeCancel(v); return err }, []any{int64(2)}},
-		{"cancel unknown", func(v any) error { _, _, err := decodeCancel(v); return err }, []any{int64(3)}},
+		{"cancel unknown", func(v any) error { _, _, err := decodeCancel(v); return err }, []any{int64(5)}},
 		{"balance exists 2", func(v any) error { _, _, _, _, _, err := decodeBalance(v); return err }, []any{int64(2), "1", "0", "0", int64(0)}},
 		{"balance short", func(v any) error { _, _, _, _, _, err := decodeBalance(v); return err }, []any{int64(1), "1", "0", "0"}},
 		{"flag out of range", func(v any) error { _, err := flag("lock.lua", v, lockHeldByOther, lockHeld); return err }, int64(2)},

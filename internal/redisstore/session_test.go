@@ -493,9 +493,9 @@ func TestAdjustIsAppliedOnceWhenResent(t *testing.T) {
 		ctx := context.Background()
 		per := e.current(t)
 		e.seed(t, per, 1000, quota.PeriodTotals{Charged: 100, Reserved: 50})
-		keys := []string{balanceKey(e.res, per.ID()), adjustKey(e.res, "resent-token")}
+		keys := []string{balanceKey(e.res, per.ID()), adjustKey(e.res, "resent-token"), lockKey(e.res, "")}
 		for i := range 2 { // the call, then go-redis's resend of it
-			v, err := adjustScript.Run(ctx, e.rdb, keys, "-7", "3", "60000").Result()
+			v, err := adjustScript.Run(ctx, e.rdb, keys, "-7", "3", "60000", "").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -508,7 +508,7 @@ func TestAdjustIsAppliedOnceWhenResent(t *testing.T) {
 		}
 		// Separate calls are separate corrections.
 		for range 2 {
-			if ok, err := e.s.Adjust(ctx, e.res, per, 1, 0); err != nil || !ok {
+			if ok, err := e.s.Adjust(ctx, e.res, per, 1, 0, quota.Fence{}); err != nil || !ok {
 				t.Fatalf("Adjust = %v, %v", ok, err)
 			}
 		}

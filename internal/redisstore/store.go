@@ -140,7 +140,7 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	v, err := s.runHot(ctx, applyScript,
 		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, first)
+		itoa(c.Lease.Milliseconds()), c.SessionID, first, c.Attempt)
 	if err != nil {
 		return quota.ApplyResult{}, wrap("apply", err)
 	}
@@ -197,23 +197,47 @@ const cancelledRetention = 24 * time.Hour
 
 // Cancel runs cancel.lua. See quota.BalanceStore.
 func (s *Store) Cancel(ctx context.Context, resource, sessionID string) error {
+	_, err := s.cancel(ctx, resource, sessionID, "")
+	return err
+}
+
+// Compensate runs cancel.lua keyed by the apply attempt. See
+// quota.BalanceStore.
+func (s *Store) Compensate(ctx context.Context, resource, sessionID, attempt string) (quota.CompensateOutcome, error) {
+	if attempt == "" {
+		return 0, fmt.Errorf("compensate %s: no attempt token", sessionID)
+	}
+	c, err := s.cancel(ctx, resource, sessionID, attempt)
+	switch {
+	case err != nil:
+		return 0, err
+	case c == cancelGivenBack:
+		return quota.CompensateGivenBack, nil
+	case c == cancelAbsent:
+		return quota.CompensateAbsent, nil
+	}
+	return quota.CompensateNotItsOwn, nil
+}
+
+// cancel runs cancel.lua, following the session's period.
+func (s *Store) cancel(ctx context.Context, resource, sessionID, attempt string) (cancelCode, error) {
 	per := s.periodGuess(resource)
 	for try := 1; ; try++ {
 		v, err := s.run(ctx, cancelScript,
 			[]string{sessionKey(resource, sessionID), leasesKey(resource), balanceKey(resource, per), grantsKey(resource)},
-			sessionID, itoa(cancelledRetention.Milliseconds()), itoa(per))
+			sessionID, itoa(cancelledRetention.Milliseconds()), itoa(per), attempt)
 		if err != nil {
-			return wrap("cancel", err)
+			return 0, wrap("cancel", err)
 		}
 		c, own, err := decodeCancel(v)
 		if err != nil {
-			return wrap("cancel", err)
+			return 0, wrap("cancel", err)
 		}
 		if c != cancelOtherPeriod {
-			return nil
+			return c, nil
 		}
 		if try == maxPeriodTries {
-			return fmt.Errorf("redis cancel %s: its period changed %d times in a row", sessionID, try)
+			return 0, fmt.Errorf("redis cancel %s: its period changed %d times in a row", sessionID, try)
 		}
 		per = own
 	}

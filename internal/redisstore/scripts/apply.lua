@@ -6,6 +6,15 @@
 -- ARGV[1] amount   ARGV[2] minAmount (0 = all-or-nothing)   ARGV[3] clientId
 -- ARGV[4] period start ms   ARGV[5] period end ms (0 = never)
 -- ARGV[6] lease ms   ARGV[7] sessionId   ARGV[8] "1" = first period (no lower bound)
+-- ARGV[9] the attempt: a token of this apply request ("" = none; go-redis
+--         resends of one request carry the same). A grant keeps it in the
+--         session ('att') with the balance's epoch ('bep', see seed.lua); a
+--         replay by another attempt removes it: the session is then no
+--         longer "only the attempt that made it", and a give-back keyed by
+--         that attempt (cancel.lua ARGV[4], the compensation of an apply
+--         answered 503 whose script ran late) leaves it alone. So a retry
+--         that replays the session and writes its row cannot have it
+--         cancelled under it (issue 11 §3.1).
 -- Returns {code, granted, remaining, leaseExpiresMs, startMs, periodStartMs, nowMs}
 --   and, for code 3 and for code 2 of a session restored from the ledger
 --   (no remaining of its own), limit, charged, reserved as decimal strings appended
@@ -29,7 +38,7 @@ local function balance()
   return limit, b
 end
 
-local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status')
+local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status', 'att')
 if s[9] == 'CANCELLED' then
   -- A tombstone of an apply that answered 503: a retry starts afresh.
   redis.call('DEL', KEYS[3])
@@ -38,6 +47,9 @@ end
 if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] then
     return {6, 0, 0, 0, 0, 0, now}
+  end
+  if s[10] and s[10] ~= ARGV[9] then
+    redis.call('HDEL', KEYS[3], 'att')
   end
   if s[5] then
     return {2, tonumber(s[4]), tonumber(s[5]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now}
@@ -84,5 +96,12 @@ redis.call('HSET', KEYS[3],
   'granted', string.format('%d', grant), 'remaining', string.format('%d', remaining - grant),
   'lease', string.format('%d', lease), 'start', string.format('%d', now),
   'period', ARGV[4], 'status', 'USING')
+if ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[3], 'att', ARGV[9])
+end
+local ep = redis.call('HGET', KEYS[2], 'ep')
+if ep then
+  redis.call('HSET', KEYS[3], 'bep', ep)
+end
 redis.call('ZADD', KEYS[4], lease, ARGV[7])
 return {1, grant, remaining - grant, lease, now, pstart, now}

@@ -6,12 +6,25 @@
 --         has not read: a guess, checked here)
 -- KEYS[4] qc:{r}:gr   the resource's temporary grants (pools; see pool_apply.lua)
 -- ARGV[1] sessionId   ARGV[2] tombstone retention ms   ARGV[3] periodMs of KEYS[3]
+-- ARGV[4] an apply's attempt token ("" = any): give back only the
+--         reservation that attempt made and no other apply has replayed
+--         since ('att', apply.lua): the compensation of an apply answered
+--         503 whose script ran late (issue 11 §3.1)
 -- Returns {code} or {code, periodMs}:
 --   {0} nothing to give back (missing or already settled): cancelling twice
 --       gives back once
 --   {1} the reservation was given back
 --   {2, periodMs} the session is in another period than ARGV[3]: nothing
 --       changed; call again with that period's balance key
+--   {3} (ARGV[4] given) the session is USING but not that attempt's alone:
+--       nothing changed
+--   {4} (ARGV[4] given) no such session (yet: the attempt's script may
+--       still be queued): nothing changed
+-- The balance loses the grant only if it counts it: the session's epoch
+-- ('bep', absent in sessions older than epochs) is the balance's ('ep',
+-- seed.lua). A session reserved in a balance that was rebuilt since without
+-- it (a failover's repair, a ledger without its row) becomes a tombstone
+-- and takes nothing from the rebuilt balance, which never counted it.
 -- The session stays as a CANCELLED tombstone for ARGV[2]: if the ledger row
 -- was written after all, reconciliation finds the tombstone and settles the
 -- row with nothing charged; a rebuild does not bring the session back; a
@@ -22,14 +35,20 @@
 -- period's pool counters are seeded ('ps'), the line's dedicated, shared
 -- and buffer counters and the grants' sum; its split is zeroed, as a
 -- finish with nothing used would leave it.
-local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period')
+local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'att', 'bep')
+if ARGV[4] ~= '' and not s[1] then
+  return {4}
+end
 if s[1] ~= 'USING' then
   return {0}
+end
+if ARGV[4] ~= '' and s[4] ~= ARGV[4] then
+  return {3}
 end
 if s[3] ~= ARGV[3] then
   return {2, s[3]}
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+if redis.call('EXISTS', KEYS[3]) == 1 and (not s[5] or s[5] == redis.call('HGET', KEYS[3], 'ep')) then
   redis.call('HINCRBY', KEYS[3], 'reserved', string.format('%d', -tonumber(s[2])))
 end
 local p = redis.call('HMGET', KEYS[1], 'line', 'dd', 'ds', 'db', 'dg', 'gl')

@@ -20,7 +20,7 @@
 --   actual - granted is added (a true-up). The refund lands in the session's
 --   own period, never in a later one.
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
-  'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved')
+  'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved', 'bep')
 if not s[1] or s[1] == 'CANCELLED' or (ARGV[4] ~= '' and s[4] ~= ARGV[4]) then
   return {0}
 end
@@ -107,11 +107,22 @@ if redis.call('EXISTS', bkey) == 1 then
   if c + actual > 9.0e18 then
     return {7}
   end
+  -- The balance counts the session when its epoch is the session's
+  -- (seed.lua); one rebuilt since from a ledger without the session's open
+  -- row (its row landed after the rebuild read it) holds no reservation of
+  -- it to take back: it gets the actual only (issue 11, G7).
+  local ep = redis.call('HGET', bkey, 'ep')
+  local counted = not s[14] or s[14] == ep
   if leaked == 1 then
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual - granted))
   else
-    redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -granted))
+    if counted then
+      redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -granted))
+    end
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual))
+  end
+  if ep then
+    redis.call('HSET', KEYS[1], 'bep', ep)
   end
   local b = redis.call('HMGET', bkey, 'charged', 'reserved')
   bl, bc, br = redis.call('GET', KEYS[3]) or '0', b[1], b[2]

@@ -29,13 +29,21 @@ for i = 1, n do
   local score = redis.call('ZSCORE', KEYS[1], id)
   if score and tonumber(score) <= now then
     local sk = KEYS[2 + i]
-    local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease', 'client')
+    local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease', 'client', 'bep')
     if s[1] ~= 'USING' or s[3] == per then
       redis.call('ZREM', KEYS[1], id)
       if s[1] == 'USING' and tonumber(s[4]) <= now then
         local bkey = KEYS[bidx]
         if redis.call('EXISTS', bkey) == 1 then
-          redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -tonumber(s[2])))
+          -- The grant leaves 'reserved' only if this balance counts it (its
+          -- epoch is the session's, seed.lua): a balance rebuilt since from a
+          -- ledger without the session's row gets only the charge.
+          local ep = redis.call('HGET', bkey, 'ep')
+          if not s[6] or s[6] == ep then
+            redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -tonumber(s[2])))
+          elseif ep then
+            redis.call('HSET', sk, 'bep', ep)
+          end
           redis.call('HINCRBY', bkey, 'charged', s[2])
         end
         redis.call('HSET', sk, 'status', 'LEAKED', 'end', string.format('%d', now))

@@ -1,0 +1,68 @@
+package app_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quotacenter/quota-center/internal/faults"
+	"github.com/quotacenter/quota-center/internal/testenv"
+)
+
+// TestARefusedApplysLateReservationIsGivenBackWhenRedisAnswers reproduces
+// the rest of issue 11 §3.1: an apply whose Redis call timed out (here the
+// replies are lost on the way back; with Redis SIGSTOPped the queued script
+// runs when it resumes) answered 503, but its script reserved all the same,
+// with no ledger row. That reservation counted as reserved until its lease
+// ran out and QC_RECONCILE_GRACE passed (10 minutes here). It must be given
+// back as soon as Redis answers again, and a retry of the same apply must
+// then be counted once.
+func TestARefusedApplysLateReservationIsGivenBackWhenRedisAnswers(t *testing.T) {
+	p, err := faults.StartProxy(testenv.RedisAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	s := startOn(t, testenv.Real, []string{"--redis-addr", p.Addr(), "--redis-timeout", "200ms"},
+		testenv.MustMySQL(t), "comp-"+testenv.RandomSuffix()+testenv.RandomSuffix(),
+		// The breaker stays closed, so that the apply's script is sent.
+		"--breaker-failures", "1000", "--reconcile-interval", "1h")
+	r := testenv.Resource(t)
+	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000, "leakThresholdSeconds": 600})
+	if code, out := callRetry(t, s, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 1, "sessionId": "warm"}); code != http.StatusOK {
+		t.Fatalf("apply: %d %v", code, out) // the balance is seeded
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	p.DropReplies(2 * time.Second)
+	body := map[string]any{"resourceName": r, "applyAmount": 335, "sessionId": "late"}
+	if code, out, _ := call(t, s, http.MethodPost, "/quota/apply", body); code != http.StatusServiceUnavailable {
+		t.Fatalf("apply while Redis replies are lost: %d %v, want 503", code, out)
+	}
+	// Its script ran: Redis holds the session (reserved, or already given
+	// back), the ledger no row.
+	if n := rdb.Exists(t.Context(), "qc:{"+r+"}:s:late").Val(); n != 1 {
+		t.Fatal("the refused apply's script did not run: nothing to reproduce")
+	}
+	var rows int
+	if err := s.Ledger.QueryRow("SELECT COUNT(*) FROM quota_usage WHERE session_id = 'late'").Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("ledger rows of the refused apply: %d, %v", rows, err)
+	}
+	testenv.Eventually(t, 15*time.Second, "the refused apply's reservation to be given back", func() bool {
+		code, out, _ := call(t, s, http.MethodGet, "/quota/status?resourceName="+r, nil)
+		return code == http.StatusOK && num(t, out, "reservedAmount") == 1
+	})
+	// The retry of the same apply starts afresh and is counted once.
+	if code, out := callRetry(t, s, "/quota/apply", body); code != http.StatusOK || out["replayed"] == true {
+		t.Fatalf("retry: %d %v, want a fresh grant", code, out)
+	}
+	if st, _ := getStatus(t, s, r); st.reserved != 336 || st.used != 0 {
+		t.Fatalf("status after the retry %+v, want reserved 336 (the retry and the first session)", st)
+	}
+	if charged, reserved, _ := ledgerSums(t, s, r); charged != 0 || reserved != 336 {
+		t.Fatalf("ledger charged %d reserved %d, want 0 and 336", charged, reserved)
+	}
+}

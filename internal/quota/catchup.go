@@ -1,0 +1,200 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The catch-up after a rebuild (issue 11, known gap G7). A rebuild reads
+// the ledger in one snapshot (SnapshotLedger) while requests are in
+// flight: an apply whose reservation was lost with Redis may write its row
+// just after the snapshot (the rebuilt balance misses its grant: the limit
+// could be exceeded by it), and a finish that settled the old Redis may
+// write its row just after (the rebuilt balance holds the grant reserved,
+// its session restored USING: a "ghost"). Each such write is bounded by the
+// ledger's deadlines, so catchUpAfter later the Service reads the ledger
+// again and applies each change once, keyed per session by the balance's
+// epoch in the same script that writes the balance: a row the rebuild (or
+// an apply since) counted carries the epoch and is left alone.
+const (
+	// catchUpAfter is the default Options.CatchUpAfter: longer than an
+	// apply's insert and read-back (2 s and 1 s by default) and a finish's
+	// row update take.
+	catchUpAfter = 5 * time.Second
+	// catchUpTimeout bounds one catch-up, waiting for the lock included.
+	catchUpTimeout = 30 * time.Second
+	// catchUpLockTTL is the reconcile lock's TTL while the catch-up holds it.
+	catchUpLockTTL = 10 * time.Second
+)
+
+// catchUps are a Service's scheduled and running catch-ups, stopped by
+// Close.
+type catchUps struct {
+	mu      sync.Mutex
+	stopped bool
+	timers  map[*time.Timer]struct{}
+	running sync.WaitGroup
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
+}
+
+// catchUpLater schedules the catch-up of the period's rebuild, whose
+// snapshot held the open rows snap.
+func (s *Service) catchUpLater(pol Policy, per Period, snap []UsageRecord) {
+	d := s.opt.CatchUpAfter
+	if d < 0 {
+		return
+	}
+	if d == 0 {
+		d = catchUpAfter
+	}
+	c := &s.catchUps
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	if c.timers == nil {
+		c.timers = map[*time.Timer]struct{}{}
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		if _, ok := c.timers[t]; !ok {
+			c.mu.Unlock()
+			return // stopped
+		}
+		delete(c.timers, t)
+		c.running.Add(1)
+		base := c.ctx
+		c.mu.Unlock()
+		defer c.running.Done()
+		ctx, cancel := context.WithTimeout(base, catchUpTimeout)
+		defer cancel()
+		err := s.catchUp(ctx, pol, per, snap)
+		if s.opt.OnCatchUp != nil {
+			s.opt.OnCatchUp(pol.ResourceName, err)
+		}
+	})
+	c.timers[t] = struct{}{}
+}
+
+// stopCatchUps drops the catch-ups not started and waits for the running
+// ones, whose context it cancels.
+func (s *Service) stopCatchUps() {
+	c := &s.catchUps
+	c.mu.Lock()
+	c.stopped = true
+	for t := range c.timers {
+		t.Stop()
+	}
+	c.timers = nil
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.mu.Unlock()
+	c.running.Wait()
+}
+
+// catchUp reads the ledger again and brings the rebuilt balance of per up
+// to it: rows opened since the snapshot are counted (CatchUp), and rows of
+// the snapshot settled since as FINISHED are finished in the store with
+// their ledger actual (finish.lua: a session still USING there is a ghost;
+// one finished already replays and changes nothing). Rows swept since as
+// LEAKED are left to the sweeper, which charges the restored session as
+// the ledger did. It holds the resource's reconcile lock, so that no drift
+// correction measured before it is written after it. Pools' sessions are
+// not caught up (their counters are rebuilt by the pools).
+func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []UsageRecord) error {
+	sl, ok := s.ledger.(SnapshotLedger)
+	if !ok {
+		return nil
+	}
+	token, err := s.waitLock(ctx, pol.ResourceName, "reconcile")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = s.balances.Unlock(uctx, pol.ResourceName, "reconcile", token)
+	}()
+	ctx, stop := KeepLock(ctx, s.balances, s.redis, pol.ResourceName, "reconcile", token, catchUpLockTTL)
+	defer stop()
+	fence := Fence{Name: "reconcile", Token: token}
+
+	var opened []UsageRecord
+	for after := int64(0); ; {
+		page, next, err := s.openSessions(ctx, pol.ResourceName, after)
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if r.PeriodStart.Equal(per.Start) && !r.PoolSession() {
+				opened = append(opened, r)
+			}
+		}
+		after = next
+		if len(page) < seedPage {
+			break
+		}
+	}
+	if err := GuardErr(s.redis, func() error {
+		return s.balances.CatchUp(ctx, fence, pol.ResourceName, per, opened, pol.LeaseDuration())
+	}); err != nil {
+		return err
+	}
+
+	var ids []string
+	for _, r := range snap {
+		if r.PeriodStart.Equal(per.Start) && !r.PoolSession() {
+			ids = append(ids, r.SessionID)
+		}
+	}
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), seedPage)]
+		ids = ids[len(chunk):]
+		var rows map[string]UsageRecord
+		if err := GuardErr(s.mysql, func() (err error) {
+			rows, err = sl.SessionsByID(ctx, chunk)
+			return err
+		}); err != nil {
+			return err
+		}
+		for _, id := range chunk {
+			row, ok := rows[id]
+			if !ok || row.Status != StatusFinished {
+				continue
+			}
+			_, err := Guard(s.redis, func() (FinishResult, error) {
+				return s.balances.Finish(ctx, FinishCmd{ResourceName: pol.ResourceName, SessionID: id,
+					Actual: row.ChargedAmount, Retention: s.opt.FinishedRetention})
+			})
+			if err != nil && !errors.Is(err, ErrSessionNotFound) && !errors.Is(err, ErrSessionConflict) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitLock takes the named lock of resource, trying again every
+// catchUpLockTTL/40 while another holder has it, until ctx ends.
+func (s *Service) waitLock(ctx context.Context, resource, name string) (string, error) {
+	for {
+		token, err := Guard(s.redis, func() (string, error) {
+			return s.balances.TryLock(ctx, resource, name, catchUpLockTTL)
+		})
+		if err != nil || token != "" {
+			return token, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(catchUpLockTTL / 40):
+		}
+	}
+}
