@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -40,13 +39,23 @@ func startOn(t *testing.T, mode testenv.Mode, redisArgs []string, dsn, adminToke
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, args, io.Discard, func(a string) { addr <- a }) }()
+	// The server's log (warnings and errors) is shown when the test fails:
+	// a 500 or a 503 in these tests is explained by it.
+	logs := &lockedBuffer{}
+	go func() { done <- app.Serve(ctx, args, logs, func(a string) { addr <- a }) }()
 	select {
 	case a := <-addr:
 		t.Cleanup(func() {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("serve stopped with error: %v", err)
+			}
+			if t.Failed() {
+				out := logs.String()
+				if len(out) > 16<<10 {
+					out = "…" + out[len(out)-16<<10:]
+				}
+				t.Logf("log of the instance on %s:\n%s", a, out)
 			}
 		})
 		return &testenv.Server{URL: "http://" + a, Ledger: ledger, Mode: mode, AdminToken: adminToken}

@@ -133,14 +133,23 @@ func TestFinishRepeatAnsweredFromTheLedger(t *testing.T) {
 	}
 }
 
-// An open row that Redis lost: the session is restored, then finished in
-// the store as any other.
+// An open row that Redis lost: the session is restored, counted once by the
+// balance (CatchUp: its reservation may never have been made there, e.g. a
+// fail-open grant), then finished in the store as any other.
 func TestFinishRestoresAnOpenSessionRedisLost(t *testing.T) {
 	row := UsageRecord{ResourceName: "r", SessionID: "s-1", GrantedAmount: 5, ChargedAmount: 5, PeriodStart: testEpoch, Status: StatusUsing}
 	st, svc := finishEnv(row, testEpoch.Add(time.Hour))
 	resp, err := svc.Finish(context.Background(), finishReq)
-	if err != nil || resp.Charged != 3 || resp.Replayed || st.n("RestoreSessions") != 1 || st.n("FinishSession") != 1 {
+	if err != nil || resp.Charged != 3 || resp.Replayed || st.n("CatchUp") != 1 || st.n("RestoreSessions") != 0 || st.n("FinishSession") != 1 {
 		t.Fatalf("%+v, %v; calls %v", resp, err, st.calls)
+	}
+	// A pools' session is restored without counting (its counters are the
+	// pools'), as is one of an earlier period.
+	pooled := row
+	pooled.BusinessLine = "a"
+	st, svc = finishEnv(pooled, testEpoch.Add(time.Hour))
+	if resp, err := svc.Finish(context.Background(), finishReq); err != nil || resp.Charged != 3 || st.n("CatchUp") != 0 || st.n("RestoreSessions") != 1 {
+		t.Fatalf("pools' session: %+v, %v; calls %v", resp, err, st.calls)
 	}
 	// The balance is gone too: the period is seeded (which restores it).
 	st, svc = finishEnv(row, testEpoch.Add(time.Hour))

@@ -68,7 +68,7 @@ func TestHeartbeatOfASessionRedisDoesNotHold(t *testing.T) {
 	open := UsageRecord{ResourceName: "r", SessionID: "s-1", ClientID: "c1", Status: StatusUsing, PeriodStart: testEpoch}
 	st := env(open)
 	resp, err := newStubService(st, Options{}).Heartbeat(ctx, "r", "s-1", "c1")
-	if err != nil || !resp.LeaseExpiresAt.Equal(exp) || resp.Status != StatusUsing || st.n("RestoreSessions") != 1 || resp.PolicyVersion == "" {
+	if err != nil || !resp.LeaseExpiresAt.Equal(exp) || resp.Status != StatusUsing || st.n("CatchUp") != 1 || resp.PolicyVersion == "" {
 		t.Fatalf("restored: %+v, %v", resp, err)
 	}
 	st = env(open)

@@ -173,9 +173,18 @@ func (s *Service) awaitBalance(ctx context.Context, resource string, per Period,
 
 // restoreSession brings back an open session that Redis lost: when the
 // current period has no balance, by seeding it (which restores every open
-// session of the resource from the ledger); else this one session, whose
-// reservation the balance already holds (it was reserved before the loss,
-// or the balance was rebuilt from the ledger, where the row is USING).
+// session of the resource from the ledger and counts its reservation).
+// Else the balance may not count this session: a failMode OPEN apply
+// granted while Redis was unreachable has a row but never reserved in the
+// balance that was there before the outage, and an apply whose row landed
+// after a rebuild's snapshot is not in the rebuilt totals. So a session of
+// the balance's period is restored in the catch-up mode (seed.lua "c"): a
+// missing session is restored and its grant counted once, keyed by the
+// balance's epoch; one the balance counts is left alone. A balance without
+// an epoch (written before epochs) is left to reconciliation: nothing is
+// restored and the caller answers 503 until it has run. A pools' session,
+// or one of another period, is restored as before, without touching the
+// balance (reconciliation corrects a drift it leaves).
 func (s *Service) restoreSession(ctx context.Context, pol Policy, row UsageRecord) error {
 	per, err := s.policies.periodAt(pol, s.opt.Now())
 	if err != nil {
@@ -187,6 +196,11 @@ func (s *Service) restoreSession(ctx context.Context, pol Policy, row UsageRecor
 	}
 	if !bal.Exists {
 		return s.seed(ctx, pol, per)
+	}
+	if row.PeriodStart.Equal(per.Start) && !row.PoolSession() {
+		return GuardErr(s.redis, func() error {
+			return s.balances.CatchUp(ctx, Fence{}, pol.ResourceName, per, []UsageRecord{row}, pol.LeaseDuration())
+		})
 	}
 	return GuardErr(s.redis, func() error {
 		return s.balances.RestoreSessions(ctx, pol.ResourceName, []UsageRecord{row}, pol.LeaseDuration())

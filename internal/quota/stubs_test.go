@@ -155,8 +155,16 @@ func (s *stubs) SeedFenced(ctx context.Context, _ Fence, resource string, per Pe
 	return true, nil
 }
 
-func (s *stubs) CatchUp(ctx context.Context, _ Fence, _ string, _ Period, _ []UsageRecord, _ time.Duration) error {
-	return s.enter(ctx, "CatchUp")
+// CatchUp restores as RestoreSessions does (through restore, when set):
+// the stub keeps no balance to count in.
+func (s *stubs) CatchUp(ctx context.Context, _ Fence, resource string, _ Period, open []UsageRecord, _ time.Duration) error {
+	if err := s.enter(ctx, "CatchUp"); err != nil {
+		return err
+	}
+	if s.restore != nil {
+		return s.restore(resource, open)
+	}
+	return nil
 }
 
 func (s *stubs) RestoreLeaked(ctx context.Context, resource string, row UsageRecord, _ time.Duration) error {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,9 +187,47 @@ const AdminTokenName = "testenv"
 // is production mode, it configures an admin token (Server.AdminToken,
 // named AdminTokenName) unless extra has --admin-tokens; dev mode leaves
 // admin open. Extra flags come last and win.
+//
+// The server's log (warn and above unless extra sets --log-level) is kept
+// and shown with the test's output when the test fails, the last 16 KiB of
+// it: a 500 or a 503 the test did not expect is explained there.
 func Start(tb testing.TB, mode Mode, extra ...string) *Server {
 	tb.Helper()
-	return StartLogged(tb, mode, io.Discard, extra...)
+	logs := &tailBuffer{}
+	s := StartLogged(tb, mode, logs, extra...)
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("log of the server on %s:\n%s", s.URL, logs.tail(16<<10))
+		}
+	})
+	return s
+}
+
+// tailBuffer collects a server's log; the server writes from many
+// goroutines.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 1<<20 { // keep the last MiB
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-(512<<10):]...)
+	}
+	return len(p), nil
+}
+
+// tail answers the last n bytes written.
+func (b *tailBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.buf) <= n {
+		return string(b.buf)
+	}
+	return "…" + string(b.buf[len(b.buf)-n:])
 }
 
 // StartLogged is Start with the server's log written to logOut, which must
