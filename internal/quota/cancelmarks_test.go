@@ -9,6 +9,18 @@ import (
 	"time"
 )
 
+// closeWithin calls svc.Close and fails if it does not return.
+func closeWithin(t *testing.T, svc *Service) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { svc.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+}
+
 // waitIdle waits for the background marking to end.
 func waitIdle(t *testing.T, svc *Service) {
 	t.Helper()
@@ -130,10 +142,14 @@ func TestCloseStopsTheMarks(t *testing.T) {
 	svc := newStubService(st, Options{})
 	svc.markCancelled(UsageRecord{SessionID: "s", StartTime: testEpoch})
 	_, idle := svc.PendingCancels()
+	deadline := time.Now().Add(10 * time.Second)
 	for st.n("CancelSession") < 2 { // retried at least once
+		if time.Now().After(deadline) {
+			t.Fatal("the mark was not retried")
+		}
 		time.Sleep(time.Millisecond)
 	}
-	svc.Close()
+	closeWithin(t, svc)
 	select {
 	case <-idle:
 	default:
@@ -144,7 +160,7 @@ func TestCloseStopsTheMarks(t *testing.T) {
 	if n, _ := svc.PendingCancels(); n != 1 {
 		t.Fatalf("%d pending after Close, want the unmade mark only", n)
 	}
-	svc.Close()
+	closeWithin(t, svc)
 	if st.n("CancelSession") != calls {
 		t.Fatal("a mark was made after Close")
 	}
