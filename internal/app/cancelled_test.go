@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
-
-	"github.com/quotacenter/quota-center/internal/faults"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -23,24 +19,7 @@ import (
 // charged. The ledger must know the row was cancelled. Then a retry of the
 // same apply starts afresh (it is granted and charged as any session).
 func TestRefusedApplyStaysUnchargedWhenRedisLosesItsTombstone(t *testing.T) {
-	dsn := testenv.MustMySQL(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faults.StartProxy(cfg.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	cfg.Addr = p.Addr()
-	s := testenv.Start(t, testenv.Real, "--mysql-dsn", cfg.FormatDSN(),
-		"--reconcile-interval", "500ms", "--reconcile-grace", "2s")
-	ledger, err := sqlx.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ledger.Close() })
+	s, p, ledger := startBehindMySQLProxy(t, "--reconcile-interval", "500ms", "--reconcile-grace", "2s")
 	rdb, _ := realRedis(t)
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000, "leakThresholdSeconds": 1})

@@ -5,10 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
-
-	"github.com/quotacenter/quota-center/internal/faults"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -20,25 +16,9 @@ import (
 // was past its TTL: the grant was answered with remainingQuota −1, recorded
 // nowhere, and its heartbeat and finish answered 404.
 func TestFailOpenWithMySQLDownIsCountedInRedis(t *testing.T) {
-	dsn := testenv.MustMySQL(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faults.StartProxy(cfg.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	cfg.Addr = p.Addr()
 	const ttl = 200 * time.Millisecond
-	s := testenv.Start(t, testenv.Real, "--mysql-dsn", cfg.FormatDSN(), "--policy-cache-ttl", ttl.String(),
+	s, p, ledger := startBehindMySQLProxy(t, "--policy-cache-ttl", ttl.String(),
 		"--reconcile-interval", "300ms", "--reconcile-grace", "1s")
-	ledger, err := sqlx.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ledger.Close() })
 	plain, lined := testenv.Resource(t), testenv.Resource(t)
 	lineOf := map[string]string{plain: "", lined: "a"}
 	for r := range lineOf {

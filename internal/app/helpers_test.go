@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotacenter/quota-center/internal/faults"
 	"github.com/quotacenter/quota-center/internal/redisstore"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
@@ -126,4 +129,30 @@ func realRedis(tb testing.TB) (*redis.Client, *redisstore.Store) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	return rdb, redisstore.New(rdb)
+}
+
+// startBehindMySQLProxy starts a Real-mode server whose MySQL is reached
+// through a faults.Proxy (to cut it, drop or delay its answers), with the
+// extra flags; it answers the server, the proxy and a direct connection to
+// the same database (to read the ledger while the proxy is cut).
+func startBehindMySQLProxy(t *testing.T, extra ...string) (*testenv.Server, *faults.Proxy, *sqlx.DB) {
+	t.Helper()
+	dsn := testenv.MustMySQL(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := faults.StartProxy(cfg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	cfg.Addr = p.Addr()
+	s := testenv.Start(t, testenv.Real, append([]string{"--mysql-dsn", cfg.FormatDSN()}, extra...)...)
+	ledger, err := sqlx.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ledger.Close() })
+	return s, p, ledger
 }
