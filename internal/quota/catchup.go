@@ -43,12 +43,9 @@ type catchUps struct {
 // catchUpLater schedules the catch-up of the period's rebuild, whose
 // snapshot held the open rows snap.
 func (s *Service) catchUpLater(pol Policy, per Period, snap []UsageRecord) {
-	d := s.opt.CatchUpAfter
-	if d < 0 {
+	d, ok := catchUpDelay(s.opt.CatchUpAfter)
+	if !ok {
 		return
-	}
-	if d == 0 {
-		d = catchUpAfter
 	}
 	c := &s.catchUps
 	c.mu.Lock()
@@ -80,6 +77,19 @@ func (s *Service) catchUpLater(pol Policy, per Period, snap []UsageRecord) {
 		}
 	})
 	c.timers[t] = struct{}{}
+}
+
+// catchUpDelay is how long after a rebuild its catch-up runs, for
+// Options.CatchUpAfter after: after itself, catchUpAfter (5 s) for 0;
+// ok false (never) for a negative after.
+func catchUpDelay(after time.Duration) (d time.Duration, ok bool) {
+	if after < 0 {
+		return 0, false
+	}
+	if after == 0 {
+		return catchUpAfter, true
+	}
+	return after, true
 }
 
 // stopCatchUps drops the catch-ups not started and waits for the running

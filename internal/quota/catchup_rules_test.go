@@ -236,6 +236,27 @@ func TestCatchUpWaitsForTheLock(t *testing.T) {
 	}
 }
 
+// The delay of a catch-up: CatchUpAfter itself, the default 5 s for 0,
+// never for a negative one.
+func TestCatchUpDelay(t *testing.T) {
+	for _, c := range []struct {
+		after, want time.Duration
+		ok          bool
+	}{
+		{-time.Nanosecond, 0, false},
+		{0, catchUpAfter, true},
+		{time.Nanosecond, time.Nanosecond, true},
+		{time.Minute, time.Minute, true},
+	} {
+		if d, ok := catchUpDelay(c.after); d != c.want || ok != c.ok {
+			t.Errorf("CatchUpAfter %v: %v, %v; want %v, %v", c.after, d, ok, c.want, c.ok)
+		}
+	}
+	if catchUpAfter != 5*time.Second {
+		t.Errorf("the default is %v, documented 5s", catchUpAfter)
+	}
+}
+
 // Scheduling: CatchUpAfter < 0 disables the catch-up, 0 schedules it after
 // the default catchUpAfter; it runs once its time comes and reports to
 // OnCatchUp; Close drops those not started and schedules no more.

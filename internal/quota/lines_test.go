@@ -250,3 +250,23 @@ func TestPutPolicyChecksAndRelayoutsThePools(t *testing.T) {
 		t.Fatalf("relayouts: with lines %d, without %d", lined.relayouts, plain.relayouts)
 	}
 }
+
+// A grant on a business line answers what the line could still be granted
+// (ApplyResult.LineRemaining); a pools' grant without a line, and a plain
+// one, answer none (nil, not 0).
+func TestApplyLineRemainingOnlyOnALine(t *testing.T) {
+	ctx := context.Background()
+	st := &stubs{apply: func(c ApplyCmd) (ApplyResult, error) {
+		return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, Remaining: 90, LineRemaining: 7, PeriodStart: c.Period.Start}, nil
+	}}
+	resp, err := newStubService(st, Options{Pools: &poolSourceStub{use: twoLines}}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"})
+	if err != nil || resp.LineRemaining == nil || *resp.LineRemaining != 7 || resp.Remaining != 90 {
+		t.Fatalf("on a line: %+v (line remaining %v), %v; want 7", resp, resp.LineRemaining, err)
+	}
+	for name, src := range map[string]*poolSourceStub{"grants, no line": {use: PoolUse{Grants: true}}, "plain": {}} {
+		resp, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5})
+		if err != nil || resp.LineRemaining != nil {
+			t.Errorf("%s: line remaining %v, %v; want none", name, resp.LineRemaining, err)
+		}
+	}
+}
