@@ -35,6 +35,7 @@ type catchEnv struct {
 	rows   map[string]UsageRecord
 	fins   []FinishCmd
 	caught []UsageRecord // CatchUp's open rows
+	locked bool          // the reconcile lock is held
 }
 
 func newCatchEnv(t *testing.T, opt Options) *catchEnv {
@@ -52,10 +53,33 @@ func newCatchEnv(t *testing.T, opt Options) *catchEnv {
 		e.fins = append(e.fins, c)
 		return FinishResult{}, nil
 	}
+	// The lock has one holder at a time, as the BalanceStore's: TryLock
+	// answers "" (held elsewhere) until the holder unlocks with its token.
+	e.st.tryLock = func(string, string) (string, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.locked {
+			return "", nil
+		}
+		e.locked = true
+		return "t", nil
+	}
+	e.st.unlock = func(_, _, token string) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if token == "t" {
+			e.locked = false
+		}
+		return nil
+	}
 	led := snapStubs{stubs: e.st, byID: func(ids []string) (map[string]UsageRecord, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.reads = append(e.reads, ids)
+		if len(ids) == 0 { // the catch-up reads the snapshot's ids, none when it has none
+			t.Error("SessionsByID asked for no ids")
+			return nil, errors.New("SessionsByID of no ids")
+		}
 		out := map[string]UsageRecord{}
 		for _, id := range ids {
 			if r, ok := e.rows[id]; ok {
@@ -103,8 +127,8 @@ func TestCatchUpCountsTheRowsOpenedSince(t *testing.T) {
 	if len(e.caught) != seedPage-1 || e.caught[0].SessionID != "p2" || e.caught[len(e.caught)-1].SessionID != "last" {
 		t.Fatalf("caught up %d rows (first %q), want %d without the pool's and the old period's", len(e.caught), e.caught[0].SessionID, seedPage-1)
 	}
-	if e.st.n("TryLock") != 1 || e.st.n("Unlock") != 1 || e.st.n("SessionsByID") != 0 {
-		t.Fatalf("locks %d/%d, reads %d", e.st.n("TryLock"), e.st.n("Unlock"), e.st.n("SessionsByID"))
+	if e.st.n("TryLock") != 1 || e.st.n("Unlock") != 1 || e.locked || e.st.n("SessionsByID") != 0 {
+		t.Fatalf("locks %d/%d (still held: %v), reads %d", e.st.n("TryLock"), e.st.n("Unlock"), e.locked, e.st.n("SessionsByID"))
 	}
 }
 
@@ -195,9 +219,18 @@ func TestCatchUpFailures(t *testing.T) {
 	})
 	t.Run("lock fails", func(t *testing.T) {
 		e := newCatchEnv(t, Options{})
-		e.st.tryLock = func(string, string) (string, error) { return "", bad }
-		if err := e.svc.catchUp(context.Background(), testPolicy, e.per, snap); !errors.Is(err, bad) || e.st.n("OpenSessionsPage") != 0 || e.st.n("Unlock") != 0 {
-			t.Fatalf("catch-up: %v", err)
+		// A failed TryLock is not tried again: a second try ends the
+		// context, so that a catch-up retrying it returns, with ctx's error.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		e.st.tryLock = func(string, string) (string, error) {
+			if e.st.n("TryLock") > 1 {
+				cancel()
+			}
+			return "", bad
+		}
+		if err := e.svc.catchUp(ctx, testPolicy, e.per, snap); !errors.Is(err, bad) || e.st.n("TryLock") != 1 || e.st.n("OpenSessionsPage") != 0 || e.st.n("Unlock") != 0 {
+			t.Fatalf("catch-up: %v after %d tries", err, e.st.n("TryLock"))
 		}
 	})
 	t.Run("ledger cannot read by id", func(t *testing.T) {
