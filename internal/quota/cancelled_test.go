@@ -158,3 +158,27 @@ func TestCloseStopsTheBackgroundMarks(t *testing.T) {
 	}
 	e.svc.Close() // twice is fine
 }
+
+// A replay (the store still holds the reservation) whose ledger row is the
+// same apply's answers as first granted and writes nothing; if that row
+// was marked CANCELLED meanwhile, it is revived as the replay's own, so
+// that no row stays CANCELLED under a live reservation.
+func TestReplayOfACancelledRowRevivesIt(t *testing.T) {
+	for _, status := range []Status{StatusUsing, StatusCancelled} {
+		e := newRecordEnv(t, ApplyReplayed, FailClosed)
+		e.led.put(UsageRecord{ResourceName: "r", SessionID: "s-1", ApplyAmount: 5, GrantedAmount: 5,
+			PeriodStart: testEpoch, StartTime: testEpoch, Status: status})
+		e.st.insert = func(UsageRecord) error { return ErrDuplicateSession }
+		resp, err := e.apply(t)
+		if err != nil || !resp.Replayed || resp.Granted != 5 || len(e.cancelled) != 0 {
+			t.Fatalf("%s row: %+v, %v, cancelled %v; want the replay, nothing given back", status, resp, err, e.cancelled)
+		}
+		want := 0
+		if status == StatusCancelled {
+			want = 1
+		}
+		if n := e.st.n("ReviveSession"); n != want {
+			t.Fatalf("%s row: %d revivals, want %d", status, n, want)
+		}
+	}
+}

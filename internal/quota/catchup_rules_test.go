@@ -290,6 +290,36 @@ func TestCatchUpDelay(t *testing.T) {
 	}
 }
 
+// A rebuild read from a ledger snapshot schedules its catch-up once it
+// wrote the balance; one that lost to another seeder (which restored the
+// sessions), one that failed, and one read without a snapshot (a plain
+// Ledger) schedule none.
+func TestSeedSchedulesTheCatchUpOfASnapshot(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		wrote bool
+		err   error
+		want  int
+	}{
+		{"written", true, nil, 1},
+		{"lost to another seeder", false, nil, 0},
+		{"failed", true, ErrUnavailable, 0},
+	} {
+		e := newCatchEnv(t, Options{CatchUpAfter: time.Hour})
+		e.st.seed = func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) { return c.wrote, c.err }
+		err := e.svc.seed(ctx, testPolicy, e.per)
+		if n := len(e.svc.catchUps.timers); (err == nil) != (c.err == nil) || n != c.want {
+			t.Errorf("%s: %v, %d catch-ups scheduled, want %d", c.name, err, n, c.want)
+		}
+		e.svc.Close()
+	}
+	svc := newStubService(&stubs{}, Options{CatchUpAfter: time.Hour})
+	if err := svc.seed(ctx, testPolicy, Period{Start: testEpoch, End: testEpoch.Add(24 * time.Hour)}); err != nil || len(svc.catchUps.timers) != 0 {
+		t.Errorf("without a snapshot: %v, %d catch-ups scheduled, want none", err, len(svc.catchUps.timers))
+	}
+}
+
 // Scheduling: CatchUpAfter < 0 disables the catch-up, 0 schedules it after
 // the default catchUpAfter; it runs once its time comes and reports to
 // OnCatchUp; Close drops those not started and schedules no more.
