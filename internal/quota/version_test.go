@@ -49,3 +49,37 @@ func TestPolicyVersionChangesWithThePolicyAndThePeriod(t *testing.T) {
 		t.Fatalf("a refusal: %+v, %v: want no version", ref, err)
 	}
 }
+
+// The pools' Version is folded into the policy version: it changes when the
+// resource's pools change; a resource without any ("") answers as without
+// a PoolSource; pools that cannot be read give no version.
+func TestPolicyVersionFollowsThePools(t *testing.T) {
+	now := testEpoch.Add(time.Hour)
+	st := &stubs{heartbeat: func(string, string, string, time.Duration) (time.Time, error) { return now.Add(time.Minute), nil }}
+	src := &poolSourceStub{}
+	withPools := newStubService(st, Options{Now: func() time.Time { return now }, Pools: src})
+	without := newStubService(st, Options{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	version := func(svc *Service) string {
+		t.Helper()
+		hb, err := svc.Heartbeat(ctx, "r", "s-1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hb.PolicyVersion
+	}
+	plain := version(without)
+	if v := version(withPools); v != plain || v == "" {
+		t.Fatalf("no pools: version %q, without a PoolSource %q", v, plain)
+	}
+	src.use.Version = "p1"
+	v1 := version(withPools)
+	src.use.Version = "p2"
+	if v2 := version(withPools); v1 == plain || v2 == v1 {
+		t.Fatalf("pools p1: %q, p2: %q, none: %q; want three versions", v1, v2, plain)
+	}
+	src.err = ErrUnavailable
+	if v := version(withPools); v != "" {
+		t.Fatalf("unreadable pools: version %q, want none", v)
+	}
+}
