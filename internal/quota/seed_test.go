@@ -136,19 +136,25 @@ func TestSeedFailures(t *testing.T) {
 }
 
 // While another instance holds the seeding lock, this one waits for the
-// balance it writes and seeds nothing itself.
+// balance it writes and seeds nothing itself; the balance comes within a
+// third of the lock's TTL, so the lock is not tried again.
 func TestSeedWaitsForAnotherInstancesBalance(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		st := &stubs{
-			tryLock: func(string, string) (string, error) { return "", nil }, // held elsewhere
 			balance: func(string, Period) (Balance, error) {
 				return Balance{Exists: time.Since(start) >= 500*time.Millisecond, Limit: 100}, nil
 			},
 		}
+		st.tryLock = func(string, string) (string, error) { // held elsewhere
+			if st.n("TryLock") > 1 {
+				return "", errors.New("the lock was tried again within the wait for the balance")
+			}
+			return "", nil
+		}
 		svc := newStubService(st, Options{Now: time.Now})
 		s, err := svc.Status(context.Background(), "r")
-		if err != nil || s.Remaining != 100 || st.n("Seed") != 0 || st.n("PeriodTotals") != 0 {
+		if err != nil || s.Remaining != 100 || st.n("Seed") != 0 || st.n("PeriodTotals") != 0 || st.n("TryLock") != 1 {
 			t.Fatalf("%+v, %v; calls %v", s, err, st.calls)
 		}
 	})
