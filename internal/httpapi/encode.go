@@ -54,6 +54,14 @@ func appendStr(b []byte, name, v string) []byte {
 	return appendString(appendField(b, name, false), v)
 }
 
+// appendOmitEmpty is appendStr for a field tagged omitempty: nothing for "".
+func appendOmitEmpty(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return appendStr(b, name, v)
+}
+
 // appendHead appends {"success":…,"code":…,"sessionId":…, the start every
 // hot-path answer shares.
 func appendHead(b []byte, success bool, code, sessionID string) []byte {
@@ -85,20 +93,13 @@ func (r applyResponse) appendJSON(b []byte) []byte {
 	if r.QuotaTight {
 		b = appendBool(b, "quotaTight", true)
 	}
-	if r.PolicyVersion != "" {
-		b = appendStr(b, "policyVersion", r.PolicyVersion)
-	}
-	return append(b, '}')
+	return append(appendOmitEmpty(b, "policyVersion", r.PolicyVersion), '}')
 }
 
 func (r heartbeatResponse) appendJSON(b []byte) []byte {
 	b = appendHead(b, r.Success, r.Code, r.SessionID)
-	b = appendStr(b, "status", r.Status)
-	b = appendStr(b, "leaseExpiresAt", r.LeaseExpiresAt)
-	if r.PolicyVersion != "" {
-		b = appendStr(b, "policyVersion", r.PolicyVersion)
-	}
-	return append(b, '}')
+	b = appendStr(appendStr(b, "status", r.Status), "leaseExpiresAt", r.LeaseExpiresAt)
+	return append(appendOmitEmpty(b, "policyVersion", r.PolicyVersion), '}')
 }
 
 func (r finishResponse) appendJSON(b []byte) []byte {
