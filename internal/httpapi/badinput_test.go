@@ -185,6 +185,9 @@ func badCases() []badCase {
 			bad(e.name+" refuses "+id.what+" sessionId", e.req(e.with("sessionId", str(id.v))))
 		}
 	}
+	// "" is not "absent": read as absent it made a new session on every
+	// retry of a caller that believed it sent an idempotency key.
+	bad("apply refuses an empty sessionId", apply.req(apply.with("sessionId", `""`)))
 	bad("apply refuses a 129-character clientId", apply.req(apply.with("clientId", str(strings.Repeat("c", 129)))))
 	bad("apply refuses a spaced clientId", apply.req(apply.with("clientId", str("svc a"))))
 	bad("apply refuses a numeric clientId", apply.req(apply.with("clientId", "7")))
@@ -213,6 +216,9 @@ func badCases() []badCase {
 	bad("status refuses a repeated resourceName", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + "&resourceName=" + res})
 	bad("status refuses a resourceName parameter in another letter case", request{method: http.MethodGet, path: "/quota/status?resourcename=" + res})
 	bad("status refuses a missing resourceName", request{method: http.MethodGet, path: "/quota/status"})
+	// url.Values drops a pair it cannot parse; status answered for the rest.
+	bad("status refuses a malformed escape next to a valid resourceName", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + "&x=%zz"})
+	bad("status refuses a semicolon-separated parameter next to a valid resourceName", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + ";verbose=1"})
 
 	// Well-formed requests the state refuses.
 	noSeries := func(t *testing.T, h *testAPI, _ reply) {
