@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // The fixture of TestBadInputGetsAClear4xxAndChangesNothing.
@@ -107,6 +109,22 @@ func badCases() []badCase {
 				req: request{method: e.method, path: e.path, body: big, chunked: true}},
 		)
 	}
+	// Messages quote an unknown field's or parameter's name and a path:
+	// at most quota.MaxMessageBytes of it comes back (it came back whole).
+	short := func(t *testing.T, _ *testAPI, r reply) {
+		if msg, _ := r.body["message"].(string); len(msg) > quota.MaxMessageBytes+64 {
+			t.Errorf("message of %d bytes, want at most %d", len(msg), quota.MaxMessageBytes+64)
+		}
+	}
+	long := strings.Repeat("k", 500<<10)
+	cs = append(cs,
+		badCase{name: "apply refuses a 500 KiB unknown field name with a short message", want: http.StatusBadRequest, code: "INVALID_ARGUMENT",
+			req: apply.req(apply.with(long, "1")), check: short},
+		badCase{name: "status refuses a 50 KiB unknown parameter with a short message", want: http.StatusBadRequest, code: "INVALID_ARGUMENT",
+			req: request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + "&" + long[:50<<10] + "=1"}, check: short},
+		badCase{name: "GET of a 50 KiB unknown path answers 404 with a short message", want: http.StatusNotFound, code: "NOT_FOUND",
+			req: request{method: http.MethodGet, path: "/" + long[:50<<10]}, check: short},
+	)
 	// Exactly 1 MiB is within the limit: refused for its content, not its size.
 	exact := `{"resourceName":"` + strings.Repeat("a", 1<<20-len(`{"resourceName":""}`)) + `"}`
 	bad("apply refuses a body of exactly 1 MiB for its content, not its size", apply.req(exact))
