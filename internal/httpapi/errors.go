@@ -173,6 +173,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		answerBufs.Put(bp)
 		return
 	}
+	if eb, ok := v.(errorBody); ok {
+		eb.Message = quota.ClipMessage(eb.Message) // it may quote a 1 MiB field name
+		v = eb
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
