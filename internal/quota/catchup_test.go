@@ -195,7 +195,7 @@ func TestARebuildCountsAFinishRedisHasAndTheLedgerNotYet(t *testing.T) {
 	}
 	e.exec(t, "UPDATE quota_usage SET status = 'USING', charged_amount = granted_amount, refunded_amount = 0, end_ms = NULL WHERE session_id = 'ahead'")
 	per := e.status(t).Period
-	if err := e.store.DropBalance(t.Context(), "g7", per); err != nil {
+	if err := e.store.DropBalance(t.Context(), "g7", per, quota.Fence{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.status(t); st.Reserved != 0 || st.Used != 12 {

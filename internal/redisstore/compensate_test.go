@@ -100,7 +100,7 @@ func TestAGiveBackTakesNothingFromABalanceRebuiltWithoutTheSession(t *testing.T)
 		e.grant(t, e.attemptCmd("held", 20, per, "C"), 20)    // its row is USING
 		row := quota.UsageRecord{ResourceName: e.res, SessionID: "held", ClientID: "client-1", ApplyAmount: 20,
 			GrantedAmount: 20, ChargedAmount: 20, StartTime: time.Now(), PeriodStart: per.Start, Status: quota.StatusUsing}
-		if err := e.s.DropBalance(ctx, e.res, per); err != nil {
+		if err := e.s.DropBalance(ctx, e.res, per, quota.Fence{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.s.Seed(ctx, e.res, per, 100, quota.PeriodTotals{Reserved: 20}, []quota.UsageRecord{row}, time.Minute); err != nil {

@@ -154,3 +154,46 @@ func TestAStaleLockHoldersWritesAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestAStaleWatchersDropIsRefused (issue 11 §3.4, fencing): the failover
+// watcher drops a period's balance under the period's seed lock; if its
+// lock expired before the drop ran (the watcher cut off past the TTL) and
+// a seeder took it and wrote a fresh balance from the ledger, drop.lua
+// refuses the drop and that balance stays. Before the fence (a plain DEL)
+// the fresh balance was dropped under the new holder.
+func TestAStaleWatchersDropIsRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		per := e.current(t)
+		seedLock := "seed:" + itoa(per.ID())
+		stale, err := e.s.TryLock(ctx, e.res, seedLock, time.Minute)
+		if err != nil || stale == "" {
+			t.Fatalf("lock: %q, %v", stale, err)
+		}
+		e.rdb.Del(ctx, lockKey(e.res, seedLock)) // its TTL ran out
+		fresh, err := e.s.TryLock(ctx, e.res, seedLock, time.Minute)
+		if err != nil || fresh == "" {
+			t.Fatalf("the seeder's lock: %q, %v", fresh, err)
+		}
+		if wrote, err := e.s.SeedFenced(ctx, quota.Fence{Name: seedLock, Token: fresh}, e.res, per, 1000,
+			quota.PeriodTotals{Charged: 30, Reserved: 5}, nil, time.Minute); err != nil || !wrote {
+			t.Fatalf("the seeder's balance: %v, %v", wrote, err)
+		}
+		err = e.s.DropBalance(ctx, e.res, per, quota.Fence{Name: seedLock, Token: stale})
+		if !errors.Is(err, quota.ErrLockLost) {
+			t.Fatalf("stale watcher's drop: %v; want quota.ErrLockLost", err)
+		}
+		if b := e.balance(t, per); !b.Exists || b.Charged != 30 || b.Reserved != 5 {
+			t.Fatalf("balance after a refused drop: %+v; want the seeder's (charged 30, reserved 5)", b)
+		}
+		if err := e.s.DropBalance(ctx, e.res, per, quota.Fence{Name: seedLock, Token: fresh}); err != nil {
+			t.Fatalf("the holder's drop: %v", err)
+		}
+		if b := e.balance(t, per); b.Exists {
+			t.Fatalf("balance after the holder's drop: %+v; want none", b)
+		}
+		if err := e.s.DropBalance(ctx, e.res, per, quota.Fence{Name: seedLock, Token: fresh}); err != nil {
+			t.Fatalf("dropping an absent balance: %v; want nil", err)
+		}
+	})
+}
