@@ -107,7 +107,9 @@ func (s *Service) stopCatchUps() {
 // LEAKED are left to the sweeper, which charges the restored session as
 // the ledger did. It holds the resource's reconcile lock, so that no drift
 // correction measured before it is written after it. Pools' sessions are
-// not caught up (their counters are rebuilt by the pools).
+// not caught up: their pool counters are rebuilt by a second ledger read
+// outside the snapshot, so whether that read counted a late row is not
+// known here (docs/reliability.md, G7, "Pools' sessions are not caught up").
 func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []UsageRecord) error {
 	sl, ok := s.ledger.(SnapshotLedger)
 	if !ok {
