@@ -110,7 +110,7 @@ func (s *Service) stopCatchUps() {
 // not caught up: their pool counters are rebuilt by a second ledger read
 // outside the snapshot, so whether that read counted a late row is not
 // known here (docs/reliability.md, G7, "Pools' sessions are not caught up").
-func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []UsageRecord) error {
+func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []UsageRecord) (err error) {
 	sl, ok := s.ledger.(SnapshotLedger)
 	if !ok {
 		return nil
@@ -126,6 +126,7 @@ func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []Us
 	}()
 	ctx, stop := KeepLock(ctx, s.balances, s.redis, pol.ResourceName, "reconcile", token, catchUpLockTTL)
 	defer stop()
+	defer func() { err = LockLost(ctx, err) }()
 	fence := Fence{Name: "reconcile", Token: token}
 
 	var opened []UsageRecord

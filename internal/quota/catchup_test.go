@@ -22,11 +22,19 @@ import (
 // in flight while Redis lost its state.
 type inFlightLedger struct {
 	*mysqlstore.Store
-	mu    sync.Mutex
-	after func() // runs once, right after the next SeedSnapshot
+	mu     sync.Mutex
+	before func(ctx context.Context) // runs once, right before the next SeedSnapshot, with its context
+	after  func()                    // runs once, right after the next SeedSnapshot
 }
 
 func (l *inFlightLedger) SeedSnapshot(ctx context.Context, r string, start time.Time) (quota.PeriodTotals, []quota.UsageRecord, error) {
+	l.mu.Lock()
+	b := l.before
+	l.before = nil
+	l.mu.Unlock()
+	if b != nil {
+		b(ctx)
+	}
 	t, open, err := l.Store.SeedSnapshot(ctx, r, start)
 	l.mu.Lock()
 	f := l.after
