@@ -141,7 +141,8 @@ func TestMarksAreBounded(t *testing.T) {
 func TestCloseStopsTheMarks(t *testing.T) {
 	(&Service{}).Close()
 	st := &stubs{cancelRow: func(UsageRecord) error { return fmt.Errorf("x: %w", ErrUnavailable) }}
-	svc := newStubService(st, Options{})
+	// Close at once: TestCloseWaitsBoundedForThePendingMarks covers its wait.
+	svc := newStubService(st, Options{CloseMarksWait: -1})
 	svc.markCancelled(UsageRecord{SessionID: "s", StartTime: testEpoch})
 	_, idle := svc.PendingCancels()
 	deadline := time.Now().Add(10 * time.Second)
