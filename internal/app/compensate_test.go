@@ -20,15 +20,7 @@ import (
 // back as soon as Redis answers again, and a retry of the same apply must
 // then be counted once.
 func TestARefusedApplysLateReservationIsGivenBackWhenRedisAnswers(t *testing.T) {
-	p, err := faults.StartProxy(testenv.RedisAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	s := startOn(t, testenv.Real, []string{"--redis-addr", p.Addr(), "--redis-timeout", "200ms"},
-		testenv.MustMySQL(t), "comp-"+testenv.RandomSuffix()+testenv.RandomSuffix(),
-		// The breaker stays closed, so that the apply's script is sent.
-		"--breaker-failures", "1000", "--reconcile-interval", "1h")
+	s, p := startBehindLossyRedis(t, "comp-")
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000, "leakThresholdSeconds": 600})
 	if code, out := callRetry(t, s, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 1, "sessionId": "warm"}); code != http.StatusOK {
@@ -74,14 +66,7 @@ func TestARefusedApplysLateReservationIsGivenBackWhenRedisAnswers(t *testing.T) 
 // pools' applies were never compensated: the grant stayed reserved, and
 // held by its line, until its lease ran out and the grace passed.
 func TestARefusedPoolsApplysLateReservationIsGivenBack(t *testing.T) {
-	p, err := faults.StartProxy(testenv.RedisAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	s := startOn(t, testenv.Real, []string{"--redis-addr", p.Addr(), "--redis-timeout", "200ms"},
-		testenv.MustMySQL(t), "pcomp-"+testenv.RandomSuffix()+testenv.RandomSuffix(),
-		"--breaker-failures", "1000", "--reconcile-interval", "1h")
+	s, p := startBehindLossyRedis(t, "pcomp-")
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000, "leakThresholdSeconds": 600})
 	if code, out, _ := call(t, s, http.MethodPut, "/admin/policies/"+r+"/lines/a", map[string]any{"tier": "CORE", "weight": 1}); code != http.StatusCreated {
@@ -119,4 +104,21 @@ func TestARefusedPoolsApplysLateReservationIsGivenBack(t *testing.T) {
 	if d := ledgerPools(t, s, r)["a"]; lines["a"].used != 336 || d.Dedicated+d.Shared+d.Buffer != 336 {
 		t.Fatalf("line a holds %d by Redis, %+v by the ledger; want 336 in both", lines["a"].used, d)
 	}
+}
+
+// startBehindLossyRedis starts a real-mode server on its own database
+// (named with prefix) whose Redis is behind a proxy that can lose replies,
+// with a 200 ms Redis timeout and a breaker that stays closed (so that an
+// apply's script is sent while replies are lost).
+func startBehindLossyRedis(t *testing.T, prefix string) (*testenv.Server, *faults.Proxy) {
+	t.Helper()
+	p, err := faults.StartProxy(testenv.RedisAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	s := startOn(t, testenv.Real, []string{"--redis-addr", p.Addr(), "--redis-timeout", "200ms"},
+		testenv.MustMySQL(t), prefix+testenv.RandomSuffix()+testenv.RandomSuffix(),
+		"--breaker-failures", "1000", "--reconcile-interval", "1h")
+	return s, p
 }
