@@ -42,20 +42,8 @@ func (l *lockStealingLedger) OpenSessionsPage(ctx context.Context, r string, aft
 // when adjust.lua refuses its correction.
 func TestAPassThatLosesItsLockMidReadEndsWithErrLockLost(t *testing.T) {
 	ctx := context.Background()
-	st := newLedger(t, mysqlstore.Options{})
 	const res = "stolen"
-	if _, _, err := st.PutPolicy(ctx, quota.Policy{ResourceName: res, QuotaType: quota.TypeCount, TotalLimit: 1000, LeakThresholdSeconds: 3600, Timezone: "UTC"}); err != nil {
-		t.Fatal(err)
-	}
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	store := redisstore.New(rdb)
-	sched := &period.Scheduler{}
-	svc := quota.NewService(store, st, st, sched, quota.Options{})
-	if _, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: res, Amount: 5, SessionID: "s-1"}); err != nil {
-		t.Fatal(err)
-	}
+	st, mr, store, sched := oneSessionWorld(t, res)
 	stopped := false
 	ledger := &lockStealingLedger{Store: st, steal: func(ctx context.Context) {
 		if err := mr.Set("qc:{"+res+"}:lock:reconcile", "another-reconciler"); err != nil {
@@ -72,4 +60,26 @@ func TestAPassThatLosesItsLockMidReadEndsWithErrLockLost(t *testing.T) {
 	if !errors.Is(err, quota.ErrLockLost) || quota.CodeOf(err) != quota.CodeBackendUnavailable {
 		t.Fatalf("pass whose lock was lost mid-read: %v (code %s); want quota.ErrLockLost, BACKEND_UNAVAILABLE", err, quota.CodeOf(err))
 	}
+}
+
+// oneSessionWorld is a SQLite ledger and a miniredis store holding one
+// COUNT resource (limit 1000) with one open session of 5 ("s-1"), applied
+// through a quota.Service.
+func oneSessionWorld(t *testing.T, res string) (*mysqlstore.Store, *miniredis.Miniredis, *redisstore.Store, *period.Scheduler) {
+	t.Helper()
+	ctx := context.Background()
+	ledger := newLedger(t, mysqlstore.Options{})
+	if _, _, err := ledger.PutPolicy(ctx, quota.Policy{ResourceName: res, QuotaType: quota.TypeCount, TotalLimit: 1000, LeakThresholdSeconds: 3600, Timezone: "UTC"}); err != nil {
+		t.Fatal(err)
+	}
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store := redisstore.New(rdb)
+	sched := &period.Scheduler{}
+	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{})
+	if _, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: res, Amount: 5, SessionID: "s-1"}); err != nil {
+		t.Fatal(err)
+	}
+	return ledger, mr, store, sched
 }
