@@ -41,7 +41,8 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 	v, err := s.runHot(ctx, poolApplyScript,
 		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation), luaBool(noGrants))
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation), luaBool(noGrants),
+		c.Attempt)
 	if err != nil {
 		return PoolApply{}, wrap("apply", err)
 	}

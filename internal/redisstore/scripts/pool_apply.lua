@@ -10,6 +10,12 @@
 -- ARGV[10] "1" = critical   ARGV[11] "1" = continuation
 -- ARGV[12] "1" = the resource has no temporary grant that is not expired
 --          (the caller's cached view): KEYS[6] is not read, none is drawn
+-- ARGV[13] the attempt: a token of this apply request ("" or absent = none),
+--          kept on the session it grants ('att') with the balance's epoch
+--          ('bep'), and taken off by a replay of another attempt, as in
+--          apply.lua: the compensation of an apply answered 503 whose script
+--          ran late (cancel.lua ARGV[4], issue 11 §3.1) gives back only a
+--          session that is still that attempt's alone
 -- qc:{r}:pl: shared, sbuf (buffer released to shared) and per line L:
 --   t:L tier (CORE|GROWTH|EXPLORE), d:L dedicated part, c:L borrow cap, w:L watermark (bp),
 --   l:L lent by reclaim, r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods)
@@ -41,6 +47,10 @@ end
 if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] or (s[5] or '') ~= ARGV[9] then
     return {6}
+  end
+  local att = redis.call('HGET', KEYS[3], 'att')
+  if att and att ~= (ARGV[13] or '') then
+    redis.call('HDEL', KEYS[3], 'att')
   end
   local r = redis.call('HMGET', KEYS[3], 'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl')
   -- The period's figures now (of the caller's period, KEYS[2]).
@@ -211,6 +221,13 @@ redis.call('HSET', KEYS[3],
   'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', fmt(n), 'remaining', fmt(remaining),
   'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',
   'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist)
+if ARGV[13] and ARGV[13] ~= '' then
+  redis.call('HSET', KEYS[3], 'att', ARGV[13])
+end
+local ep = redis.call('HGET', KEYS[2], 'ep')
+if ep then
+  redis.call('HSET', KEYS[3], 'bep', ep)
+end
 redis.call('ZADD', KEYS[4], lease, ARGV[7])
 -- The period's charged and reserved after this grant: reserved as written
 -- (HSET above, or HINCRBY past 2^53).
