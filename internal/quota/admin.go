@@ -67,7 +67,8 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}
 	s.policies.drop(p.ResourceName)
-	if err := GuardErr(s.redis, func() error { return s.balances.SetLimit(ctx, p.ResourceName, p.TotalLimit) }); err != nil {
+	err = GuardErr(s.redis, func() error { return s.balances.SetLimit(ctx, p.ResourceName, p.TotalLimit) })
+	if err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: set limit: %w", p.ResourceName, err)
 	}
 	if err := s.relayoutPools(ctx, p.ResourceName); err != nil {

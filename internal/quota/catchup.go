@@ -158,9 +158,10 @@ func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []Us
 			break
 		}
 	}
-	if err := GuardErr(s.redis, func() error {
+	err = GuardErr(s.redis, func() error {
 		return s.balances.CatchUp(ctx, fence, pol.ResourceName, per, opened, pol.LeaseDuration())
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 
@@ -174,10 +175,11 @@ func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []Us
 		chunk := ids[:min(len(ids), seedPage)]
 		ids = ids[len(chunk):]
 		var rows map[string]UsageRecord
-		if err := GuardErr(s.mysql, func() (err error) {
+		err := GuardErr(s.mysql, func() (err error) {
 			rows, err = sl.SessionsByID(ctx, chunk)
 			return err
-		}); err != nil {
+		})
+		if err != nil {
 			return err
 		}
 		for _, id := range chunk {

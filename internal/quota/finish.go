@@ -90,7 +90,8 @@ func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res
 	}
 	// Always settle the row, also on a replay: the first finish may have
 	// settled Redis and then failed to reach the ledger.
-	if err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(ctx, rec) }); err != nil {
+	err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(ctx, rec) })
+	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: record: %w", req.ResourceName, err)
 	}
 	return FinishResponse{
@@ -111,9 +112,10 @@ func (s *Service) finishLeakedFromLedger(ctx context.Context, pol Policy, req Fi
 	if row.EndTime.IsZero() || !s.opt.Now().Before(row.EndTime.Add(s.opt.FinishedRetention)) {
 		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
 	}
-	if err := GuardErr(s.redis, func() error {
+	err := GuardErr(s.redis, func() error {
 		return s.balances.RestoreLeaked(ctx, req.ResourceName, row, s.opt.FinishedRetention)
-	}); err != nil {
+	})
+	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: restore leaked session %s: %w", req.ResourceName, req.SessionID, err)
 	}
 	res, err := s.finishInStore(ctx, req)

@@ -139,7 +139,8 @@ func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 	// the apply replayed it meanwhile), or else by the sweeper after its
 	// lease and the grace; the caller got an error, so it is never used.
 	// givenBack (nil: nothing) runs once the reservation was given back.
-	if err := GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, cmd.ResourceName, cmd.SessionID) }); err != nil {
+	err := GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, cmd.ResourceName, cmd.SessionID) })
+	if err != nil {
 		s.compensateLater(pol, cmd, givenBack)
 		return
 	}
