@@ -119,7 +119,8 @@ func (s *Service) drainCancels(idle chan struct{}) {
 		case <-stop:
 			return
 		case <-hurry:
-			hurry = nil // Close waits for the marks: retry now, then every cancelRetryMin
+			// Close waits for the marks: retry now, then every cancelRetryMin.
+			hurry, wait = nil, cancelRetryMin
 			continue
 		case <-time.After(wait):
 		}
@@ -151,6 +152,8 @@ func (s *Service) Close() {
 	}
 	idle, running := m.idle, m.running
 	m.mu.Unlock()
+	// CloseMarksWait > 0 as >= 0 is an equivalent mutant: NewService makes
+	// 0 the default 3 s, and a timer of 0 fires at once, as not waiting.
 	if first && running && idle != nil && s.opt.CloseMarksWait > 0 {
 		t := time.NewTimer(s.opt.CloseMarksWait)
 		select {

@@ -245,3 +245,37 @@ func TestCloseWaitsBoundedForThePendingMarks(t *testing.T) {
 		}
 	})
 }
+
+// While the ledger is down the retries back off, from cancelRetryMin
+// doubling up to cancelRetryMax; once Close waits for the marks, they are
+// retried every cancelRetryMin (in fake time: synctest).
+func TestMarkRetriesBackOffUntilCloseWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var up atomic.Bool
+		st := &stubs{cancelRow: func(UsageRecord) error {
+			if !up.Load() {
+				return fmt.Errorf("x: %w", ErrUnavailable)
+			}
+			return nil
+		}}
+		svc := newStubService(st, Options{Now: time.Now})
+		svc.markCancelled(UsageRecord{SessionID: "a", StartTime: testEpoch})
+		time.Sleep(2 * time.Second)
+		// Tries at 0, 50, 150, 350, 750 and 1550 ms; the next at 3150 ms.
+		if n := st.n("CancelSession"); n != 6 {
+			t.Fatalf("%d tries in 2 s with the ledger down, want 6 (backing off from %v)", n, cancelRetryMin)
+		}
+		closed := make(chan struct{})
+		go func() { svc.Close(); close(closed) }()
+		time.Sleep(time.Second + cancelRetryMin/2)
+		// Tries at once, then every 50 ms: 2000, 2050, …, 3000 ms.
+		if n := st.n("CancelSession") - 6; n != 21 {
+			t.Fatalf("%d tries in Close's first 1.025 s, want 21 (every %v)", n, cancelRetryMin)
+		}
+		up.Store(true)
+		<-closed
+		if n, _ := svc.PendingCancels(); n != 0 {
+			t.Fatalf("%d marks left after Close", n)
+		}
+	})
+}
