@@ -29,3 +29,13 @@ func TestClipMessageBoundsWhatIsQuoted(t *testing.T) {
 			len(body), utf8.ValidString(got), quota.MaxMessageBytes, quota.MaxMessageBytes)
 	}
 }
+
+// Bytes a client sent may be no UTF-8 at all: with no rune start within
+// the bound (continuation bytes only), the cut stops at the message's
+// start rather than before it.
+func TestClipMessageOfNoRuneStart(t *testing.T) {
+	msg := strings.Repeat("\x80", 2*quota.MaxMessageBytes)
+	if got := quota.ClipMessage(msg); got != "… (2048 bytes in all)" {
+		t.Fatalf("clipped %d continuation bytes to %q, want only the length", len(msg), got)
+	}
+}
