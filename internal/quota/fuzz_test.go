@@ -196,10 +196,30 @@ type mSession struct {
 	finishedAfter bool      // finished since firstApply was answered
 }
 
-// seqModel is what the Service should hold.
+// seqModel is what the Service should hold. Session ids are scoped to
+// resource and client (quota scope.go): a session is keyed by all three,
+// and bare names, per id, the session stored under the bare id (the first
+// granted with it); the others are stored under their scoped ids.
 type seqModel struct {
 	limit, charged, reserved [2]int64
-	sessions                 map[string]*mSession
+	sessions                 map[sKey]*mSession
+	bare                     map[string]sKey
+}
+
+// sKey is a session's scope and id.
+type sKey struct {
+	res         int
+	client, sid string
+}
+
+// find is the session a heartbeat or finish of (res, client, sid) reaches:
+// the bare id's when it is of res and client (any client for ""), else
+// the scoped id's.
+func (m *seqModel) find(res int, client, sid string) *mSession {
+	if b, ok := m.bare[sid]; ok && b.res == res && (client == "" || b.client == client) {
+		return m.sessions[b]
+	}
+	return m.sessions[sKey{res, client, sid}]
 }
 
 func (m *seqModel) remaining(res int) int64 { return m.limit[res] - m.charged[res] - m.reserved[res] }
@@ -262,7 +282,7 @@ func FuzzApplyFinishSequences(f *testing.F) {
 		limits, ops := decodeSeq(data)
 		env := newSeqEnv(t)
 		ctx := t.Context()
-		m := &seqModel{limit: limits, sessions: map[string]*mSession{}}
+		m := &seqModel{limit: limits, sessions: map[sKey]*mSession{}, bare: map[string]sKey{}}
 		for i, l := range limits {
 			if _, _, err := env.svc.PutPolicy(ctx, seqPolicy(i, l)); err != nil {
 				t.Fatalf("policy %s: %v", seqResources[i], err)
@@ -400,9 +420,9 @@ func (env *seqEnv) step(ctx context.Context, m *seqModel, o seqOp, fail func(str
 				grant = rem
 			}
 		}
-		s := m.sessions[o.sid]
+		s := m.sessions[sKey{o.res, o.client, o.sid}]
 		switch {
-		case o.sid != "" && s != nil && s.res == o.res:
+		case o.sid != "" && s != nil:
 			if s.amount != o.amount || s.min != o.min || s.client != o.client {
 				want(err, "conflict")
 				return false
@@ -421,15 +441,12 @@ func (env *seqEnv) step(ctx context.Context, m *seqModel, o seqOp, fail func(str
 			}
 			return false
 		case grant == 0:
-			// Exhausted, also for an id of the other resource: the check
-			// comes before the id is found taken.
+			// Exhausted, also for an id another client or resource holds:
+			// that one is another session.
 			want(err, "")
 			if !resp.Refused() || resp.Granted != 0 || !near(resp.Remaining, rem, m.charged[o.res]) || resp.Replayed {
 				fail("%s: want exhausted with %d remaining, got %+v", o, rem, resp)
 			}
-			return false
-		case o.sid != "" && s != nil:
-			want(err, "conflict") // the id is taken on the other resource
 			return false
 		}
 		want(err, "")
@@ -437,19 +454,23 @@ func (env *seqEnv) step(ctx context.Context, m *seqModel, o seqOp, fail func(str
 			(o.sid != "" && resp.SessionID != o.sid) || resp.SessionID == "" {
 			fail("%s: want a grant of %d leaving %d, got %+v", o, grant, rem-grant, resp)
 		}
-		if m.sessions[resp.SessionID] != nil {
+		k := sKey{o.res, o.client, resp.SessionID}
+		if _, taken := m.bare[resp.SessionID]; taken && o.sid == "" {
 			fail("%s: server-made session id %s is taken", o, resp.SessionID)
 		}
+		if _, taken := m.bare[resp.SessionID]; !taken {
+			m.bare[resp.SessionID] = k
+		}
 		m.reserved[o.res] += grant
-		m.sessions[resp.SessionID] = &mSession{res: o.res, client: o.client, amount: o.amount, min: o.min,
+		m.sessions[k] = &mSession{res: o.res, client: o.client, amount: o.amount, min: o.min,
 			granted: grant, firstApply: resp, lease: resp.LeaseExpiresAt}
 		return true
 
 	case opHeartbeat:
 		resp, err := env.svc.Heartbeat(ctx, name, o.sid, o.client)
-		s := m.sessions[o.sid]
+		s := m.find(o.res, o.client, o.sid)
 		switch {
-		case s == nil || s.res != o.res || (o.client != "" && o.client != s.client):
+		case s == nil:
 			want(err, "not found")
 		case s.finished:
 			want(err, "not active FINISHED")
@@ -469,9 +490,9 @@ func (env *seqEnv) step(ctx context.Context, m *seqModel, o seqOp, fail func(str
 			want(err, "invalid")
 			return false
 		}
-		s := m.sessions[o.sid]
+		s := m.find(o.res, o.client, o.sid)
 		switch {
-		case s == nil || s.res != o.res || (o.client != "" && o.client != s.client):
+		case s == nil:
 			want(err, "not found")
 			return false
 		case s.finished && s.actual != o.actual:
