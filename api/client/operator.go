@@ -231,8 +231,8 @@ type ForceFinishRequest struct {
 	// client that applied; empty finds a session applied without one (or
 	// before ids were scoped).
 	ClientID string `json:"clientId,omitempty"`
-	Amount       *int64 `json:"amount,omitempty"`       // usage to charge; nil = the grant
-	Reason       string `json:"reason,omitempty"`
+	Amount   *int64 `json:"amount,omitempty"` // usage to charge; nil = the grant
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ForceFinishResult is what a forced finish settled.
