@@ -269,7 +269,7 @@ func TestApplyRemembersOnlyCallsThatMayHaveRun(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := &stubs{apply: func(ApplyCmd) (ApplyResult, error) { return ApplyResult{}, c.err }}
 			svc := newStubService(st, Options{})
-			_, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1"})
+			_, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1", ClientID: "c1"})
 			if err == nil {
 				t.Fatal("apply succeeded")
 			}

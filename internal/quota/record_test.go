@@ -203,9 +203,9 @@ func TestReplayWhoseIDIsInTheLedger(t *testing.T) {
 
 // An id whose ledger row is another client's session (Redis no longer
 // holds it) is scoped (scope.go): the grant made under the bare id is
-// given back and the apply is made again under "r//s-1", which is
-// answered as its own session; with GlobalSessionIDs it is a conflict, as
-// before ids were scoped.
+// given back and the apply is made again under "r/c1/s-1", which is
+// answered as its own session; with GlobalSessionIDs, and for a caller
+// without a client id, it is a conflict, as before ids were scoped.
 func TestApplyOfAnIDWhoseRowIsAnotherClients(t *testing.T) {
 	row := UsageRecord{ResourceName: "r", ClientID: "c9", SessionID: "s-1", ApplyAmount: 5, GrantedAmount: 5,
 		PeriodStart: testEpoch, StartTime: testEpoch, Status: StatusFinished}
@@ -224,21 +224,25 @@ func TestApplyOfAnIDWhoseRowIsAnotherClients(t *testing.T) {
 		e.led.put(r)
 		return nil
 	}
-	resp, err := e.apply(t)
+	req := ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1", ClientID: "c1"}
+	resp, err := e.svc.Apply(context.Background(), req)
 	if err != nil || resp.SessionID != "s-1" || resp.Granted != 5 || resp.Replayed {
 		t.Fatalf("apply: %+v, %v", resp, err)
 	}
-	if want := []string{"s-1|r//s-1", "r//s-1|"}; !slices.Equal(applied, want) || !slices.Equal(e.cancelled, []string{"s-1"}) {
+	if want := []string{"s-1|r/c1/s-1", "r/c1/s-1|"}; !slices.Equal(applied, want) || !slices.Equal(e.cancelled, []string{"s-1"}) {
 		t.Fatalf("applied %v (want %v), cancelled %v (want the bare grant)", applied, want, e.cancelled)
 	}
-	if got, _ := e.led.get("r//s-1"); got.ClientID != "" || got.GrantedAmount != 5 {
+	if got, _ := e.led.get("r/c1/s-1"); got.ClientID != "c1" || got.GrantedAmount != 5 {
 		t.Fatalf("scoped row %+v", got)
+	}
+	if _, err := e.apply(t); !errors.Is(err, ErrSessionConflict) {
+		t.Fatalf("without a client id: %v, want a conflict (no scope)", err)
 	}
 
 	e = newRecordEnv(t, ApplyReplayed, FailClosed)
 	e.svc = newStubService(e.st, Options{GlobalSessionIDs: true})
 	e.st.insert, e.led.rows = func(UsageRecord) error { return ErrDuplicateSession }, map[string]UsageRecord{"s-1": row}
-	if _, err := e.apply(t); !errors.Is(err, ErrSessionConflict) {
+	if _, err := e.svc.Apply(context.Background(), req); !errors.Is(err, ErrSessionConflict) {
 		t.Fatalf("global ids: replay of another client's id: %v", err)
 	}
 }

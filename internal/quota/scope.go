@@ -31,17 +31,18 @@ import (
 // are on. Without them it is the clientId the caller gives, on apply and on
 // heartbeat and finish: a caller that gives none on heartbeat or finish
 // reaches the session under X whoever's it is, as before ids were scoped
-// (there is no authenticated client to scope by), and a scoped one of an
-// empty client id; one that shares an id with another client must send the
-// clientId it applied with (the Go SDK does).
+// (there is no authenticated client to scope by); one that shares an id
+// with another client must send the clientId it applied with (the Go SDK
+// does). A caller without a client id has no scope: its applies use X
+// alone, and another's session there is a conflict, as before.
 //
 // Existing rows and Redis sessions keep their bare id and go on working;
 // Options.GlobalSessionIDs (QC_GLOBAL_SESSION_IDS=1) makes no scoped ids at
 // all (another client's id is a 409 conflict, as before) for a rolling
 // upgrade whose old instances know only bare ids.
 
-// ScopedSessionID is the stored id of a session of client (may be "") on
-// resource with id when another client holds id: "resource/client/id".
+// ScopedSessionID is the stored id of a session of client on resource with
+// id when another client holds id: "resource/client/id".
 func ScopedSessionID(resource, client, id string) string {
 	return resource + "/" + client + "/" + id
 }
@@ -52,10 +53,12 @@ func PublicSessionID(stored string) string {
 	return stored[strings.LastIndexByte(stored, '/')+1:]
 }
 
-// scopedForm is the scoped id of (resource, client, id), or "" when
-// Options.GlobalSessionIDs makes none.
+// scopedForm is the scoped id of (resource, client, id), or "" when there
+// is none: for a caller without a client id (no scope to keep apart: one
+// namespace, as before, where another's id is a conflict) and with
+// Options.GlobalSessionIDs.
 func (s *Service) scopedForm(resource, client, id string) string {
-	if s.opt.GlobalSessionIDs {
+	if client == "" || s.opt.GlobalSessionIDs {
 		return ""
 	}
 	return ScopedSessionID(resource, client, id)
