@@ -140,10 +140,27 @@ func TestAnotherClientsSessionIDIsItsOwnSession(t *testing.T) {
 			}
 		}
 
+		// The operators see both sessions under the public id, with their
+		// clients; a forced finish names one by client and resource.
+		code, list, _ := call(t, s, http.MethodGet, "/admin/sessions?resourceName="+r+"&status=USING", nil)
+		wantStatus(t, "the session map", code, list, http.StatusOK)
+		seen := map[string]bool{}
+		for _, x := range list["sessions"].([]any) {
+			m := x.(map[string]any)
+			seen[m["sessionId"].(string)+"/"+m["clientId"].(string)] = true
+		}
+		if len(seen) != 2 || !seen["shared/client-a"] || !seen["shared/client-b"] {
+			t.Fatalf("the session map lists %v, want shared of client-a and of client-b", list["sessions"])
+		}
+
 		code, fa := as(t, s, scopeKeyA, "/quota/finish", map[string]any{"resourceName": r, "sessionId": "shared", "actualUsedAmount": 70})
 		wantStatus(t, "a's finish", code, fa, http.StatusOK)
-		code, fb := as(t, s, scopeKeyB, "/quota/finish", map[string]any{"resourceName": r, "sessionId": "shared", "actualUsedAmount": 10})
-		wantStatus(t, "b's finish", code, fb, http.StatusOK)
+		code, fb, _ := call(t, s, http.MethodPost, "/admin/sessions/shared/finish",
+			map[string]any{"resourceName": r, "clientId": "client-b", "amount": 10, "reason": "scope test"})
+		wantStatus(t, "the forced finish of b's session", code, fb, http.StatusOK)
+		if fb["clientId"] != "client-b" || fb["sessionId"] != "shared" {
+			t.Fatalf("forced finish %v, want b's session", fb)
+		}
 		if num(t, fa, "grantedAmount") != 100 || num(t, fa, "refundedAmount") != 30 || fa["sessionId"] != "shared" ||
 			num(t, fb, "grantedAmount") != 40 || num(t, fb, "refundedAmount") != 30 || fb["sessionId"] != "shared" {
 			t.Fatalf("finishes: a %v, b %v", fa, fb)
