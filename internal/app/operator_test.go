@@ -573,3 +573,19 @@ func TestOptionalBodiesRefuseNull(t *testing.T) {
 		t.Fatalf("a refused null body changed the status: %+v → %+v", before, after)
 	}
 }
+
+// DELETE takes its reason in the query: a body (here the reason where a
+// caller might put it) is refused, and the policy stays. It was ignored
+// and the policy deleted.
+func TestDeletePolicyRefusesABody(t *testing.T) {
+	s := testenv.Start(t, testenv.Dev)
+	res := testenv.Resource(t)
+	putPolicy(t, s, res, map[string]any{"quotaType": "COUNT", "totalLimit": 10})
+	for _, body := range []any{map[string]any{"reason": "retired"}, "junk"} {
+		code, out, _ := call(t, s, http.MethodDelete, "/admin/policies/"+res, body)
+		wantCode(t, fmt.Sprintf("DELETE with the body %v", body), code, out, http.StatusBadRequest, "INVALID_ARGUMENT")
+	}
+	if code, out, _ := call(t, s, http.MethodGet, "/admin/policies/"+res, nil); code != http.StatusOK || fmt.Sprint(out["totalLimit"]) != "10" {
+		t.Fatalf("after the refused deletes: %d %v", code, out)
+	}
+}

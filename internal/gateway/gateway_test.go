@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -227,7 +229,11 @@ func TestBadRequestsAreRefusedWithActionableStatusesAndChangeNothing(t *testing.
 		}{
 			"no descriptors": {want: codes.InvalidArgument, req: func() (*rls.RateLimitResponse, error) { return g.ask(t, "", "d") }},
 			"unknown domain": {want: codes.NotFound, req: func() (*rls.RateLimitResponse, error) { return g.ask(t, "", "nope", desc(1, "k", "v")) }},
-			"empty domain":   {want: codes.InvalidArgument, req: func() (*rls.RateLimitResponse, error) { return g.ask(t, "", "", desc(1, "k", "v")) }},
+			// The message quotes the domain: it was sent back whole (3 MiB).
+			"unknown domain of 3 MiB": {want: codes.NotFound, req: func() (*rls.RateLimitResponse, error) {
+				return g.ask(t, "", strings.Repeat("x", 3<<20), desc(1, "k", "v"))
+			}},
+			"empty domain": {want: codes.InvalidArgument, req: func() (*rls.RateLimitResponse, error) { return g.ask(t, "", "", desc(1, "k", "v")) }},
 			"empty key": {want: codes.InvalidArgument, req: func() (*rls.RateLimitResponse, error) {
 				return g.ask(t, "", "d", desc(1, "k", "v"), desc(1, "", "v"))
 			}},
@@ -237,8 +243,8 @@ func TestBadRequestsAreRefusedWithActionableStatusesAndChangeNothing(t *testing.
 			}},
 		} {
 			resp, err := c.req()
-			if status.Code(err) != c.want || status.Convert(err).Message() == "" {
-				t.Errorf("%s: %v %v, want %s with a message", name, resp, err, c.want)
+			if msg := status.Convert(err).Message(); status.Code(err) != c.want || msg == "" || len(msg) > quota.MaxMessageBytes+64 {
+				t.Errorf("%s: %v %.200v (message of %d bytes), want %s with a message of at most %d bytes", name, resp, err, len(msg), c.want, quota.MaxMessageBytes+64)
 			}
 		}
 		if u, _ := g.used(t, r); u != 0 {

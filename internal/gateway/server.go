@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net"
 
@@ -10,6 +11,9 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // Server is the gRPC listener (QC_GRPC_ADDR): the rate limit service,
@@ -22,7 +26,7 @@ type Server struct {
 
 // NewServer registers svc on a gRPC server; creds nil serves plaintext.
 func NewServer(svc *Service, creds credentials.TransportCredentials) *Server {
-	var opts []grpc.ServerOption
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(clipStatus)}
 	if creds != nil {
 		opts = append(opts, grpc.Creds(creds))
 	}
@@ -33,6 +37,17 @@ func NewServer(svc *Service, creds credentials.TransportCredentials) *Server {
 	h.SetServingStatus(rls.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	reflection.Register(g)
 	return &Server{grpc: g, health: h}
+}
+
+// clipStatus bounds an error's status message to quota.MaxMessageBytes:
+// some quote the request (an unknown domain, a descriptor's value), which
+// may be megabytes long.
+func clipStatus(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	resp, err := next(ctx, req)
+	if st, ok := status.FromError(err); ok && err != nil && len(st.Message()) > quota.MaxMessageBytes {
+		return resp, status.Error(st.Code(), quota.ClipMessage(st.Message()))
+	}
+	return resp, err
 }
 
 // Serve answers on l until Stop; it returns nil after Stop.

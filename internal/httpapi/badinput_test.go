@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // The fixture of TestBadInputGetsAClear4xxAndChangesNothing.
@@ -107,6 +109,22 @@ func badCases() []badCase {
 				req: request{method: e.method, path: e.path, body: big, chunked: true}},
 		)
 	}
+	// Messages quote an unknown field's or parameter's name and a path:
+	// at most quota.MaxMessageBytes of it comes back (it came back whole).
+	short := func(t *testing.T, _ *testAPI, r reply) {
+		if msg, _ := r.body["message"].(string); len(msg) > quota.MaxMessageBytes+64 {
+			t.Errorf("message of %d bytes, want at most %d", len(msg), quota.MaxMessageBytes+64)
+		}
+	}
+	long := strings.Repeat("k", 500<<10)
+	cs = append(cs,
+		badCase{name: "apply refuses a 500 KiB unknown field name with a short message", want: http.StatusBadRequest, code: "INVALID_ARGUMENT",
+			req: apply.req(apply.with(long, "1")), check: short},
+		badCase{name: "status refuses a 50 KiB unknown parameter with a short message", want: http.StatusBadRequest, code: "INVALID_ARGUMENT",
+			req: request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + "&" + long[:50<<10] + "=1"}, check: short},
+		badCase{name: "GET of a 50 KiB unknown path answers 404 with a short message", want: http.StatusNotFound, code: "NOT_FOUND",
+			req: request{method: http.MethodGet, path: "/" + long[:50<<10]}, check: short},
+	)
 	// Exactly 1 MiB is within the limit: refused for its content, not its size.
 	exact := `{"resourceName":"` + strings.Repeat("a", 1<<20-len(`{"resourceName":""}`)) + `"}`
 	bad("apply refuses a body of exactly 1 MiB for its content, not its size", apply.req(exact))
@@ -185,6 +203,9 @@ func badCases() []badCase {
 			bad(e.name+" refuses "+id.what+" sessionId", e.req(e.with("sessionId", str(id.v))))
 		}
 	}
+	// "" is not "absent": read as absent it made a new session on every
+	// retry of a caller that believed it sent an idempotency key.
+	bad("apply refuses an empty sessionId", apply.req(apply.with("sessionId", `""`)))
 	bad("apply refuses a 129-character clientId", apply.req(apply.with("clientId", str(strings.Repeat("c", 129)))))
 	bad("apply refuses a spaced clientId", apply.req(apply.with("clientId", str("svc a"))))
 	bad("apply refuses a numeric clientId", apply.req(apply.with("clientId", "7")))
@@ -213,6 +234,9 @@ func badCases() []badCase {
 	bad("status refuses a repeated resourceName", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + "&resourceName=" + res})
 	bad("status refuses a resourceName parameter in another letter case", request{method: http.MethodGet, path: "/quota/status?resourcename=" + res})
 	bad("status refuses a missing resourceName", request{method: http.MethodGet, path: "/quota/status"})
+	// url.Values drops a pair it cannot parse; status answered for the rest.
+	bad("status refuses a malformed escape next to a valid resourceName", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + "&x=%zz"})
+	bad("status refuses a semicolon-separated parameter next to a valid resourceName", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res + ";verbose=1"})
 
 	// Well-formed requests the state refuses.
 	noSeries := func(t *testing.T, h *testAPI, _ reply) {
@@ -281,13 +305,13 @@ func badCases() []badCase {
 		{http.MethodGet, "/quota/apply", "POST"},
 		{http.MethodPut, "/quota/heartbeat", "POST"},
 		{http.MethodDelete, "/quota/finish", "POST"},
-		{http.MethodPost, "/quota/status", "GET"},
-		{http.MethodPost, "/admin/policies", "GET"},
-		{http.MethodPost, "/admin/policies/" + res, "GET, PUT, PATCH, DELETE"},
+		{http.MethodPost, "/quota/status", "GET, HEAD"},
+		{http.MethodPost, "/admin/policies", "GET, HEAD"},
+		{http.MethodPost, "/admin/policies/" + res, "GET, HEAD, PUT, PATCH, DELETE"},
 		{http.MethodPut, "/admin/policies/" + res + "/reset", "POST"},
-		{http.MethodPost, "/admin/policies/a%2Fb", "GET, PUT, PATCH, DELETE"},
+		{http.MethodPost, "/admin/policies/a%2Fb", "GET, HEAD, PUT, PATCH, DELETE"},
 		{"BREW", "/quota/apply", "POST"},
-		{http.MethodPost, "/metrics", "GET"},
+		{http.MethodPost, "/metrics", "GET, HEAD"},
 	} {
 		cs = append(cs, badCase{name: m.method + " " + m.path + " answers 405 naming " + m.allow,
 			req:  request{method: m.method, path: m.path, body: obj(apply.fields...)},

@@ -149,6 +149,10 @@ var jsonContentType = []string{"application/json"}
 
 // writeJSON writes v as the JSON body with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if eb, ok := v.(errorBody); ok {
+		eb.Message = quota.ClipMessage(eb.Message) // it may quote a 1 MiB field name
+		v = eb
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError

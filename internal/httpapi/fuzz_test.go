@@ -879,6 +879,9 @@ func fzWantApply(body []byte) (fzApply, fzVerdict) {
 	r.resource, okR = fzString(m, "resourceName")
 	r.client, okC = fzString(m, "clientId")
 	r.session, okS = fzString(m, "sessionId")
+	if x, given := m["sessionId"]; given && x.kind == fzStr && x.s == "" {
+		okS = false // "" is refused; absent or null: the server makes one
+	}
 	r.amount, there, okA = fzAmount(m, "applyAmount", 1)
 	okA = okA && there
 	r.min, _, okM = fzAmount(m, "minAmount", 1)

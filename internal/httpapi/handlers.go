@@ -20,8 +20,10 @@ type applyRequest struct {
 	ResourceName string          `json:"resourceName"`
 	ApplyAmount  json.RawMessage `json:"applyAmount"`
 	ClientID     string          `json:"clientId"`
-	SessionID    string          `json:"sessionId"`
-	MinAmount    json.RawMessage `json:"minAmount"`
+	// SessionID is a pointer so that "" (refused) differs from absent or
+	// null (the server makes one).
+	SessionID *string         `json:"sessionId"`
+	MinAmount json.RawMessage `json:"minAmount"`
 	// Pools (internal/pools): the business line, "critical" (default
 	// true; previews and debug calls send false), "continuation".
 	BusinessLine string `json:"businessLine"`
@@ -71,6 +73,14 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 			// Amount starts at 1.
 			return quota.ApplyRequest{}, &quota.ValidationError{Field: "minAmount", Reason: "must be at least 1 (leave it out for all or nothing)"}
 		}
+		var sessionID string
+		if body.SessionID != nil {
+			if sessionID = *body.SessionID; sessionID == "" {
+				// Read as absent, "" would make a new session on every
+				// retry of a caller that believes it sent a key.
+				return quota.ApplyRequest{}, &quota.ValidationError{Field: "sessionId", Reason: "must not be empty (leave it out and the server makes one)"}
+			}
+		}
 		clientID, err := authorize(r, body.ResourceName, body.ClientID)
 		if err != nil {
 			return quota.ApplyRequest{}, err
@@ -81,7 +91,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		}
 		return quota.ApplyRequest{
 			ResourceName: body.ResourceName, Amount: amt, MinAmount: min,
-			ClientID: clientID, SessionID: body.SessionID,
+			ClientID: clientID, SessionID: sessionID,
 			BusinessLine: line, NonCritical: body.Critical != nil && !*body.Critical, Continuation: body.Continuation,
 		}, nil
 	}()
@@ -255,15 +265,11 @@ type statusResponse struct {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "resourceName" {
-			s.writeError(w, r, &quota.ValidationError{Field: k, Reason: "is not a known query parameter"})
-			return
-		}
-	}
-	if len(q["resourceName"]) > 1 {
-		s.writeError(w, r, &quota.ValidationError{Field: "resourceName", Reason: "is given twice"})
+	// strictQuery, not r.URL.Query(): that drops a malformed pair
+	// ("x=%zz", "a;b") without a word and answers for the rest.
+	q, err := strictQuery(r, "resourceName")
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if _, err := authorize(r, q.Get("resourceName"), ""); err != nil {

@@ -277,6 +277,11 @@ func (s *Server) handleDeletePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, err := strictQuery(r, "reason")
+	if err == nil {
+		// The reason is a query parameter; a body (e.g. {"reason":…}) would
+		// be dropped while the policy is deleted anyway.
+		err = noBody(r)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

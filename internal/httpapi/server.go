@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -133,7 +134,9 @@ func (s *Server) routes() *chi.Mux {
 	r := chi.NewRouter()
 	// observe wraps recoverer so that a request whose handler panicked is
 	// counted with the 500 it was answered with.
-	r.Use(s.observe, s.recoverer, s.limitBody)
+	// GetHead answers HEAD on every GET route as GET without the body (RFC
+	// 9110 §9.1: servers must support HEAD); monitors and `curl -I` send it.
+	r.Use(s.observe, s.recoverer, s.limitBody, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Code: CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
@@ -184,7 +187,8 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	}
 	var allowed []string
 	for _, m := range allMethods {
-		if s.mux.Match(chi.NewRouteContext(), m, path) {
+		// HEAD is served by the GET route (middleware.GetHead).
+		if s.mux.Match(chi.NewRouteContext(), m, path) || (m == http.MethodHead && slices.Contains(allowed, http.MethodGet)) {
 			allowed = append(allowed, m)
 		}
 	}

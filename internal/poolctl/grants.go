@@ -44,8 +44,9 @@ func (a *Admin) checkGrant(c Config, g GrantRequest, release bool) (GrantRequest
 		return g, &quota.ValidationError{Field: "expiresAt", Reason: "must be after effectiveAt"}
 	case g.ExpiresMs != 0 && g.ExpiresMs <= now:
 		return g, &quota.ValidationError{Field: "expiresAt", Reason: "must be in the future"}
-	case len(g.Reason) > 500:
-		return g, &quota.ValidationError{Field: "reason", Reason: "must be at most 500 bytes"}
+	}
+	if err := quota.ValidateReason(g.Reason); err != nil {
+		return g, err // the rules of every other operator's reason
 	}
 	if g.Line != "" {
 		if _, ok := c.Layout.Line(g.Line); !ok {

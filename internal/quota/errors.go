@@ -3,7 +3,9 @@ package quota
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Sentinel errors of the domain. Adapters wrap their own failures into these
@@ -46,6 +48,26 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
+}
+
+// MaxMessageBytes bounds an error message sent to a client (HTTP "message",
+// a gRPC status): some quote what the client sent — an unknown field's or
+// parameter's name, a path, a descriptor's domain or value — which may be as
+// long as the request itself.
+const MaxMessageBytes = 1024
+
+// ClipMessage returns msg cut to at most MaxMessageBytes at a rune boundary,
+// with "… (N bytes in all)" appended when it was cut; a shorter msg is
+// returned as it is.
+func ClipMessage(msg string) string {
+	if len(msg) <= MaxMessageBytes {
+		return msg
+	}
+	cut := MaxMessageBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "… (" + strconv.Itoa(len(msg)) + " bytes in all)"
 }
 
 func invalid(field, reason string) error { return &ValidationError{Field: field, Reason: reason} }
