@@ -87,15 +87,6 @@ func TestScopedSessionIDsKeepExistingRowsMySQL(t *testing.T) {
 }
 
 func TestScopedSessionIDsKeepExistingRowsSQLite(t *testing.T) {
-	db, err := sql.Open("sqlite", ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	sub, err := fs.Sub(migrations.SQLite, "sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, sub := memorySQLite(t)
 	checkScopedMigration(t, goose.DialectSQLite3, db, sub, false)
 }

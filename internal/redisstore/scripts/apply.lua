@@ -17,10 +17,9 @@
 --         cancelled under it (issue 11 §3.1).
 -- KEYS[5] qc:{r}:s:<scopedId>  ARGV[10] scopedId ("" = none: KEYS[5] is not read)
 --   Session ids are scoped to (resource, client) (internal/quota scope.go):
---   the session is the scoped one when the bare id holds another client's
---   session (not CANCELLED), or when the scoped one exists (not CANCELLED)
---   and the bare one holds none of this client's; else the bare one. Every
---   code is then returned plus 10 (11 granted under the scoped id, …).
+--   scoped_session.lib says whether the session is the bare or the scoped
+--   one; for the scoped one every code is returned plus 10 (11 granted
+--   under the scoped id, …).
 -- Returns {code, granted, remaining, leaseExpiresMs, startMs, periodStartMs, nowMs}
 --   and, for code 3 and for code 2 of a session restored from the ledger
 --   (no remaining of its own), limit, charged, reserved as decimal strings appended
@@ -44,17 +43,8 @@ local function balance()
   return limit, b
 end
 
-local sk, sid, form = KEYS[3], ARGV[7], 0
-if ARGV[10] ~= '' then
-  local b = redis.call('HMGET', KEYS[3], 'client', 'status')
-  local bareLive = b[2] and b[2] ~= 'CANCELLED'
-  if not (bareLive and b[1] == ARGV[3]) then
-    local st = redis.call('HGET', KEYS[5], 'status')
-    if bareLive or (st and st ~= 'CANCELLED') then
-      sk, sid, form = KEYS[5], ARGV[10], 10
-    end
-  end
-end
+-- include scoped_session.lib
+local sk, sid, form = scopedSession(KEYS[3], KEYS[5], ARGV[7], ARGV[10], ARGV[3])
 
 local s = redis.call('HMGET', sk, 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status', 'att')
 if s[9] == 'CANCELLED' then

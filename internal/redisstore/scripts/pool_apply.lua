@@ -11,9 +11,9 @@
 -- ARGV[12] "1" = the resource has no temporary grant that is not expired
 --          (the caller's cached view): KEYS[6] is not read, none is drawn
 -- KEYS[7] qc:{r}:s:<scopedId>  ARGV[13] scopedId ("" = none): which of the
---   bare and the scoped session is this one, as apply.lua (internal/quota
---   scope.go); every code is then returned plus 10. The watermark's bucket
---   is of the bare id either way.
+--   bare and the scoped session is this one (scoped_session.lib, as
+--   apply.lua; internal/quota scope.go); for the scoped one every code is
+--   returned plus 10. The watermark's bucket is of the bare id either way.
 -- qc:{r}:pl: shared, sbuf (buffer released to shared) and per line L:
 --   t:L tier (CORE|GROWTH|EXPLORE), d:L dedicated part, c:L borrow cap, w:L watermark (bp),
 --   l:L lent by reclaim, r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods)
@@ -37,17 +37,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function fmt(n) return string.format('%d', n) end
 local function num(v) return tonumber(v or '0') or 0 end
 
-local sk, sid, form = KEYS[3], ARGV[7], 0
-if ARGV[13] ~= '' then
-  local b = redis.call('HMGET', KEYS[3], 'client', 'status')
-  local bareLive = b[2] and b[2] ~= 'CANCELLED'
-  if not (bareLive and b[1] == ARGV[3]) then
-    local st = redis.call('HGET', KEYS[7], 'status')
-    if bareLive or (st and st ~= 'CANCELLED') then
-      sk, sid, form = KEYS[7], ARGV[13], 10
-    end
-  end
-end
+-- include scoped_session.lib
+local sk, sid, form = scopedSession(KEYS[3], KEYS[7], ARGV[7], ARGV[13], ARGV[3])
 
 local s = redis.call('HMGET', sk, 'amount', 'min', 'client', 'status', 'line')
 if s[4] == 'CANCELLED' then
