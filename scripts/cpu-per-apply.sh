@@ -65,7 +65,7 @@ after=$(snap)
 line=$(grep '^QCWRK ' <<<"$out" | sed 's/^QCWRK //')
 wrk_ticks=$(awk '/^user/ {u = $2} /^sys/ {s = $2} END {print (u + s) * 100}' <<<"$out")
 calls=$(rcli info commandstats | tr -d '\r' | grep '^cmdstat_' | sed 's/^cmdstat_//')
-groups=$(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^(quota_ledger_group_commit_rows_(sum|count)\{op="insert"\}|quota_redis_pipeline_calls_(sum|count)) ' | awk '{print $2}' | tr '\n' ' ')
+groups=$(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^(quota_ledger_group_commit_rows_(sum|count)\{op="(insert|finish)"\}|quota_redis_pipeline_calls_(sum|count)) ' | tr ' \n' '= ')
 python3 - "$scen" "$conns" "$line" "$before" "$after" "$wrk_ticks" "$calls" "$groups" <<'EOF'
 import json, sys
 scen, conns, line, before, after, wrk_ticks, calls, groups = sys.argv[1:]
@@ -85,7 +85,13 @@ for l in calls.splitlines():
 print("  redis calls per 2xx (inside scripts too):", ", ".join(per))
 print(f"  read+write syscalls per 2xx: quota-center {d[3] / ok:.2f}, redis {d[4] / ok:.2f}, mariadb {d[5] / ok:.2f}; "
       f"context switches per 2xx: quota-center {d[6] / ok:.2f}, mariadb {d[7] / ok:.2f}")
-g = [float(x) for x in groups.split()]
-if len(g) == 4:
-    print(f"  rows per group-commit INSERT {g[0] / max(g[1], 1):.1f}, calls per Redis pipeline {g[2] / max(g[3], 1):.1f} (warm-up included)")
+g = {k: float(v) for k, v in (x.rsplit("=", 1) for x in groups.split())}
+def per(name, op=""):
+    lab = '{op="%s"}' % op if op else ""
+    n = g.get(name + "_count" + lab, 0)
+    return g.get(name + "_sum" + lab, 0) / n if n else 0
+fin = per("quota_ledger_group_commit_rows", "finish")
+print(f"  rows per group-commit INSERT {per('quota_ledger_group_commit_rows', 'insert'):.1f}"
+      + (f", per finish UPDATE {fin:.1f}" if fin else "")
+      + f", calls per Redis pipeline {per('quota_redis_pipeline_calls'):.1f} (warm-up included)")
 EOF

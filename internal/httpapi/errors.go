@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -147,8 +148,31 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // being its length), so no answer allocates its own.
 var jsonContentType = []string{"application/json"}
 
-// writeJSON writes v as the JSON body with the given status.
+// contentLengths are the Content-Length header values of bodies shorter
+// than 1 KiB, shared as jsonContentType is.
+var contentLengths = func() [][]string {
+	v := make([][]string, 1024)
+	for n := range v {
+		v[n] = []string{strconv.Itoa(n)}
+	}
+	return v
+}()
+
+// answerBufs are the buffers of the answers that encode themselves
+// (jsonAppender): w.Write copies the body, so a buffer is reused at once.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// writeJSON writes v as the JSON body with the given status: by its own
+// appendJSON when it has one, else by encoding/json (the same bytes).
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if a, ok := v.(jsonAppender); ok {
+		bp := answerBufs.Get().(*[]byte)
+		b := append(a.appendJSON((*bp)[:0]), '\n')
+		writeBody(w, status, b)
+		*bp = b
+		answerBufs.Put(bp)
+		return
+	}
 	if eb, ok := v.(errorBody); ok {
 		eb.Message = quota.ClipMessage(eb.Message) // it may quote a 1 MiB field name
 		v = eb
@@ -158,9 +182,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"success":false,"code":"INTERNAL_ERROR","message":"encode response"}`)
 	}
+	writeBody(w, status, append(b, '\n'))
+}
+
+// writeBody writes the JSON body b (newline included) with the given status.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	if len(b) < len(contentLengths) {
+		h["Content-Length"] = contentLengths[len(b)]
+	} else {
+		h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	}
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }

@@ -369,7 +369,8 @@ func drawnOf(ds []quota.Draw) *drawnJSON {
 	if !pooled {
 		return nil
 	}
-	return &d
+	out := d // only a pools' grant puts one on the heap
+	return &out
 }
 
 var refusalMessage = map[quota.RefusalReason]string{

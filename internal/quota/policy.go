@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"regexp"
 	"strings"
 	"time"
 )
@@ -85,7 +84,8 @@ const DefaultLeakThresholdSeconds = 300
 // MaxLeakThresholdSeconds bounds leakThresholdSeconds (7 days).
 const MaxLeakThresholdSeconds = 7 * 24 * 3600
 
-var resourceNameRE = regexp.MustCompile(`^[a-z0-9_.-]{1,64}$`)
+// resourceNameChars: a resource name is 1 to 64 of these.
+var resourceNameChars = newCharset(lowerLetters + digits + "_.-")
 
 // alnum is what a resource name must hold at least one of: ".", ".." and
 // names of only "_.-" are refused (issue 11 §3.6; "." and ".." are path
@@ -131,7 +131,7 @@ func ValidateResourceName(name string) error {
 	if name == "" {
 		return invalid("resourceName", "is required")
 	}
-	if !resourceNameRE.MatchString(name) || !strings.ContainsAny(name, alnum) {
+	if !resourceNameChars.matches(name, 64) || !strings.ContainsAny(name, alnum) {
 		return invalid("resourceName", "must be 1 to 64 characters of [a-z0-9_.-] with at least one letter or digit")
 	}
 	return nil

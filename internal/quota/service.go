@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"regexp"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -105,25 +104,27 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+// sessionIDChars: a session id is 1 to 64 of these.
+var sessionIDChars = newCharset(lowerLetters + upperLetters + digits + "_.:-")
 
 func validateSessionID(id string) error {
 	if id == "" {
 		return invalid("sessionId", "is required")
 	}
-	if !idRE.MatchString(id) {
+	if !sessionIDChars.matches(id, 64) {
 		return invalid("sessionId", "must be 1 to 64 characters of [A-Za-z0-9_.:-]")
 	}
 	return nil
 }
 
-var clientRE = regexp.MustCompile(`^[A-Za-z0-9_.:@/-]{1,128}$`)
+// clientIDChars: a client id is 1 to 128 of these.
+var clientIDChars = newCharset(lowerLetters + upperLetters + digits + "_.:@/-")
 
 // ValidateClientID checks a client id: 1 to 128 characters of
 // [A-Za-z0-9_.:@/-]. It returns a *ValidationError for field "clientId".
 // API keys are bound to client ids by the same rule.
 func ValidateClientID(id string) error {
-	if !clientRE.MatchString(id) {
+	if !clientIDChars.matches(id, 128) {
 		return invalid("clientId", "must be 1 to 128 characters of [A-Za-z0-9_.:@/-]")
 	}
 	return nil

@@ -18,15 +18,17 @@ func (s *Service) policyVersion(ctx context.Context, pol Policy) string {
 	if err != nil {
 		return ""
 	}
-	v := strconv.FormatInt(pol.UpdatedAt.UnixMilli(), 36) + "." + strconv.FormatInt(per.Start.UnixMilli(), 36)
+	var buf [64]byte // one string made, not three
+	b := strconv.AppendInt(buf[:0], pol.UpdatedAt.UnixMilli(), 36)
+	b = strconv.AppendInt(append(b, '.'), per.Start.UnixMilli(), 36)
 	if s.opt.Pools != nil {
 		use, err := s.opt.Pools.PoolsOf(ctx, pol.ResourceName)
 		if err != nil {
 			return ""
 		}
 		if use.Version != "" {
-			v += "." + use.Version
+			b = append(append(b, '.'), use.Version...)
 		}
 	}
-	return v
+	return string(b)
 }

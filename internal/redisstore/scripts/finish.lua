@@ -19,8 +19,11 @@
 --   enters `charged`. LEAKED: the grant was charged by the sweep, so only
 --   actual - granted is added (a true-up). The refund lands in the session's
 --   own period, never in a later one.
+-- One read of the session: its state, and (15-20) what a pools session drew,
+-- for settlePools (nothing below writes those fields before it reads them).
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
-  'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved', 'bep')
+  'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved', 'bep',
+  'line', 'dd', 'ds', 'db', 'dg', 'gl')
 if not s[1] or s[1] == 'CANCELLED' or (ARGV[4] ~= '' and s[4] ~= ARGV[4]) then
   return {0}
 end
@@ -43,7 +46,7 @@ end
 -- dg, gl), for the ledger. Counters of a period not yet seeded (ps) are not
 -- touched: the seed rebuilds them from the ledger.
 local function settlePools(sk, bkey, gkey, granted, actual)
-  local p = redis.call('HMGET', sk, 'line', 'dd', 'ds', 'db', 'dg', 'gl')
+  local p = {s[15], s[16], s[17], s[18], s[19], s[20]} -- line, dd, ds, db, dg, gl
   if not p[2] then return end
   local line = p[1] or ''
   local d, sh, b, g = tonumber(p[2]), tonumber(p[3]), tonumber(p[4]), tonumber(p[5])
@@ -100,10 +103,16 @@ if s[1] == 'LEAKED' then leaked = 1 end
 
 local bkey = KEYS[4]
 local bl, bc, br = '', '', ''
-if redis.call('EXISTS', bkey) == 1 then
+-- The balance's charged and epoch in one read; a balance without either
+-- field still exists when EXISTS says so (then charged counts as 0).
+local bh = redis.call('HMGET', bkey, 'charged', 'ep')
+local ep = bh[2]
+-- What the session's hash gets besides its settlement: the balance's epoch.
+local extra = {}
+if bh[1] or ep or redis.call('EXISTS', bkey) == 1 then
   -- Refuse, before any write, a usage that would overflow the period's
   -- 64-bit counter (HINCRBY would fail halfway through this script).
-  local c = tonumber(redis.call('HGET', bkey, 'charged') or '0')
+  local c = tonumber(bh[1] or '0')
   if c + actual > 9.0e18 then
     return {7}
   end
@@ -111,7 +120,6 @@ if redis.call('EXISTS', bkey) == 1 then
   -- (seed.lua); one rebuilt since from a ledger without the session's open
   -- row (its row landed after the rebuild read it) holds no reservation of
   -- it to take back: it gets the actual only (issue 11, G7).
-  local ep = redis.call('HGET', bkey, 'ep')
   local counted = not s[14] or s[14] == ep
   if leaked == 1 then
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual - granted))
@@ -122,7 +130,7 @@ if redis.call('EXISTS', bkey) == 1 then
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual))
   end
   if ep then
-    redis.call('HSET', KEYS[1], 'bep', ep)
+    extra = {'bep', ep}
   end
   local b = redis.call('HMGET', bkey, 'charged', 'reserved')
   bl, bc, br = redis.call('GET', KEYS[3]) or '0', b[1], b[2]
@@ -131,7 +139,8 @@ end
 settlePools(KEYS[1], bkey, KEYS[5], granted, actual)
 redis.call('HSET', KEYS[1], 'status', 'FINISHED', 'actual', ARGV[1],
   'refunded', string.format('%d', refunded), 'overage', string.format('%d', overage),
-  'flimit', bl, 'fcharged', bc, 'freserved', br, 'end', string.format('%d', now), 'leaked', leaked)
+  'flimit', bl, 'fcharged', bc, 'freserved', br, 'end', string.format('%d', now), 'leaked', leaked,
+  unpack(extra))
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, granted, actual, refunded, overage, 0, tonumber(s[3]), tonumber(s[5]), now, leaked, s[4], bl, bc, br}
