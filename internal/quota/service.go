@@ -52,6 +52,11 @@ type Options struct {
 	// (QC_GLOBAL_SESSION_IDS, for a rolling upgrade; see scope.go). Both
 	// forms are looked up either way.
 	GlobalSessionIDs bool
+	// CloseMarksWait bounds how long Close waits for the CANCELLED marks
+	// still to be made (cancelled.go: the ledger was unreachable) while it
+	// retries them every 50 ms, so that a ledger back within it loses none
+	// (default 3s; negative: Close does not wait).
+	CloseMarksWait time.Duration
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease
@@ -89,6 +94,9 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	}
 	if opt.NewSessionID == nil {
 		opt.NewSessionID = randomID
+	}
+	if opt.CloseMarksWait == 0 {
+		opt.CloseMarksWait = closeMarksWait
 	}
 	return &Service{
 		balances: b, ledger: l, sched: s, store: p, opt: opt,

@@ -42,7 +42,7 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r), scopedKey(r, c)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
 		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation), luaBool(noGrants),
-		c.OtherSessionID)
+		c.Attempt, c.OtherSessionID)
 	if err != nil {
 		return PoolApply{}, wrap("apply", err)
 	}

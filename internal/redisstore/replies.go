@@ -346,6 +346,15 @@ const (
 	adjustFenced    adjustCode = 3 // the caller's lock is not its own any more: nothing written
 )
 
+// dropCode is drop.lua's reply.
+type dropCode int64
+
+const (
+	dropNoBalance dropCode = 0 // nothing to drop
+	dropDropped   dropCode = 1
+	dropFenced    dropCode = 3 // the caller's lock is not its own any more: nothing dropped
+)
+
 // failOpenCode is failopen.lua's reply.
 type failOpenCode int64
 

@@ -49,4 +49,5 @@ var (
 	adjustScript    = load("adjust.lua")
 	lockScript      = load("lock.lua")
 	failOpenScript  = load("failopen.lua")
+	dropScript      = load("drop.lua")
 )

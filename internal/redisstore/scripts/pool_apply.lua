@@ -10,8 +10,14 @@
 -- ARGV[10] "1" = critical   ARGV[11] "1" = continuation
 -- ARGV[12] "1" = the resource has no temporary grant that is not expired
 --          (the caller's cached view): KEYS[6] is not read, none is drawn
--- KEYS[7] qc:{r}:s:<scopedId>  ARGV[13] scopedId ("" = none): which of the
---   bare and the scoped session is this one (scoped_session.lib, as
+-- ARGV[13] the attempt: a token of this apply request ("" or absent = none),
+--          kept on the session it grants ('att') with the balance's epoch
+--          ('bep'), and taken off by a replay of another attempt, as in
+--          apply.lua: the compensation of an apply answered 503 whose script
+--          ran late (cancel.lua ARGV[4], issue 11 §3.1) gives back only a
+--          session that is still that attempt's alone
+-- KEYS[7] qc:{r}:s:<scopedId>  ARGV[14] scopedId ("" or absent = none): which
+--   of the bare and the scoped session is this one (scoped_session.lib, as
 --   apply.lua; internal/quota scope.go); for the scoped one every code is
 --   returned plus 10. The watermark's bucket is of the bare id either way.
 -- qc:{r}:pl: shared, sbuf (buffer released to shared) and per line L:
@@ -38,7 +44,7 @@ local function fmt(n) return string.format('%d', n) end
 local function num(v) return tonumber(v or '0') or 0 end
 
 -- include scoped_session.lib
-local sk, sid, form = scopedSession(KEYS[3], KEYS[7], ARGV[7], ARGV[13], ARGV[3])
+local sk, sid, form = scopedSession(KEYS[3], KEYS[7], ARGV[7], ARGV[14] or '', ARGV[3])
 
 local s = redis.call('HMGET', sk, 'amount', 'min', 'client', 'status', 'line')
 if s[4] == 'CANCELLED' then
@@ -48,6 +54,10 @@ end
 if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] or (s[5] or '') ~= ARGV[9] then
     return {6 + form}
+  end
+  local att = redis.call('HGET', sk, 'att')
+  if att and att ~= (ARGV[13] or '') then
+    redis.call('HDEL', sk, 'att')
   end
   local r = redis.call('HMGET', sk, 'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl')
   -- The period's figures now (of the caller's period, KEYS[2]).
@@ -218,6 +228,13 @@ redis.call('HSET', sk,
   'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', fmt(n), 'remaining', fmt(remaining),
   'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',
   'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist)
+if ARGV[13] and ARGV[13] ~= '' then
+  redis.call('HSET', sk, 'att', ARGV[13])
+end
+local ep = redis.call('HGET', KEYS[2], 'ep')
+if ep then
+  redis.call('HSET', sk, 'bep', ep)
+end
 redis.call('ZADD', KEYS[4], lease, sid)
 -- The period's charged and reserved after this grant: reserved as written
 -- (HSET above, or HINCRBY past 2^53).
