@@ -257,7 +257,8 @@ func TestRunCompensation(t *testing.T) {
 	}
 }
 
-// An apply whose store call timed out is remembered; one refused by the
+// An apply whose store call timed out is remembered, under both forms of
+// its id (the script may have used either, scope.go); one refused by the
 // open breaker is not (nothing was sent).
 func TestApplyRemembersOnlyCallsThatMayHaveRun(t *testing.T) {
 	for _, c := range []struct {
@@ -265,13 +266,13 @@ func TestApplyRemembersOnlyCallsThatMayHaveRun(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"timeout", fmt.Errorf("x: %w: %w", ErrUnavailable, context.DeadlineExceeded), 1},
+		{"timeout", fmt.Errorf("x: %w: %w", ErrUnavailable, context.DeadlineExceeded), 2},
 		{"breaker open", fmt.Errorf("x: %w: %w", ErrUnavailable, ErrCircuitOpen), 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := &stubs{apply: func(ApplyCmd) (ApplyResult, error) { return ApplyResult{}, c.err }}
 			svc := newStubService(st, Options{})
-			_, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1"})
+			_, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1", ClientID: "c1"})
 			if err == nil {
 				t.Fatal("apply succeeded")
 			}
