@@ -259,3 +259,25 @@ func TestStatusSeedsAgainWhenTheBalanceIsDroppedAgain(t *testing.T) {
 		t.Fatalf("a balance that keeps disappearing: %v; want ErrUnavailable", err)
 	}
 }
+
+// seed itself (not only Status, which seeds again when it finds no balance)
+// returns once the period is seeded: a waiter whose wait ends without a
+// balance tries the lock again and seeds, rather than returning without one.
+func TestSeedReturnsOnlyOnceSeeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		st := &stubs{
+			tryLock: func(string, string) (string, error) {
+				if time.Since(start) < seedLockTTL { // a holder that died
+					return "", nil
+				}
+				return "t2", nil
+			},
+			balance: func(string, Period) (Balance, error) { return Balance{}, nil },
+		}
+		svc := newStubService(st, Options{Now: time.Now})
+		if err := svc.seed(context.Background(), testPolicy, Period{Start: testEpoch, End: testEpoch.Add(24 * time.Hour)}); err != nil || st.n("Seed") != 1 {
+			t.Fatalf("seed: %v after %d seedings, want one", err, st.n("Seed"))
+		}
+	})
+}
