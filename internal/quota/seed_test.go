@@ -281,3 +281,21 @@ func TestSeedReturnsOnlyOnceSeeded(t *testing.T) {
 		}
 	})
 }
+
+// A balance that keeps disappearing after each seeding is seeded
+// maxAttempts times, then Status fails with ErrUnavailable rather than
+// answering the figures of a missing balance. (Past the bound the seed
+// stub fails, so that a Status seeding on ends.)
+func TestStatusSeedsABalanceThatKeepsDisappearingABoundedNumberOfTimes(t *testing.T) {
+	st := &stubs{balance: func(string, Period) (Balance, error) { return Balance{}, nil }}
+	st.seed = func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) {
+		if st.n("Seed") > maxAttempts {
+			return false, errors.New("seeded past the bound")
+		}
+		return true, nil
+	}
+	_, err := newStubService(st, Options{}).Status(context.Background(), "r")
+	if !errors.Is(err, ErrUnavailable) || st.n("Seed") != maxAttempts {
+		t.Fatalf("status: %v after %d seedings, want ErrUnavailable after %d", err, st.n("Seed"), maxAttempts)
+	}
+}
