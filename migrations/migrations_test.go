@@ -54,20 +54,28 @@ func TestFilesHaveUpAndDown(t *testing.T) {
 	}
 }
 
-// TestSQLiteUpDownUp applies, reverts and re-applies every SQLite migration.
-func TestSQLiteUpDownUp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// memorySQLite opens an in-memory SQLite database (closed when the test
+// ends) and returns it with the SQLite migrations at their root.
+func memorySQLite(t *testing.T) (*sql.DB, fs.FS) {
+	t.Helper()
 	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
 	db.SetMaxOpenConns(1)
 	sub, err := fs.Sub(migrations.SQLite, "sqlite")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db, sub
+}
+
+// TestSQLiteUpDownUp applies, reverts and re-applies every SQLite migration.
+func TestSQLiteUpDownUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, sub := memorySQLite(t)
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		t.Fatal(err)

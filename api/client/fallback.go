@@ -212,7 +212,7 @@ func (m *Manager) deliver(ctx context.Context, r report) error {
 		// the first settlement back, or says it is settled.
 	}
 	err := m.callResource(ctx, "finish", r.resource, func(ctx context.Context) error {
-		_, err := m.c.Finish(ctx, FinishRequest{ResourceName: r.resource, SessionID: r.sessionID, ActualUsedAmount: r.used})
+		_, err := m.c.Finish(ctx, FinishRequest{ResourceName: r.resource, SessionID: r.sessionID, ClientID: m.cfg.clientID, ActualUsedAmount: r.used})
 		return err
 	})
 	if r.apply > 0 && errors.Is(err, ErrSessionNotActive) {

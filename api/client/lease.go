@@ -304,7 +304,7 @@ func (l *Lease) heartbeat(interval time.Duration) {
 		var resp *HeartbeatResponse
 		err := l.m.callResource(ctx, "heartbeat", l.resource, func(ctx context.Context) error {
 			var err error
-			resp, err = l.m.c.Heartbeat(ctx, HeartbeatRequest{ResourceName: l.resource, SessionID: l.sessionID})
+			resp, err = l.m.c.Heartbeat(ctx, HeartbeatRequest{ResourceName: l.resource, SessionID: l.sessionID, ClientID: l.m.cfg.clientID})
 			return err
 		})
 		cancel()
@@ -428,7 +428,7 @@ func (l *Lease) report(ctx context.Context, used int64) (*FinishResponse, error)
 	var fr *FinishResponse
 	err := l.m.callResource(ctx, "finish", l.resource, func(ctx context.Context) error {
 		var err error
-		fr, err = l.m.c.Finish(ctx, FinishRequest{ResourceName: l.resource, SessionID: l.sessionID, ActualUsedAmount: used})
+		fr, err = l.m.c.Finish(ctx, FinishRequest{ResourceName: l.resource, SessionID: l.sessionID, ClientID: l.m.cfg.clientID, ActualUsedAmount: used})
 		return err
 	})
 	if err != nil && (errors.Is(err, ErrUnavailable) || ctx.Err() != nil) {

@@ -227,8 +227,12 @@ func (c *Client) ResetPeriod(ctx context.Context, resource, reason string) (*Per
 // ForceFinishRequest settles a session on its client's behalf.
 type ForceFinishRequest struct {
 	ResourceName string `json:"resourceName,omitempty"` // optional check: the session's resource
-	Amount       *int64 `json:"amount,omitempty"`       // usage to charge; nil = the grant
-	Reason       string `json:"reason,omitempty"`
+	// ClientID is the session's client: session ids are scoped to the
+	// client that applied; empty finds a session applied without one (or
+	// before ids were scoped).
+	ClientID string `json:"clientId,omitempty"`
+	Amount   *int64 `json:"amount,omitempty"` // usage to charge; nil = the grant
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ForceFinishResult is what a forced finish settled.

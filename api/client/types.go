@@ -108,6 +108,11 @@ type HeartbeatRequest struct {
 	ResourceName string `json:"resourceName"`
 	// SessionID is the session to keep alive.
 	SessionID string `json:"sessionId"`
+	// ClientID is the clientId the session was applied with: session ids
+	// are scoped to their client. With API keys the server takes the key's
+	// (this must then be empty or the same); without them it must be the
+	// apply's (empty: a session applied without one). Lease sets it.
+	ClientID string `json:"clientId,omitempty"`
 }
 
 // HeartbeatResponse is the answer to a successful Heartbeat.
@@ -129,6 +134,8 @@ type FinishRequest struct {
 	ResourceName string `json:"resourceName"`
 	// SessionID is the session to settle.
 	SessionID string `json:"sessionId"`
+	// ClientID: as HeartbeatRequest's.
+	ClientID string `json:"clientId,omitempty"`
 	// ActualUsedAmount is the real usage in the policy's unit, 0 … 2^53−1.
 	// It may exceed the granted amount (an overage, charged in full).
 	ActualUsedAmount int64 `json:"actualUsedAmount"`

@@ -193,7 +193,11 @@ func (s *Service) Reset(ctx context.Context, resource, reason string) (old, cur 
 
 // FinishRequest is a forced finish (POST /admin/sessions/{id}/finish).
 type FinishRequest struct {
-	SessionID    string
+	SessionID string // the public id, as the client knows it
+	// ClientID is the session's client ("" = any): session ids are scoped
+	// to their client and resource, so an id two clients used names one
+	// session per client, found with ClientID and ResourceName.
+	ClientID     string
 	ResourceName string // optional; when set it must be the session's
 	Amount       *int64 // the usage to charge; nil = the grant
 	Reason       string
@@ -225,7 +229,12 @@ func (s *Service) ForceFinish(ctx context.Context, req FinishRequest) (quota.Fin
 	if err := quota.ValidateReason(req.Reason); err != nil {
 		return none, quota.UsageRecord{}, err
 	}
-	row, err := s.d.Ledger.Session(ctx, req.SessionID)
+	if req.ClientID != "" {
+		if err := quota.ValidateClientID(req.ClientID); err != nil {
+			return none, quota.UsageRecord{}, err
+		}
+	}
+	row, err := s.clientSession(ctx, req.ResourceName, req.ClientID, req.SessionID)
 	if err != nil {
 		return none, row, err
 	}
@@ -239,10 +248,12 @@ func (s *Service) ForceFinish(ctx context.Context, req FinishRequest) (quota.Fin
 	if req.Amount != nil {
 		amount = *req.Amount
 	}
-	res, err := s.d.Quota.Finish(ctx, quota.FinishRequest{ResourceName: row.ResourceName, SessionID: req.SessionID, Actual: amount})
+	res, err := s.d.Quota.Finish(ctx, quota.FinishRequest{ResourceName: row.ResourceName, SessionID: req.SessionID,
+		ClientID: row.ClientID, Actual: amount})
 	if err != nil {
 		return none, row, err
 	}
+	row.SessionID = req.SessionID // the public id
 	before := map[string]any{"sessionId": row.SessionID, "clientId": row.ClientID, "status": row.Status, "grantedAmount": row.GrantedAmount}
 	after := map[string]any{"sessionId": row.SessionID, "clientId": row.ClientID, "status": quota.StatusFinished,
 		"grantedAmount": res.Granted, "chargedAmount": res.Charged, "refundedAmount": res.Refunded, "overageAmount": res.Overage}
@@ -330,4 +341,22 @@ func (s *Service) audit(ctx context.Context, action, resource string, before, af
 		err = fmt.Errorf("audit %s: %w: %w", action, quota.ErrUnavailable, err)
 	}
 	return err
+}
+
+// clientSession reads the ledger row of a session by its public id: the
+// bare id's row when it is client's ("" = any) on resource ("" = any), else
+// the scoped id's of resource and client (quota.ScopedSessionID; it takes
+// a resource). Errors: quota.ErrSessionNotFound.
+func (s *Service) clientSession(ctx context.Context, resource, client, id string) (quota.UsageRecord, error) {
+	row, err := s.d.Ledger.Session(ctx, id)
+	if err == nil && (client == "" || row.ClientID == client) && (resource == "" || row.ResourceName == resource) {
+		return row, nil
+	}
+	if (err != nil && !errors.Is(err, quota.ErrSessionNotFound)) || resource == "" {
+		if err == nil {
+			err = fmt.Errorf("session %s of client %s: %w", id, client, quota.ErrSessionNotFound)
+		}
+		return quota.UsageRecord{}, err
+	}
+	return s.d.Ledger.Session(ctx, quota.ScopedSessionID(resource, client, id))
 }

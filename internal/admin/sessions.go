@@ -212,7 +212,7 @@ func (s *Service) historySessions(ctx context.Context, q SessionQuery, cur *curs
 
 func liveView(pol quota.Policy, ls quota.LiveSession, now time.Time) Session {
 	return Session{
-		SessionID: ls.SessionID, ResourceName: pol.ResourceName, ClientID: ls.ClientID, BusinessLine: ls.BusinessLine,
+		SessionID: quota.PublicSessionID(ls.SessionID), ResourceName: pol.ResourceName, ClientID: ls.ClientID, BusinessLine: ls.BusinessLine,
 		Status:  quota.StatusUsing,
 		Granted: ls.Granted, PeriodStart: ls.PeriodStart, StartTime: ls.StartTime,
 		LastHeartbeat: ls.LeaseExpiresAt.Add(-pol.LeaseDuration()), LeaseExpiresAt: ls.LeaseExpiresAt,
@@ -222,7 +222,7 @@ func liveView(pol quota.Policy, ls quota.LiveSession, now time.Time) Session {
 
 func historyView(r quota.UsageRecord) Session {
 	return Session{
-		SessionID: r.SessionID, ResourceName: r.ResourceName, ClientID: r.ClientID, BusinessLine: r.BusinessLine,
+		SessionID: quota.PublicSessionID(r.SessionID), ResourceName: r.ResourceName, ClientID: r.ClientID, BusinessLine: r.BusinessLine,
 		Status:  r.Status,
 		Granted: r.GrantedAmount, Charged: r.ChargedAmount, Refunded: r.RefundedAmount, Overage: r.OverageAmount,
 		PeriodStart: r.PeriodStart, StartTime: r.StartTime, EndTime: r.EndTime,

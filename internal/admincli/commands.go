@@ -334,11 +334,12 @@ func (g *globals) resetCmd() *ffcli.Command {
 func (g *globals) finishCmd() *ffcli.Command {
 	var req client.ForceFinishRequest
 	var amount string
-	return g.cmd("finish", "quota-center admin finish <sessionId> [--amount N] [--resource R] [--reason R]",
+	return g.cmd("finish", "quota-center admin finish <sessionId> [--client C] [--amount N] [--resource R] [--reason R]",
 		"finish a session on its client's behalf (default amount: the grant)",
 		func(fs *flag.FlagSet) {
 			fs.StringVar(&amount, "amount", "", "usage to charge, in the policy's unit (default: the grant)")
 			fs.StringVar(&req.ResourceName, "resource", "", "check that the session is this resource's")
+			fs.StringVar(&req.ClientID, "client", "", "the session's client (session ids are scoped to it; empty: a session applied without one)")
 			fs.StringVar(&req.Reason, "reason", "", "why, for the audit log")
 		},
 		func(ctx context.Context, c *client.Client, pos []string) error {

@@ -186,7 +186,7 @@ func TestRepeatedApplyAndFinishChargeOnce(t *testing.T) {
 		if st.used != 4 || st.reserved != 0 || st.remaining != 96 || charged != 4 || rows != 1 {
 			t.Fatalf("after %d finishes: %+v, ledger charged %d rows %d", n, st, charged, rows)
 		}
-		// The same id with another amount, resource or actual is a conflict.
+		// The same id with another amount or actual is a conflict.
 		code, out, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 11, "sessionId": "idem-1", "clientId": "c"})
 		if code != http.StatusConflict || out["code"] != "SESSION_CONFLICT" {
 			t.Fatalf("apply with another amount: %d %v", code, out)
@@ -197,12 +197,22 @@ func TestRepeatedApplyAndFinishChargeOnce(t *testing.T) {
 		}
 		other := testenv.Resource(t)
 		putPolicy(t, s, other, map[string]any{"quotaType": "COUNT", "totalLimit": 100})
-		code, out, _ = call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": other, "applyAmount": 10, "sessionId": "idem-1", "clientId": "c"})
+		// On another resource the id is another session (ids are scoped to
+		// client and resource, issue 11 §3.5), except for a caller without
+		// a client id, which has no scope: a conflict, as before.
+		code, out, _ = call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": other, "applyAmount": 10, "sessionId": "idem-1"})
 		if code != http.StatusConflict || out["code"] != "SESSION_CONFLICT" {
-			t.Fatalf("apply on another resource with a used id: %d %v", code, out)
+			t.Fatalf("apply without a client id on another resource with a used id: %d %v", code, out)
 		}
 		if st, _ := getStatus(t, s, other); st.reserved != 0 || st.used != 0 {
 			t.Fatalf("the refused apply on %s left %+v", other, st)
+		}
+		code, out, _ = call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": other, "applyAmount": 10, "sessionId": "idem-1", "clientId": "c"})
+		if code != http.StatusOK || num(t, out, "grantedAmount") != 10 {
+			t.Fatalf("apply on another resource with a used id: %d %v", code, out)
+		}
+		if st, _ := getStatus(t, s, other); st.reserved != 10 || st.used != 0 {
+			t.Fatalf("the apply on %s left %+v", other, st)
 		}
 	})
 }

@@ -30,19 +30,46 @@ func TestRefusedApplyStaysUnchargedWhenRedisLosesItsTombstone(t *testing.T) {
 		t.Fatalf("first finish: %d %v", code, f)
 	}
 
-	id := "refused-" + testenv.RandomSuffix()
-	apply := map[string]any{"resourceName": r, "applyAmount": 300, "sessionId": id}
-	p.DropReplies(2 * time.Second)
-	code, out, _ := call(t, s, http.MethodPost, "/quota/apply", apply)
-	if code != http.StatusServiceUnavailable {
-		t.Fatalf("apply while MySQL's answers are lost: %d %v, want 503", code, out)
-	}
-	var landed string
-	// The statements ran, their answers were lost: the row is there (USING,
-	// or CANCELLED already if the mark ran although its answer was lost).
-	if err := ledger.QueryRow("SELECT status FROM quota_usage WHERE session_id = ?", id).Scan(&landed); err != nil ||
-		(landed != "USING" && landed != "CANCELLED") {
-		t.Fatalf("the refused apply's row: %q %v; the reproduction needs it landed", landed, err)
+	// The reproduction needs the refused apply's row landed: its INSERT ran
+	// and only the answer was lost. On a loaded machine the INSERT may still
+	// be executing when the apply answers 503 (so wait for it), or may not
+	// have been sent before the apply gave up (then no row ever lands, the
+	// reservation was given back, and the attempt is made again).
+	var id string
+	var apply map[string]any
+	for attempt := 1; ; attempt++ {
+		id = "refused-" + testenv.RandomSuffix()
+		apply = map[string]any{"resourceName": r, "applyAmount": 300, "sessionId": id}
+		p.DropReplies(2 * time.Second)
+		code, out, _ := call(t, s, http.MethodPost, "/quota/apply", apply)
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("apply while MySQL's answers are lost: %d %v, want 503", code, out)
+		}
+		// The statements ran, their answers were lost: the row is there
+		// (USING, or CANCELLED already if the mark ran although its answer
+		// was lost).
+		var landed string
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			landed = ""
+			_ = ledger.QueryRow("SELECT status FROM quota_usage WHERE session_id = ?", id).Scan(&landed)
+			if landed != "" {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if landed == "USING" || landed == "CANCELLED" {
+			break
+		}
+		if landed != "" {
+			t.Fatalf("the refused apply's row is %s, want USING or CANCELLED", landed)
+		}
+		if attempt == 3 {
+			t.Fatalf("in %d attempts no refused apply's row landed; the reproduction needs one", attempt)
+		}
+		t.Logf("attempt %d: the refused apply's INSERT was not sent before it gave up; again", attempt)
+		// Let the lost answers' window end before the next attempt.
+		time.Sleep(2500 * time.Millisecond)
 	}
 	// Redis loses every key of the resource, the tombstone with them.
 	ctx := context.Background()
@@ -79,7 +106,7 @@ func TestRefusedApplyStaysUnchargedWhenRedisLosesItsTombstone(t *testing.T) {
 	}
 
 	// The client retries the 503 with the same body: it starts afresh.
-	code, out, _ = call(t, s, http.MethodPost, "/quota/apply", apply)
+	code, out, _ := call(t, s, http.MethodPost, "/quota/apply", apply)
 	if code != http.StatusOK || num(t, out, "grantedAmount") != 300 || out["replayed"] == true {
 		t.Fatalf("retry of the refused apply: %d %v, want a fresh grant of 300", code, out)
 	}

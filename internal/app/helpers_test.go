@@ -88,11 +88,17 @@ func getStatus(tb testing.TB, s *testenv.Server, name string) (status, map[strin
 	if code != http.StatusOK {
 		tb.Fatalf("status: %d %v", code, out)
 	}
+	return statusOf(tb, out), out
+}
+
+// statusOf reads the figures of a status answer.
+func statusOf(tb testing.TB, out map[string]any) status {
+	tb.Helper()
 	return status{
 		used: num(tb, out, "usedAmount"), reserved: num(tb, out, "reservedAmount"),
 		remaining: num(tb, out, "remainingQuota"), active: num(tb, out, "activeSessions"),
 		limit: num(tb, out, "totalLimit"),
-	}, out
+	}
 }
 
 // ledgerSums reads the ledger directly: charged of settled rows and

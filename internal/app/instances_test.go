@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,8 +29,11 @@ func startOn(t *testing.T, mode testenv.Mode, redisArgs []string, dsn, adminToke
 	args := append([]string{
 		"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--sweep-interval", "100ms",
 		"--mysql-dsn", dsn, "--migrate-on-start",
-		"--admin-tokens", testenv.AdminTokenName + ":" + adminToken, "--insecure-open-quota",
+		"--admin-tokens", testenv.AdminTokenName + ":" + adminToken,
 	}, redisArgs...)
+	if !slices.Contains(extra, "--api-keys") {
+		args = append(args, "--insecure-open-quota") // production refuses an open /quota/* without it
+	}
 	args = append(args, extra...)
 	ledger, err := sqlx.Open("mysql", dsn)
 	if err != nil {

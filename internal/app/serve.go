@@ -185,7 +185,8 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	poolSource = poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL)
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		Audit: b.ledger, Breakers: brk, Pools: poolSource,
+		GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,
+		Audit:            b.ledger, Breakers: brk, Pools: poolSource,
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
 		OnCatchUp: func(r string, err error) {
 			if err != nil {

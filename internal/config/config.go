@@ -123,6 +123,9 @@ type Sweeper struct {
 type Quota struct {
 	FinishedRetention time.Duration
 	PolicyCacheTTL    time.Duration
+	// GlobalSessionIDs: no scoped session ids (quota.Options.GlobalSessionIDs),
+	// for a rolling upgrade from a version without them.
+	GlobalSessionIDs bool
 }
 
 // Log configures zap.
@@ -446,6 +449,8 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.IntVar(&c.Sweeper.Batch, "sweep-batch", c.Sweeper.Batch, "sessions swept per script call")
 	fs.DurationVar(&c.Quota.FinishedRetention, "finished-retention", c.Quota.FinishedRetention, "how long settled sessions stay in Redis for cheap repeats and late true-ups")
 	fs.DurationVar(&c.Quota.PolicyCacheTTL, "policy-cache-ttl", c.Quota.PolicyCacheTTL, "how long a policy read from MySQL is reused (changes are also announced to every instance at once; this bounds a missed announcement)")
+	fs.BoolVar(&c.Quota.GlobalSessionIDs, "global-session-ids", c.Quota.GlobalSessionIDs,
+		"one session-id namespace for all clients, as before ids were scoped to client and resource (another client's id is a 409): set it while instances of an older version still serve")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish on stop")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain, "how long /readyz answers 503 before the listener closes on stop (0 = at once)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")

@@ -110,7 +110,8 @@ func (c *Console) grant(release bool) http.HandlerFunc {
 }
 
 func (c *Console) forceFinish(w http.ResponseWriter, r *http.Request) {
-	req := admin.FinishRequest{SessionID: chi.URLParam(r, "sessionId"), ResourceName: r.PostForm.Get("resource")}
+	req := admin.FinishRequest{SessionID: chi.URLParam(r, "sessionId"), ResourceName: r.PostForm.Get("resource"),
+		ClientID: r.PostForm.Get("client")}
 	reason, ok := c.confirmed(w, r)
 	if !ok {
 		return

@@ -23,7 +23,10 @@ type Topology interface {
 type Balances interface {
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
 	Unlock(ctx context.Context, resource, name, token string) error
-	DropBalance(ctx context.Context, resource string, period quota.Period) error
+	// DropBalance deletes the period's balance only while the lock f
+	// holds f.Token, checked in the same step (quota.ErrLockLost
+	// otherwise: nothing dropped).
+	DropBalance(ctx context.Context, resource string, period quota.Period, f quota.Fence) error
 }
 
 // Policies lists the resources to watch.
@@ -163,7 +166,7 @@ func (w *Watcher) rebuild(ctx context.Context, pol quota.Policy) error {
 		return err
 	}
 	lock := "seed:" + strconv.FormatInt(per.ID(), 10)
-	token, err := w.Balances.TryLock(ctx, pol.ResourceName, lock, 10*time.Second)
+	token, err := w.Balances.TryLock(ctx, pol.ResourceName, lock, lockTTL)
 	if err != nil {
 		return err
 	}
@@ -171,8 +174,18 @@ func (w *Watcher) rebuild(ctx context.Context, pol quota.Policy) error {
 		return errSeeding
 	}
 	defer func() { _ = w.Balances.Unlock(context.WithoutCancel(ctx), pol.ResourceName, lock, token) }()
-	return w.Balances.DropBalance(ctx, pol.ResourceName, per)
+	// Fenced (issue 11 §3.4): if this watcher was cut off past the lock's
+	// TTL, another instance may have seeded a fresh balance under the lock
+	// since; the drop is then refused (quota.ErrLockLost) and the resource
+	// stays pending for the next poll.
+	return w.Balances.DropBalance(ctx, pol.ResourceName, per, quota.Fence{Name: lock, Token: token})
 }
+
+// lockTTL is how long the watcher takes a period's seed lock for: the
+// seeders' TTL (quota's seedLockTTL), so that a watcher that dies holding
+// it blocks the resource's seeding no longer than a dead seeder would. The
+// drop is one script call, far shorter.
+const lockTTL = 3 * time.Second
 
 // errSeeding: another instance holds the period's seed lock.
 var errSeeding = errors.New("the period is being seeded by another holder of its lock")

@@ -21,6 +21,9 @@ type fakeRedis struct {
 	drops    []string          // resource@periodMs
 	dropErr  error
 	unlocked int
+	// stealOnDrop: the next DropBalance finds its lock taken by another
+	// holder (as drop.lua would after the TTL ran out).
+	stealOnDrop bool
 }
 
 func (f *fakeRedis) Masters(_ context.Context, rs []string) (map[string]string, error) {
@@ -58,11 +61,20 @@ func (f *fakeRedis) Unlock(_ context.Context, r, name, token string) error {
 	return nil
 }
 
-func (f *fakeRedis) DropBalance(_ context.Context, r string, per quota.Period) error {
+func (f *fakeRedis) DropBalance(_ context.Context, r string, per quota.Period, fence quota.Fence) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.dropErr != nil {
 		return f.dropErr
+	}
+	if f.stealOnDrop {
+		// The watcher was cut off past its lock's TTL: another seeder took
+		// the lock in between.
+		f.heldBy[r+"/"+fence.Name] = "another-seeder"
+		f.stealOnDrop = false
+	}
+	if fence.Token != "" && f.heldBy[r+"/"+fence.Name] != fence.Token {
+		return quota.ErrLockLost
 	}
 	f.drops = append(f.drops, r+"@"+per.Start.UTC().Format(time.RFC3339))
 	return nil
@@ -143,5 +155,32 @@ func TestAChangedMasterRebuildsItsResourcesOnly(t *testing.T) {
 	f.mastErr = errors.New("cluster down")
 	if got := w.Poll(ctx); len(got) != 0 {
 		t.Fatalf("rebuilt %v on a topology error", got)
+	}
+}
+
+// TestADropUnderALostLockIsRefusedAndRetried (issue 11 §3.4, fencing): a
+// watcher whose seed lock was taken by another seeder before its drop ran
+// (cut off past the TTL) must not drop the balance that seeder wrote; the
+// drop is refused under the fence and the resource is rebuilt at a later
+// poll, under a lock of its own.
+func TestADropUnderALostLockIsRefusedAndRetried(t *testing.T) {
+	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
+	f := &fakeRedis{masters: map[string]string{"a": "n1/run1"}, heldBy: map[string]string{}}
+	pol := quota.Policy{ResourceName: "a", QuotaType: quota.TypeCount, TotalLimit: 10, ResetCron: "0 0 * * *", Timezone: "UTC"}
+	w := &Watcher{Topology: f, Balances: f, Policies: policies{pol}, Scheduler: &period.Scheduler{}, Now: func() time.Time { return now }}
+	ctx := context.Background()
+	w.Poll(ctx)
+	f.masters["a"] = "n4/run2"
+	f.stealOnDrop = true
+	if got := w.Poll(ctx); len(got) != 0 || len(f.drops) != 0 {
+		t.Fatalf("rebuilt %v, drops %v under a lock another seeder holds; want none", got, f.drops)
+	}
+	lock := "a/seed:" + strconv.FormatInt(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), 10)
+	if f.heldBy[lock] != "another-seeder" {
+		t.Fatalf("the other seeder's lock is %q: the watcher released a lock not its own", f.heldBy[lock])
+	}
+	delete(f.heldBy, lock) // that seeder is done
+	if got := w.Poll(ctx); !slices.Equal(got, []string{"a"}) || len(f.drops) != 1 {
+		t.Fatalf("retry rebuilt %v, drops %v; want a, dropped once", got, f.drops)
 	}
 }

@@ -355,9 +355,9 @@ func TestAnotherClientsSessionIsNotFound(t *testing.T) {
 		e.call(t, http.MethodPost, "/quota/finish", `{"resourceName":"shared","sessionId":"a-1","actualUsedAmount":0}`, apiKey(keyB)...).
 			want(t, http.StatusNotFound, CodeSessionNotFound)
 	})
-	t.Run("reusing its sessionId on apply is 409", func(t *testing.T) {
-		e.call(t, http.MethodPost, "/quota/apply", `{"resourceName":"shared","applyAmount":100,"sessionId":"a-1"}`, apiKey(keyB)...).
-			want(t, http.StatusConflict, CodeSessionConflict)
+	t.Run("naming the other client in the body is 403", func(t *testing.T) {
+		e.call(t, http.MethodPost, "/quota/heartbeat", `{"resourceName":"shared","sessionId":"a-1","clientId":"client-a"}`, apiKey(keyB)...).
+			want(t, http.StatusForbidden, CodePermissionDenied)
 	})
 	t.Run("the session is unchanged", func(t *testing.T) {
 		after := statusOf()
@@ -388,6 +388,32 @@ func TestAnotherClientsSessionIsNotFound(t *testing.T) {
 			want(t, http.StatusNotFound, CodeSessionNotFound)
 		e.call(t, http.MethodPost, "/quota/finish", `{"resourceName":"shared","sessionId":"a-1","actualUsedAmount":40}`, apiKey(keyB)...).
 			want(t, http.StatusNotFound, CodeSessionNotFound)
+	})
+	// Issue 11 §3.5: the id is the client's own (before, 409 told client-b
+	// that client-a's session existed, and kept client-b from the id).
+	t.Run("reusing its sessionId on apply is a session of its own", func(t *testing.T) {
+		a := e.call(t, http.MethodPost, "/quota/apply", `{"resourceName":"shared","applyAmount":30,"sessionId":"a-1"}`, apiKey(keyB)...)
+		a.want(t, http.StatusOK, "")
+		if a.num(t, "grantedAmount") != 30 || a.num(t, "remainingQuota") != 1000-40-30 {
+			t.Fatalf("apply %s", a.raw)
+		}
+		e.call(t, http.MethodPost, "/quota/heartbeat", `{"resourceName":"shared","sessionId":"a-1"}`, apiKey(keyB)...).
+			want(t, http.StatusOK, "")
+		e.call(t, http.MethodPost, "/quota/heartbeat", `{"resourceName":"shared","sessionId":"a-1"}`, apiKey(keyA)...).
+			want(t, http.StatusConflict, CodeSessionNotActive) // client-a's is finished
+		f := e.call(t, http.MethodPost, "/quota/finish", `{"resourceName":"shared","sessionId":"a-1","actualUsedAmount":5}`, apiKey(keyB)...)
+		f.want(t, http.StatusOK, "")
+		if f.num(t, "grantedAmount") != 30 || f.num(t, "chargedAmount") != 5 || f.raw == "" {
+			t.Fatalf("finish %s", f.raw)
+		}
+		if st := statusOf(); st.num(t, "usedAmount") != 45 || st.num(t, "reservedAmount") != 0 {
+			t.Fatalf("status %s, want 40 + 5 used", st.raw)
+		}
+		for id, want := range map[string]string{"a-1": "client-a", quota.ScopedSessionID("shared", "client-b", "a-1"): "client-b"} {
+			if row, err := e.store.Session(t.Context(), id); err != nil || row.ClientID != want || row.Status != quota.StatusFinished {
+				t.Fatalf("ledger row %s: %+v, %v; want %s's, FINISHED", id, row, err, want)
+			}
+		}
 	})
 }
 

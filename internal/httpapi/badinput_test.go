@@ -278,9 +278,11 @@ func badCases() []badCase {
 		badCase{name: "apply answers 409 for a repeated session id with another amount",
 			req:  apply.req(obj(kv("resourceName", str(res)), kv("applyAmount", "11"), kv("sessionId", str("live-1")), kv("clientId", str("svc-a")))),
 			want: http.StatusConflict, code: "SESSION_CONFLICT"},
-		badCase{name: "apply answers 409 for a repeated session id on another resource",
-			req:  apply.req(obj(kv("resourceName", str(otherRes)), kv("applyAmount", "10"), kv("sessionId", str("live-1")), kv("clientId", str("svc-a")))),
-			want: http.StatusConflict, code: "SESSION_CONFLICT"},
+		// (The same session id on another resource is a session of its
+		// own since ids are scoped to client and resource, issue 11 §3.5.)
+		badCase{name: "heartbeat answers 400 for an invalid clientId",
+			req:  heartbeat.req(obj(kv("resourceName", str(res)), kv("sessionId", str("live-1")), kv("clientId", str("bad client")))),
+			want: http.StatusBadRequest, code: "INVALID_ARGUMENT"},
 		badCase{name: "finish answers 409 for a finished session repeated with another amount",
 			req:  finish.req(obj(kv("resourceName", str(res)), kv("sessionId", str("done-1")), kv("actualUsedAmount", "5"))),
 			want: http.StatusConflict, code: "SESSION_CONFLICT"},

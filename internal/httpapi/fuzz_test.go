@@ -900,15 +900,16 @@ type fzFinish struct {
 // fzWantFinish is the oracle of a finish body.
 func fzWantFinish(body []byte) (fzFinish, fzVerdict) {
 	m, ok := fzParseObject(body)
-	if !ok || !fzOnly(m, "resourceName", "sessionId", "actualUsedAmount") {
+	if !ok || !fzOnly(m, "resourceName", "sessionId", "clientId", "actualUsedAmount") {
 		return fzFinish{}, fzBad
 	}
 	var r fzFinish
-	var okR, okS, okA, there bool
+	var okR, okS, okC, okA, there bool
 	r.resource, okR = fzString(m, "resourceName")
 	r.session, okS = fzString(m, "sessionId")
+	client, okC := fzString(m, "clientId")
 	r.actual, there, okA = fzAmount(m, "actualUsedAmount", 0)
-	if !okR || !okS || !okA || !there || !fzResourceName(r.resource) || !fzSessionID(r.session) {
+	if !okR || !okS || !okC || !okA || !there || !fzResourceName(r.resource) || !fzSessionID(r.session) || !fzClientID(client) {
 		return fzFinish{}, fzBad
 	}
 	return r, fzGood

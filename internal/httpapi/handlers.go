@@ -146,8 +146,12 @@ func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse) {
 }
 
 type sessionRequest struct {
-	ResourceName     string          `json:"resourceName"`
-	SessionID        string          `json:"sessionId"`
+	ResourceName string `json:"resourceName"`
+	SessionID    string `json:"sessionId"`
+	// ClientID (optional): session ids are scoped to the client; with API
+	// keys it is the key's (this must be empty or the same), without them
+	// the apply's clientId (empty: sessions applied without one).
+	ClientID         string          `json:"clientId"`
 	ActualUsedAmount json.RawMessage `json:"actualUsedAmount,omitempty"`
 }
 
@@ -164,11 +168,12 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ResourceName string `json:"resourceName"`
 		SessionID    string `json:"sessionId"`
+		ClientID     string `json:"clientId"` // as sessionRequest's
 	}
 	err := decode(r, &body)
 	var clientID string
 	if err == nil {
-		clientID, err = authorize(r, body.ResourceName, "")
+		clientID, err = authorize(r, body.ResourceName, body.ClientID)
 	}
 	if err == nil {
 		var res quota.HeartbeatResponse
@@ -215,7 +220,7 @@ func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
 	}
 	var clientID string
 	if err == nil {
-		clientID, err = authorize(r, body.ResourceName, "")
+		clientID, err = authorize(r, body.ResourceName, body.ClientID)
 	}
 	if err == nil {
 		var res quota.FinishResponse

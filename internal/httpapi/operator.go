@@ -339,6 +339,7 @@ func (s *Server) handleForceFinish(w http.ResponseWriter, r *http.Request) {
 	}
 	var body struct {
 		ResourceName string          `json:"resourceName"`
+		ClientID     string          `json:"clientId"`
 		Amount       json.RawMessage `json:"amount"`
 		Reason       string          `json:"reason"`
 	}
@@ -354,7 +355,7 @@ func (s *Server) handleForceFinish(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req.ResourceName, req.Reason = body.ResourceName, body.Reason
+	req.ResourceName, req.ClientID, req.Reason = body.ResourceName, body.ClientID, body.Reason
 	res, row, err := s.ops.ForceFinish(r.Context(), req)
 	if err != nil {
 		s.writeError(w, r, err)

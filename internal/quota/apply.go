@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -157,18 +158,29 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 	if err != nil {
 		return ApplyResponse{}, fmt.Errorf("apply %s: %w", req.ResourceName, err)
 	}
-	cmd := ApplyCmd{
-		ResourceName: req.ResourceName,
-		SessionID:    req.SessionID,
-		ClientID:     req.ClientID,
-		Amount:       req.Amount,
-		MinAmount:    req.MinAmount,
-		Period:       per,
-		Lease:        pol.LeaseDuration(),
-		FirstPeriod:  isFirstPeriod(pol, per),
+	public := req.SessionID
+	if public == "" {
+		public = s.opt.NewSessionID()
 	}
-	if cmd.SessionID == "" {
-		cmd.SessionID = s.opt.NewSessionID()
+	scoped := s.scopedForm(req.ResourceName, req.ClientID, public)
+	defer func() {
+		// Answers name the id the client knows (scope.go).
+		if err != nil {
+			err = publicError(err, scoped, public)
+		} else {
+			resp.SessionID = public
+		}
+	}()
+	cmd := ApplyCmd{
+		ResourceName:   req.ResourceName,
+		SessionID:      public,
+		ClientID:       req.ClientID,
+		Amount:         req.Amount,
+		MinAmount:      req.MinAmount,
+		Period:         per,
+		Lease:          pol.LeaseDuration(),
+		FirstPeriod:    isFirstPeriod(pol, per),
+		OtherSessionID: scoped,
 	}
 	cmd.Attempt = randomID()
 	if cmd.Pools, err = s.poolsCmd(ctx, pol, req); err != nil {
@@ -189,7 +201,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 		// ledger has the session, this is a repeat: answer it as one.
 		// A CANCELLED row was refused (503) and charged nothing: the repeat
 		// started afresh, and its refusal is the answer.
-		if row, lerr := s.session(ctx, cmd.SessionID); lerr == nil && row.Status != StatusCancelled {
+		if row, lerr := s.sessionOf(ctx, cmd); lerr == nil && row.Status != StatusCancelled {
 			if !sameApply(row, cmd) {
 				return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 			}
@@ -197,7 +209,7 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 		}
 	}
 	if err == nil && resp.Replayed && !resp.LeaseExpiresAt.After(s.opt.Now()) {
-		return s.renewReplay(ctx, cmd, resp)
+		return s.renewReplay(ctx, pol, cmd, resp)
 	}
 	return resp, err
 }
@@ -210,8 +222,10 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 // finished) answers *NotActiveError with its status, so the caller knows
 // it holds nothing. If the renewal cannot be made, the error (unavailable)
 // is returned rather than a lease that is over.
-func (s *Service) renewReplay(ctx context.Context, cmd ApplyCmd, resp ApplyResponse) (ApplyResponse, error) {
-	hb, err := s.Heartbeat(ctx, cmd.ResourceName, cmd.SessionID, cmd.ClientID)
+//
+// resp.SessionID is the stored id of the session replayed (either form).
+func (s *Service) renewReplay(ctx context.Context, pol Policy, cmd ApplyCmd, resp ApplyResponse) (ApplyResponse, error) {
+	hb, err := s.heartbeat(ctx, pol, resp.SessionID, cmd.ClientID)
 	if err != nil {
 		return ApplyResponse{}, fmt.Errorf("apply %s: replay of session %s: %w", cmd.ResourceName, cmd.SessionID, err)
 	}
@@ -282,8 +296,14 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 		if err != nil {
 			if mayHaveRun(err) {
 				// Answered 503, but the script may have reserved all the same
-				// (issue 11 §3.1): give that back once the store answers.
+				// (issue 11 §3.1): give that back once the store answers,
+				// under whichever form of the id it used (scope.go).
 				s.compensateLater(pol, cmd, nil)
+				if cmd.OtherSessionID != "" {
+					scoped := cmd
+					scoped.SessionID = cmd.OtherSessionID
+					s.compensateLater(pol, scoped, nil)
+				}
 			}
 			return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 		}
@@ -308,7 +328,17 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 				Remaining: res.Remaining, QuotaType: pol.QuotaType,
 			}, nil
 		case ApplyGranted, ApplyReplayed:
+			if res.OtherForm {
+				// Granted or replayed under the scoped id (scope.go).
+				cmd.SessionID, cmd.OtherSessionID = cmd.OtherSessionID, ""
+			}
 			resp, err := s.record(ctx, pol, cmd, res)
+			if errors.Is(err, errScoped) {
+				// The bare id's ledger row is another session's: apply
+				// again under the scoped id alone.
+				cmd.SessionID, cmd.OtherSessionID = cmd.OtherSessionID, ""
+				continue
+			}
 			if err == nil && cmd.Pools != nil && cmd.Pools.Line != "" {
 				lr := res.LineRemaining
 				resp.LineRemaining = &lr

@@ -27,6 +27,8 @@ const (
 	cancelRetryMax   = 5 * time.Second
 	cancelPendingMax = 100_000
 	cancelTimeout    = 2 * time.Second
+	// closeMarksWait is the default Options.CloseMarksWait.
+	closeMarksWait = 3 * time.Second
 )
 
 // cancelKey names one attempt of an apply: two attempts of one session id
@@ -43,8 +45,9 @@ type cancelMarks struct {
 	mu      sync.Mutex
 	pending map[cancelKey]UsageRecord
 	running bool
-	stopped bool          // Close was called: no more marks are made
-	stop    chan struct{} // closed by Close
+	stopped bool          // Close was called: no new marks are taken
+	hurry   chan struct{} // closed when Close starts waiting: retry at once, then every cancelRetryMin
+	stop    chan struct{} // closed by Close once it stops waiting: no more marks are made
 	idle    chan struct{} // closed when the drain ends; nil while none ran
 }
 
@@ -61,7 +64,7 @@ func (s *Service) markCancelled(rec UsageRecord) {
 		return
 	}
 	if m.pending == nil {
-		m.pending, m.stop = map[cancelKey]UsageRecord{}, make(chan struct{})
+		m.pending, m.stop, m.hurry = map[cancelKey]UsageRecord{}, make(chan struct{}), make(chan struct{})
 	}
 	key := cancelKey{rec.SessionID, rec.StartTime.UnixMilli()}
 	if _, ok := m.pending[key]; !ok && len(m.pending) >= cancelPendingMax {
@@ -79,7 +82,7 @@ func (s *Service) drainCancels(idle chan struct{}) {
 	defer close(idle)
 	m := &s.cancels
 	m.mu.Lock()
-	stop := m.stop
+	stop, hurry := m.stop, m.hurry
 	m.mu.Unlock()
 	wait := cancelRetryMin
 	for {
@@ -115,29 +118,51 @@ func (s *Service) drainCancels(idle chan struct{}) {
 		select {
 		case <-stop:
 			return
+		case <-hurry:
+			hurry = nil // Close waits for the marks: retry now, then every cancelRetryMin
+			continue
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, cancelRetryMax)
+		if hurry != nil {
+			wait = min(2*wait, cancelRetryMax)
+		}
 	}
 }
 
-// Close stops the background marking of CANCELLED rows and waits for the
-// attempt in progress, if any (at most its 2 s deadline); it also drops the
-// catch-ups not started yet and waits for those running (catchup.go). Marks not made
-// are left to reconciliation, which settles such a row from its Redis
-// tombstone. Call it before closing the ledger; the Service answers as
-// before afterwards, without starting new marks. Safe to call twice.
+// Close stops the background marking of CANCELLED rows: it takes no new
+// marks, retries the pending ones every 50 ms for up to
+// Options.CloseMarksWait (3 s by default; the ledger may be back within
+// it, and every mark made is one that Redis losing its tombstone can no
+// longer turn into a charge), then stops the retries and waits for the
+// attempt in progress, if any (at most its 2 s deadline). It also drops
+// the catch-ups not started yet and waits for those running (catchup.go).
+// Marks still not made are left to reconciliation, which settles such a
+// row from its Redis tombstone. Call it before closing the ledger; the
+// Service answers as before afterwards, without starting new marks. Safe
+// to call twice.
 func (s *Service) Close() {
 	s.stopCatchUps()
 	m := &s.cancels
 	m.mu.Lock()
-	if !m.stopped {
-		m.stopped = true
-		if m.stop != nil {
-			close(m.stop)
-		}
+	first := !m.stopped
+	m.stopped = true
+	if first && m.hurry != nil {
+		close(m.hurry)
 	}
 	idle, running := m.idle, m.running
+	m.mu.Unlock()
+	if first && running && idle != nil && s.opt.CloseMarksWait > 0 {
+		t := time.NewTimer(s.opt.CloseMarksWait)
+		select {
+		case <-idle: // every mark made
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	m.mu.Lock()
+	if first && m.stop != nil {
+		close(m.stop)
+	}
 	m.mu.Unlock()
 	if running && idle != nil {
 		<-idle

@@ -144,6 +144,7 @@ func TestCloseStopsTheBackgroundMarks(t *testing.T) {
 	if n != 1 || idle == nil {
 		t.Fatalf("pending %d, drain %v: want one mark being retried", n, idle)
 	}
+	e.svc.opt.CloseMarksWait = -1 // at once: TestCloseWaitsBoundedForThePendingMarks covers the wait
 	e.svc.Close()
 	select {
 	case <-idle:

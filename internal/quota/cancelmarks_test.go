@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -139,7 +141,8 @@ func TestMarksAreBounded(t *testing.T) {
 func TestCloseStopsTheMarks(t *testing.T) {
 	(&Service{}).Close()
 	st := &stubs{cancelRow: func(UsageRecord) error { return fmt.Errorf("x: %w", ErrUnavailable) }}
-	svc := newStubService(st, Options{})
+	// Close at once: TestCloseWaitsBoundedForThePendingMarks covers its wait.
+	svc := newStubService(st, Options{CloseMarksWait: -1})
 	svc.markCancelled(UsageRecord{SessionID: "s", StartTime: testEpoch})
 	_, idle := svc.PendingCancels()
 	deadline := time.Now().Add(10 * time.Second)
@@ -192,4 +195,53 @@ func TestRowIsMarkedOnceTheCompensationGaveItBack(t *testing.T) {
 	if e.st.n("CancelSession") != 1 {
 		t.Fatalf("%d CancelSession calls, want the row marked once", e.st.n("CancelSession"))
 	}
+}
+
+// Close waits, bounded, for the marks still to be made (docs/reliability.md
+// G1, the rest): a ledger that answers again within Options.CloseMarksWait
+// gets every mark, though the retries had backed off; one that does not
+// delays Close by that bound, plus the attempt in progress, at most. Before,
+// Close stopped the retries at once and the marks were lost with the
+// instance.
+func TestCloseWaitsBoundedForThePendingMarks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var up atomic.Bool
+		st := &stubs{cancelRow: func(UsageRecord) error {
+			if !up.Load() {
+				return fmt.Errorf("x: %w", ErrUnavailable)
+			}
+			return nil
+		}}
+		svc := newStubService(st, Options{Now: time.Now})
+		svc.markCancelled(UsageRecord{SessionID: "a", StartTime: testEpoch})
+		svc.markCancelled(UsageRecord{SessionID: "b", StartTime: testEpoch})
+		time.Sleep(2 * time.Second) // the ledger stays down; the retries back off
+		closed := make(chan struct{})
+		go func() { svc.Close(); close(closed) }()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned with two marks pending and its wait not over")
+		default:
+		}
+		time.Sleep(closeMarksWait / 2)
+		up.Store(true) // the ledger is back within the bound
+		<-closed
+		if n, _ := svc.PendingCancels(); n != 0 {
+			t.Fatalf("%d marks left after Close, want every one made", n)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		st := &stubs{cancelRow: func(UsageRecord) error { return fmt.Errorf("x: %w", ErrUnavailable) }}
+		svc := newStubService(st, Options{Now: time.Now})
+		svc.markCancelled(UsageRecord{SessionID: "a", StartTime: testEpoch})
+		start := time.Now()
+		svc.Close()
+		if d := time.Since(start); d < closeMarksWait || d > closeMarksWait+cancelTimeout {
+			t.Fatalf("Close took %v with the ledger down; want its wait, %v, plus at most one attempt's %v", d, closeMarksWait, cancelTimeout)
+		}
+		if n, _ := svc.PendingCancels(); n != 1 {
+			t.Fatalf("%d marks pending after Close, want the unmade one", n)
+		}
+	})
 }

@@ -76,8 +76,9 @@ func row(id string, start time.Time) UsageRecord {
 }
 
 // The catch-up counts the rows of the period opened since the snapshot,
+// pools' sessions' too (their reservation, keyed by the epoch they carry),
 // reading every page of open rows (a full page means another), and leaves
-// out pools' sessions and other periods' rows.
+// out other periods' rows.
 func TestCatchUpCountsTheRowsOpenedSince(t *testing.T) {
 	e := newCatchEnv(t, Options{})
 	var afters []int64
@@ -100,8 +101,8 @@ func TestCatchUpCountsTheRowsOpenedSince(t *testing.T) {
 	if len(afters) != 2 || afters[1] != 7 {
 		t.Fatalf("pages read after %v, want 0 then 7", afters)
 	}
-	if len(e.caught) != seedPage-1 || e.caught[0].SessionID != "p2" || e.caught[len(e.caught)-1].SessionID != "last" {
-		t.Fatalf("caught up %d rows (first %q), want %d without the pool's and the old period's", len(e.caught), e.caught[0].SessionID, seedPage-1)
+	if len(e.caught) != seedPage || e.caught[0].SessionID != "p0" || e.caught[1].SessionID != "p2" || e.caught[len(e.caught)-1].SessionID != "last" {
+		t.Fatalf("caught up %d rows (first %q), want %d: the pool's, not the old period's", len(e.caught), e.caught[0].SessionID, seedPage)
 	}
 	if e.st.n("TryLock") != 1 || e.st.n("Unlock") != 1 || e.st.n("SessionsByID") != 0 {
 		t.Fatalf("locks %d/%d, reads %d", e.st.n("TryLock"), e.st.n("Unlock"), e.st.n("SessionsByID"))

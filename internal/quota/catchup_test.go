@@ -22,11 +22,19 @@ import (
 // in flight while Redis lost its state.
 type inFlightLedger struct {
 	*mysqlstore.Store
-	mu    sync.Mutex
-	after func() // runs once, right after the next SeedSnapshot
+	mu     sync.Mutex
+	before func(ctx context.Context) // runs once, right before the next SeedSnapshot, with its context
+	after  func()                    // runs once, right after the next SeedSnapshot
 }
 
 func (l *inFlightLedger) SeedSnapshot(ctx context.Context, r string, start time.Time) (quota.PeriodTotals, []quota.UsageRecord, error) {
+	l.mu.Lock()
+	b := l.before
+	l.before = nil
+	l.mu.Unlock()
+	if b != nil {
+		b(ctx)
+	}
 	t, open, err := l.Store.SeedSnapshot(ctx, r, start)
 	l.mu.Lock()
 	f := l.after
@@ -195,7 +203,7 @@ func TestARebuildCountsAFinishRedisHasAndTheLedgerNotYet(t *testing.T) {
 	}
 	e.exec(t, "UPDATE quota_usage SET status = 'USING', charged_amount = granted_amount, refunded_amount = 0, end_ms = NULL WHERE session_id = 'ahead'")
 	per := e.status(t).Period
-	if err := e.store.DropBalance(t.Context(), "g7", per); err != nil {
+	if err := e.store.DropBalance(t.Context(), "g7", per, quota.Fence{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.status(t); st.Reserved != 0 || st.Used != 12 {

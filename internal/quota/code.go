@@ -49,8 +49,9 @@ const (
 	// CodeReconcileSkipped: a reconciliation pass skipped because another
 	// pass held the resource's lock; a result, not an error.
 	CodeReconcileSkipped Code = "RECONCILE_SKIPPED"
-	// CodeBackendUnavailable: ErrUnavailable or a deadline exceeded; a
-	// retry with the same idempotency key is safe.
+	// CodeBackendUnavailable: ErrUnavailable, a deadline exceeded, or
+	// ErrLockLost (another instance holds the lock the work needed: nothing
+	// was written); a retry with the same idempotency key is safe.
 	CodeBackendUnavailable Code = "BACKEND_UNAVAILABLE"
 	// CodeCircuitOpen: ErrCircuitOpen (a *CircuitOpenError); the call was
 	// not attempted.
@@ -110,7 +111,7 @@ func CodeOf(err error) Code {
 		return CodeSessionConflict
 	case errors.Is(err, ErrCircuitOpen):
 		return CodeCircuitOpen
-	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrLockLost):
 		return CodeBackendUnavailable
 	}
 	return CodeInternal

@@ -28,6 +28,8 @@ func TestCodeOfClassifiesEveryDomainError(t *testing.T) {
 		{"known credentials that may not do this are denied", fmt.Errorf("key: %w", ErrPermissionDenied), CodePermissionDenied},
 		{"a backend down is unavailable", fmt.Errorf("redis: %w", ErrUnavailable), CodeBackendUnavailable},
 		{"a deadline exceeded is unavailable", fmt.Errorf("mysql: %w", context.DeadlineExceeded), CodeBackendUnavailable},
+		{"a lost lock is unavailable: another instance holds it, retry", fmt.Errorf("adjust r: lock reconcile: %w", ErrLockLost), CodeBackendUnavailable},
+		{"a call cut short by a lost lock is unavailable", LockLost(lostCtx(), context.Canceled), CodeBackendUnavailable},
 		{"an open breaker is circuit open", &CircuitOpenError{Backend: "redis", RetryAfter: time.Second}, CodeCircuitOpen},
 		{"an unknown line is not found", fmt.Errorf("line a: %w", pools.ErrUnknownLine), CodeNotFound},
 		{"an unknown grant is not found", pools.ErrUnknownGrant, CodeNotFound},
@@ -58,4 +60,12 @@ func TestNewErrorIsASentinelWithItsMessage(t *testing.T) {
 	if !errors.Is(fmt.Errorf("x: %w", a), a) || errors.Is(a, b) {
 		t.Fatal("NewError errors must compare by identity under errors.Is")
 	}
+}
+
+// lostCtx is a context cancelled as KeepLock cancels it when its lock is
+// found held by another token.
+func lostCtx() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrLockLost)
+	return ctx
 }

@@ -64,30 +64,33 @@ func compCmd(id string) ApplyCmd {
 	return ApplyCmd{ResourceName: "r", SessionID: id, Attempt: "a-" + id, Amount: 5}
 }
 
-// Only attempts that carry a key, of fail-closed policies, without pools,
-// are remembered (pools' sessions carry no attempt; fail-open grants are
-// answered 200 with a ledger row).
+// Only attempts that carry a key, of fail-closed policies, are remembered
+// (fail-open grants are answered 200 with a ledger row); pools' applies are
+// (their sessions carry the attempt: pool_apply.lua).
 func TestCompensateLaterRemembersOnlyKeyedFailClosedApplies(t *testing.T) {
 	svc, _, _, _ := newCompEnv(t)
 	open := testPolicy
 	open.FailMode = FailOpen
 	noAttempt := compCmd("x")
 	noAttempt.Attempt = ""
-	pools := compCmd("p")
-	pools.Pools = &PoolsCmd{}
 	svc.compensateLater(testPolicy, noAttempt, nil)
-	svc.compensateLater(testPolicy, pools, nil)
 	svc.compensateLater(open, compCmd("o"), nil)
 	if n := svc.PendingCompensations(); n != 0 {
 		t.Fatalf("%d pending, want none remembered", n)
 	}
 	svc.compensateLater(testPolicy, compCmd("s"), nil)
-	if n := svc.PendingCompensations(); n != 1 {
-		t.Fatalf("%d pending, want 1", n)
+	pools := compCmd("p")
+	pools.Pools = &PoolsCmd{Line: "a"}
+	svc.compensateLater(testPolicy, pools, nil)
+	if n := svc.PendingCompensations(); n != 2 {
+		t.Fatalf("%d pending, want 2 (the plain and the pools' apply)", n)
 	}
 	p := svc.comp.pending[0]
 	if p.resource != "r" || p.sessionID != "s" || p.attempt != "a-s" || !p.added.Equal(testEpoch) {
 		t.Fatalf("remembered %+v", p)
+	}
+	if p := svc.comp.pending[1]; p.sessionID != "p" || p.attempt != "a-p" {
+		t.Fatalf("remembered the pools' apply as %+v", p)
 	}
 	select {
 	case <-svc.comp.wake:
@@ -254,7 +257,8 @@ func TestRunCompensation(t *testing.T) {
 	}
 }
 
-// An apply whose store call timed out is remembered; one refused by the
+// An apply whose store call timed out is remembered, under both forms of
+// its id (the script may have used either, scope.go); one refused by the
 // open breaker is not (nothing was sent).
 func TestApplyRemembersOnlyCallsThatMayHaveRun(t *testing.T) {
 	for _, c := range []struct {
@@ -262,13 +266,13 @@ func TestApplyRemembersOnlyCallsThatMayHaveRun(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"timeout", fmt.Errorf("x: %w: %w", ErrUnavailable, context.DeadlineExceeded), 1},
+		{"timeout", fmt.Errorf("x: %w: %w", ErrUnavailable, context.DeadlineExceeded), 2},
 		{"breaker open", fmt.Errorf("x: %w: %w", ErrUnavailable, ErrCircuitOpen), 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := &stubs{apply: func(ApplyCmd) (ApplyResult, error) { return ApplyResult{}, c.err }}
 			svc := newStubService(st, Options{})
-			_, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1"})
+			_, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1", ClientID: "c1"})
 			if err == nil {
 				t.Fatal("apply succeeded")
 			}

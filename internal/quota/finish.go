@@ -10,7 +10,7 @@ import (
 type FinishRequest struct {
 	ResourceName string
 	SessionID    string
-	ClientID     string // the caller's client when API keys are on; "" = any
+	ClientID     string // the caller's client (the API key's, or as given); "" = any, bare ids only (scope.go)
 	Actual       int64  // 0 … 2^53−1
 }
 
@@ -44,6 +44,11 @@ func (s *Service) Finish(ctx context.Context, req FinishRequest) (FinishResponse
 	if err := validateSessionID(req.SessionID); err != nil {
 		return FinishResponse{}, err
 	}
+	if req.ClientID != "" {
+		if err := ValidateClientID(req.ClientID); err != nil {
+			return FinishResponse{}, err
+		}
+	}
 	if err := ValidateAmount("actualUsedAmount", req.Actual, true); err != nil {
 		return FinishResponse{}, err
 	}
@@ -51,6 +56,23 @@ func (s *Service) Finish(ctx context.Context, req FinishRequest) (FinishResponse
 	if err != nil {
 		return FinishResponse{}, err
 	}
+	// The bare id (with the owner check), then the scoped one (scope.go).
+	public := req.SessionID
+	scoped := s.scopedForm(req.ResourceName, req.ClientID, public)
+	resp, err := s.finish(ctx, pol, req)
+	if scoped != "" && errors.Is(err, ErrSessionNotFound) {
+		req.SessionID = scoped
+		resp, err = s.finish(ctx, pol, req)
+	}
+	if err != nil {
+		return FinishResponse{}, publicError(err, scoped, public)
+	}
+	resp.SessionID = public
+	return resp, nil
+}
+
+// finish settles the session stored under req.SessionID (scope.go).
+func (s *Service) finish(ctx context.Context, pol Policy, req FinishRequest) (FinishResponse, error) {
 	res, err := s.finishInStore(ctx, req)
 	if errors.Is(err, ErrSessionNotFound) {
 		return s.finishFromLedger(ctx, pol, req)

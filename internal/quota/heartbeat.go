@@ -16,8 +16,10 @@ type HeartbeatResponse struct {
 }
 
 // Heartbeat renews a USING session's lease to now + leakThresholdSeconds
-// (store clock). It touches the BalanceStore only. A clientID other than ""
-// (set when API keys are on) must own the session.
+// (store clock). It touches the BalanceStore only (and the ledger for a
+// session the store lost). A clientID other than "" (the API key's, or the
+// one the caller gave) scopes sessionID to that client (scope.go) and must
+// own the session; "" finds only sessions stored under the bare id.
 //
 // Errors: *ValidationError, ErrResourceNotFound, ErrSessionNotFound (also
 // when the session belongs to another resource, and for an apply answered
@@ -29,6 +31,11 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 	if err := validateSessionID(sessionID); err != nil {
 		return HeartbeatResponse{}, err
 	}
+	if clientID != "" {
+		if err := ValidateClientID(clientID); err != nil {
+			return HeartbeatResponse{}, err
+		}
+	}
 	pol, err := s.Policy(ctx, resource)
 	if err != nil {
 		return HeartbeatResponse{}, err
@@ -38,6 +45,23 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 			resp.PolicyVersion = s.policyVersion(ctx, pol)
 		}
 	}()
+	// The bare id (with the owner check), then the scoped one (scope.go).
+	scoped := s.scopedForm(resource, clientID, sessionID)
+	resp, err = s.heartbeat(ctx, pol, sessionID, clientID)
+	if scoped != "" && errors.Is(err, ErrSessionNotFound) {
+		resp, err = s.heartbeat(ctx, pol, scoped, clientID)
+	}
+	if err != nil {
+		return HeartbeatResponse{}, publicError(err, scoped, sessionID)
+	}
+	resp.SessionID = sessionID
+	return resp, nil
+}
+
+// heartbeat renews the session stored under sessionID (scope.go) for a
+// caller of clientID ("" = any).
+func (s *Service) heartbeat(ctx context.Context, pol Policy, sessionID, clientID string) (HeartbeatResponse, error) {
+	resource := pol.ResourceName
 	renew := func() (time.Time, error) {
 		return Guard(s.redis, func() (time.Time, error) {
 			return s.balances.Heartbeat(ctx, resource, sessionID, clientID, pol.LeaseDuration())

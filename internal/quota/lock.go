@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -21,11 +23,12 @@ type Fence struct {
 // the returned stop is called, so that a short ttl bounds how long a dead
 // holder blocks the others while a live one keeps the lock however long it
 // works (issue 11 §3.4). The returned context is ctx, cancelled when the
-// lock is found held by another token (the holder must stop: it lost it);
-// a renewal that fails (the store unreachable) is retried at the next tick.
-// Renewals go through b. stop waits for the renewing goroutine to end.
+// lock is found held by another token (the holder must stop: it lost it),
+// with ErrLockLost as its cause (see LockLost); a renewal that fails (the
+// store unreachable) is retried at the next tick. Renewals go through b.
+// stop waits for the renewing goroutine to end.
 func KeepLock(ctx context.Context, l Locker, b Breaker, resource, name, token string, ttl time.Duration) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -41,10 +44,23 @@ func KeepLock(ctx context.Context, l Locker, b Breaker, resource, name, token st
 			held, err := Guard(b, func() (bool, error) { return l.RenewLock(rctx, resource, name, token, ttl) })
 			rcancel()
 			if err == nil && !held {
-				cancel()
+				cancel(ErrLockLost)
 				return
 			}
 		}
 	}()
-	return ctx, func() { cancel(); <-done }
+	return ctx, func() { cancel(nil); <-done }
+}
+
+// LockLost returns err as an ErrLockLost when ctx, a context of KeepLock,
+// was cancelled because the lock was lost: a call that failed then (a
+// ledger read answering context.Canceled) failed because its holder was
+// stopped, not because a backend did, and the caller starts over or stops
+// as for a refused fenced write. Otherwise it returns err as it is (nil
+// stays nil).
+func LockLost(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrLockLost) || !errors.Is(context.Cause(ctx), ErrLockLost) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrLockLost, err)
 }

@@ -48,8 +48,14 @@ type ApplyCmd struct {
 	// it with the reservation it makes, so that Compensate can give back
 	// exactly the reservation of an attempt answered with an error, and
 	// not one a retry of the same session has since replayed (and
-	// recorded). Pools' applies do not keep it (never compensated).
+	// recorded). Pools' applies keep it too (pool_apply.lua).
 	Attempt string
+	// OtherSessionID is the other stored form of the session's id ("" =
+	// none; see scope.go): when SessionID holds no session and this one
+	// holds one of ClientID (not CANCELLED), the store uses that one (a
+	// replay, or ErrSessionConflict) and says so (ApplyResult.OtherForm),
+	// in the same atomic step. A new session is always SessionID.
+	OtherSessionID string
 }
 
 // PoolsCmd is the pools' part of an apply (see internal/pools.ApplyReq).
@@ -84,6 +90,9 @@ type ApplyResult struct {
 	Reason pools.Reason
 	// Tight: buffer is lent to the line now (its quota is getting tight).
 	Tight bool
+	// OtherForm: the session replayed is the one under
+	// ApplyCmd.OtherSessionID.
+	OtherForm bool
 }
 
 // FinishCmd reports a session's real usage.

@@ -76,6 +76,14 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: read session: %w", cmd.ResourceName, gerr)
 	}
+	if cmd.OtherSessionID != "" && !ownedBy(row, cmd.ResourceName, cmd.ClientID) {
+		// The bare id's row is another client's (or resource's) session,
+		// which Redis no longer holds: this one is to be scoped (scope.go).
+		if res.Outcome == ApplyGranted {
+			s.cancel(pol, cmd, nil)
+		}
+		return ApplyResponse{}, errScoped
+	}
 	same := sameApply(row, cmd)
 	if res.Outcome == ApplyReplayed && same && row.Status != StatusCancelled {
 		return resp, nil
@@ -111,6 +119,10 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 	}
 	return ledgerReplay(pol, row, remaining), nil
 }
+
+// errScoped: record found the bare id's ledger row another session's; the
+// apply is made again under the scoped id (apply).
+var errScoped = errors.New("the session id's row is another session's")
 
 // markFailOpen flags a kept fail-open reservation, on its own deadline.
 func (s *Service) markFailOpen(ctx context.Context, cmd ApplyCmd) error {
@@ -156,6 +168,19 @@ func (s *Service) insertSession(ctx context.Context, rec UsageRecord) error {
 // session reads a ledger row, through the ledger's breaker.
 func (s *Service) session(ctx context.Context, id string) (UsageRecord, error) {
 	return Guard(s.mysql, func() (UsageRecord, error) { return s.ledger.Session(ctx, id) })
+}
+
+// sessionOf reads the ledger row of cmd's session: under its bare id when
+// that row is cmd's client's on cmd's resource, else under the scoped id
+// (cmd.OtherSessionID; "" = none: the bare id's row, whoever's). See
+// scope.go. Errors: ErrSessionNotFound.
+func (s *Service) sessionOf(ctx context.Context, cmd ApplyCmd) (UsageRecord, error) {
+	row, err := s.session(ctx, cmd.SessionID)
+	if cmd.OtherSessionID == "" || (err == nil && ownedBy(row, cmd.ResourceName, cmd.ClientID)) ||
+		(err != nil && !errors.Is(err, ErrSessionNotFound)) {
+		return row, err
+	}
+	return s.session(ctx, cmd.OtherSessionID)
 }
 
 // balance reads a period's balance, through the balance store's breaker.

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -198,12 +199,51 @@ func TestReplayWhoseIDIsInTheLedger(t *testing.T) {
 	if _, err := e.apply(t); !errors.Is(err, ErrUnavailable) || len(e.cancelled) != 0 {
 		t.Fatalf("replay, unreadable row: %v, cancelled %v", err, e.cancelled)
 	}
-	other := row
-	other.ClientID = "c9"
-	e = newRecordEnv(t, ApplyReplayed, FailClosed)
-	e.st.insert, e.led.rows = dup, map[string]UsageRecord{"s-1": other}
+}
+
+// An id whose ledger row is another client's session (Redis no longer
+// holds it) is scoped (scope.go): the grant made under the bare id is
+// given back and the apply is made again under "r/c1/s-1", which is
+// answered as its own session; with GlobalSessionIDs, and for a caller
+// without a client id, it is a conflict, as before ids were scoped.
+func TestApplyOfAnIDWhoseRowIsAnotherClients(t *testing.T) {
+	row := UsageRecord{ResourceName: "r", ClientID: "c9", SessionID: "s-1", ApplyAmount: 5, GrantedAmount: 5,
+		PeriodStart: testEpoch, StartTime: testEpoch, Status: StatusFinished}
+	e := newRecordEnv(t, ApplyGranted, FailClosed)
+	var applied []string
+	apply := e.st.apply
+	e.st.apply = func(c ApplyCmd) (ApplyResult, error) {
+		applied = append(applied, c.SessionID+"|"+c.OtherSessionID)
+		return apply(c)
+	}
+	e.led.rows = map[string]UsageRecord{"s-1": row}
+	e.st.insert = func(r UsageRecord) error {
+		if _, err := e.led.get(r.SessionID); err == nil {
+			return ErrDuplicateSession
+		}
+		e.led.put(r)
+		return nil
+	}
+	req := ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1", ClientID: "c1"}
+	resp, err := e.svc.Apply(context.Background(), req)
+	if err != nil || resp.SessionID != "s-1" || resp.Granted != 5 || resp.Replayed {
+		t.Fatalf("apply: %+v, %v", resp, err)
+	}
+	if want := []string{"s-1|r/c1/s-1", "r/c1/s-1|"}; !slices.Equal(applied, want) || !slices.Equal(e.cancelled, []string{"s-1"}) {
+		t.Fatalf("applied %v (want %v), cancelled %v (want the bare grant)", applied, want, e.cancelled)
+	}
+	if got, _ := e.led.get("r/c1/s-1"); got.ClientID != "c1" || got.GrantedAmount != 5 {
+		t.Fatalf("scoped row %+v", got)
+	}
 	if _, err := e.apply(t); !errors.Is(err, ErrSessionConflict) {
-		t.Fatalf("replay of another client's id: %v", err)
+		t.Fatalf("without a client id: %v, want a conflict (no scope)", err)
+	}
+
+	e = newRecordEnv(t, ApplyReplayed, FailClosed)
+	e.svc = newStubService(e.st, Options{GlobalSessionIDs: true})
+	e.st.insert, e.led.rows = func(UsageRecord) error { return ErrDuplicateSession }, map[string]UsageRecord{"s-1": row}
+	if _, err := e.svc.Apply(context.Background(), req); !errors.Is(err, ErrSessionConflict) {
+		t.Fatalf("global ids: replay of another client's id: %v", err)
 	}
 }
 

@@ -90,7 +90,10 @@ func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock,
 	defer stop()
 	totals, open, snapshot, err := s.seedReads(ctx, pol, per)
 	if err != nil {
-		return err
+		// A read cut short because the lock was lost meanwhile is
+		// ErrLockLost (the caller starts over), not a backend failure: a
+		// bare context.Canceled from the ledger answered 500.
+		return LockLost(ctx, err)
 	}
 	wrote, err := Guard(s.redis, func() (bool, error) {
 		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
@@ -98,7 +101,7 @@ func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock,
 	if err == nil && wrote && snapshot {
 		s.catchUpLater(pol, per, open)
 	}
-	return err // not written: another seeder won and restored the sessions
+	return LockLost(ctx, err) // not written: another seeder won and restored the sessions
 }
 
 // seedReads reads what a rebuild of the period writes: its totals and every

@@ -45,7 +45,6 @@ func TestSeedRebuildsTheBalanceAndEveryOpenSession(t *testing.T) {
 		}
 		var mu sync.Mutex
 		st := &stubs{
-			balance: func(string, Period) (Balance, error) { return Balance{}, nil },
 			periodTotals: func(res string, start time.Time) (PeriodTotals, error) {
 				if !start.Equal(today.Start) {
 					t.Errorf("totals of the period starting %v", start)
@@ -65,6 +64,7 @@ func TestSeedRebuildsTheBalanceAndEveryOpenSession(t *testing.T) {
 				return nil
 			},
 		}
+		st.balance = func(string, Period) (Balance, error) { return Balance{Exists: st.n("Seed") > 0, Limit: 100}, nil }
 		if _, err := newStubService(st, Options{}).Status(context.Background(), "r"); err != nil {
 			t.Fatalf("%d open: %v", n, err)
 		}
@@ -86,10 +86,11 @@ func TestSeedRebuildsTheBalanceAndEveryOpenSession(t *testing.T) {
 // balance's epoch.
 func TestSeedLostToAnotherSeederRestoresNothing(t *testing.T) {
 	st := &stubs{
-		balance:  func(string, Period) (Balance, error) { return Balance{}, nil },
 		openPage: pagedLedger(openRows(seedPage + 1)),
 		seed:     func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) { return false, nil },
 	}
+	// The winner's balance is there once this seeder's call found it.
+	st.balance = func(string, Period) (Balance, error) { return Balance{Exists: st.n("Seed") > 0, Limit: 100}, nil }
 	if _, err := newStubService(st, Options{}).Status(context.Background(), "r"); err != nil {
 		t.Fatal(err)
 	}
@@ -225,5 +226,30 @@ func TestSeedOutlivesTheCallerThatStartedIt(t *testing.T) {
 	pol, _ := svc.Policy(context.Background(), "r")
 	if err := svc.seed(ctx, pol, today); err != nil || st.n("Seed") != 1 || st.n("Unlock") != 1 {
 		t.Fatalf("%v; calls %v", err, st.calls)
+	}
+}
+
+// A balance dropped again right after it was seeded (two instances'
+// failover watchers each drop it under the seed lock, one after the other;
+// the second drop lands between this instance's seeding and its read) is
+// seeded again: Status answered 200 with the figures of a missing balance
+// (limit, used and remaining 0).
+func TestStatusSeedsAgainWhenTheBalanceIsDroppedAgain(t *testing.T) {
+	reads := 0
+	st := &stubs{balance: func(string, Period) (Balance, error) {
+		reads++
+		if reads <= 2 { // absent; then dropped again after the first seeding
+			return Balance{}, nil
+		}
+		return Balance{Exists: true, Limit: 100, Charged: 5}, nil
+	}}
+	s, err := newStubService(st, Options{}).Status(context.Background(), "r")
+	if err != nil || s.Policy.TotalLimit != 100 || s.Used != 5 || s.Remaining != 95 || st.n("Seed") != 2 {
+		t.Fatalf("status %+v, %v, seeded %d times; want limit 100, used 5, seeded twice", s, err, st.n("Seed"))
+	}
+	// A balance that never stays is unavailable, not a zero answer.
+	st = &stubs{balance: func(string, Period) (Balance, error) { return Balance{}, nil }}
+	if _, err := newStubService(st, Options{}).Status(context.Background(), "r"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a balance that keeps disappearing: %v; want ErrUnavailable", err)
 	}
 }

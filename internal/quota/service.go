@@ -47,6 +47,16 @@ type Options struct {
 	// error (nil when it succeeded; after a failure the next
 	// reconciliation repairs what it would have).
 	OnCatchUp func(resource string, err error)
+	// GlobalSessionIDs: new sessions are stored under their bare id, one
+	// namespace for all clients, as before session ids were scoped
+	// (QC_GLOBAL_SESSION_IDS, for a rolling upgrade; see scope.go). Both
+	// forms are looked up either way.
+	GlobalSessionIDs bool
+	// CloseMarksWait bounds how long Close waits for the CANCELLED marks
+	// still to be made (cancelled.go: the ledger was unreachable) while it
+	// retries them every 50 ms, so that a ledger back within it loses none
+	// (default 3s; negative: Close does not wait).
+	CloseMarksWait time.Duration
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease
@@ -84,6 +94,9 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	}
 	if opt.NewSessionID == nil {
 		opt.NewSessionID = randomID
+	}
+	if opt.CloseMarksWait == 0 {
+		opt.CloseMarksWait = closeMarksWait
 	}
 	return &Service{
 		balances: b, ledger: l, sched: s, store: p, opt: opt,

@@ -33,7 +33,14 @@ func (s *Service) Status(ctx context.Context, resource string) (StatusResponse, 
 		return StatusResponse{}, fmt.Errorf("status %s: %w", resource, err)
 	}
 	bal, err := s.balance(ctx, resource, per)
-	if err == nil && !bal.Exists {
+	// A balance can be dropped again right after it was seeded (a second
+	// instance's failover repair): seed again rather than answer the
+	// figures of a missing balance (all 0), a bounded number of times.
+	for try := 0; err == nil && !bal.Exists; try++ {
+		if try == maxAttempts {
+			err = fmt.Errorf("the balance kept disappearing after seeding: %w", ErrUnavailable)
+			break
+		}
 		if err = s.seed(ctx, pol, per); err == nil {
 			bal, err = s.balance(ctx, resource, per)
 		}

@@ -6,15 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/quotacenter/quota-center/internal/mysqlstore"
-	"github.com/quotacenter/quota-center/internal/period"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/reconcile"
 	"github.com/quotacenter/quota-center/internal/redisstore"
@@ -40,20 +36,8 @@ func (m *movingStore) Balance(ctx context.Context, resource string, per quota.Pe
 // logged as seen, not repaired, and a real repair still logs the warning.
 func TestRepairedDriftIsLoggedOnlyWhenSomethingWasRepaired(t *testing.T) {
 	ctx := context.Background()
-	ledger := newLedger(t, mysqlstore.Options{})
 	const res = "logged"
-	if _, _, err := ledger.PutPolicy(ctx, quota.Policy{ResourceName: res, QuotaType: quota.TypeCount, TotalLimit: 1000, LeakThresholdSeconds: 3600, Timezone: "UTC"}); err != nil {
-		t.Fatal(err)
-	}
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	store := redisstore.New(rdb)
-	sched := &period.Scheduler{}
-	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{})
-	if _, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: res, Amount: 5, SessionID: "s-1"}); err != nil {
-		t.Fatal(err)
-	}
+	ledger, mr, store, sched := oneSessionWorld(t, res)
 
 	pass := func(st reconcile.Store) (reconcile.Report, []observer.LoggedEntry) {
 		t.Helper()

@@ -252,7 +252,9 @@ var repairKinds = []string{"orphan_released", "ledger_settled", "session_restore
 const lockTTL = 10 * time.Second
 
 // Resource fully reconciles one resource. Errors: quota.ErrResourceNotFound,
-// and backend errors (the pass is retried at the next interval).
+// quota.ErrLockLost (another instance took the resource's reconcile lock
+// while this pass worked: it stopped), and backend errors (the pass is
+// retried at the next interval).
 func (r *Reconciler) Resource(ctx context.Context, resource string) (Report, error) {
 	return r.pass(ctx, resource, true)
 }
@@ -272,8 +274,8 @@ func (r *Reconciler) pass(ctx context.Context, resource string, full bool) (Repo
 	return rep, nil
 }
 
-func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (Report, error) {
-	rep := Report{Resource: resource}
+func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (rep Report, err error) {
+	rep = Report{Resource: resource}
 	pol, err := r.policy(ctx, resource)
 	if err != nil {
 		return rep, err
@@ -296,6 +298,10 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	}()
 	ctx, stop := quota.KeepLock(ctx, r.store, r.cfg.Breakers.Balances, resource, "reconcile", token, lockTTL)
 	defer stop()
+	// A step cut short because the lock was lost meanwhile (a ledger read
+	// answering context.Canceled) ends the pass with quota.ErrLockLost, as
+	// a refused correction does: not an internal error.
+	defer func() { err = quota.LockLost(ctx, err) }()
 	if err := r.recordFailOpen(ctx, pol, &rep); err != nil {
 		return rep, err
 	}

@@ -105,15 +105,7 @@ func TestAStaleLockHoldersWritesAreRefused(t *testing.T) {
 		ctx := ctxT(t)
 		per := e.current(t)
 		seedLock := "seed:" + itoa(per.ID())
-		stale, err := e.s.TryLock(ctx, e.res, seedLock, time.Minute)
-		if err != nil || stale == "" {
-			t.Fatalf("lock: %q, %v", stale, err)
-		}
-		e.rdb.Del(ctx, lockKey(e.res, seedLock)) // its TTL ran out while it read the ledger
-		fresh, err := e.s.TryLock(ctx, e.res, seedLock, time.Minute)
-		if err != nil || fresh == "" {
-			t.Fatalf("the next holder's lock: %q, %v", fresh, err)
-		}
+		stale, fresh := e.lostLock(t, seedLock) // its TTL ran out while it read the ledger
 		open := []quota.UsageRecord{{ResourceName: e.res, SessionID: "s1", ApplyAmount: 5, GrantedAmount: 5,
 			ChargedAmount: 5, StartTime: time.Now(), PeriodStart: per.Start, Status: quota.StatusUsing}}
 		wrote, err := e.s.SeedFenced(ctx, quota.Fence{Name: seedLock, Token: stale}, e.res, per, 1000,
@@ -153,4 +145,57 @@ func TestAStaleLockHoldersWritesAreRefused(t *testing.T) {
 			t.Fatalf("charged %d after the holder's correction, want 13", b.Charged)
 		}
 	})
+}
+
+// TestAStaleWatchersDropIsRefused (issue 11 §3.4, fencing): the failover
+// watcher drops a period's balance under the period's seed lock; if its
+// lock expired before the drop ran (the watcher cut off past the TTL) and
+// a seeder took it and wrote a fresh balance from the ledger, drop.lua
+// refuses the drop and that balance stays. Before the fence (a plain DEL)
+// the fresh balance was dropped under the new holder.
+func TestAStaleWatchersDropIsRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		per := e.current(t)
+		seedLock := "seed:" + itoa(per.ID())
+		stale, fresh := e.lostLock(t, seedLock) // the watcher's TTL ran out
+		if wrote, err := e.s.SeedFenced(ctx, quota.Fence{Name: seedLock, Token: fresh}, e.res, per, 1000,
+			quota.PeriodTotals{Charged: 30, Reserved: 5}, nil, time.Minute); err != nil || !wrote {
+			t.Fatalf("the seeder's balance: %v, %v", wrote, err)
+		}
+		err := e.s.DropBalance(ctx, e.res, per, quota.Fence{Name: seedLock, Token: stale})
+		if !errors.Is(err, quota.ErrLockLost) {
+			t.Fatalf("stale watcher's drop: %v; want quota.ErrLockLost", err)
+		}
+		if b := e.balance(t, per); !b.Exists || b.Charged != 30 || b.Reserved != 5 {
+			t.Fatalf("balance after a refused drop: %+v; want the seeder's (charged 30, reserved 5)", b)
+		}
+		if err := e.s.DropBalance(ctx, e.res, per, quota.Fence{Name: seedLock, Token: fresh}); err != nil {
+			t.Fatalf("the holder's drop: %v", err)
+		}
+		if b := e.balance(t, per); b.Exists {
+			t.Fatalf("balance after the holder's drop: %+v; want none", b)
+		}
+		if err := e.s.DropBalance(ctx, e.res, per, quota.Fence{Name: seedLock, Token: fresh}); err != nil {
+			t.Fatalf("dropping an absent balance: %v; want nil", err)
+		}
+	})
+}
+
+// lostLock takes the named lock of e's resource, lets it expire (deleted,
+// as its TTL running out would) and has the next holder take it: the stale
+// holder's token and the new holder's.
+func (e *env) lostLock(t *testing.T, name string) (stale, fresh string) {
+	t.Helper()
+	ctx := ctxT(t)
+	stale, err := e.s.TryLock(ctx, e.res, name, time.Minute)
+	if err != nil || stale == "" {
+		t.Fatalf("lock: %q, %v", stale, err)
+	}
+	e.rdb.Del(ctx, lockKey(e.res, name))
+	fresh, err = e.s.TryLock(ctx, e.res, name, time.Minute)
+	if err != nil || fresh == "" {
+		t.Fatalf("the next holder's lock: %q, %v", fresh, err)
+	}
+	return stale, fresh
 }

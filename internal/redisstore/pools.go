@@ -39,9 +39,10 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 	per := c.Period.ID()
 	noGrants := c.Pools != nil && c.Pools.NoGrants
 	v, err := s.runHot(ctx, poolApplyScript,
-		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r)},
+		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), poolKey(r), grantsKey(r), scopedKey(r, c)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation), luaBool(noGrants))
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), line, luaBool(critical), luaBool(continuation), luaBool(noGrants),
+		c.Attempt, c.OtherSessionID)
 	if err != nil {
 		return PoolApply{}, wrap("apply", err)
 	}
@@ -50,6 +51,7 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 		return PoolApply{}, wrap("apply", err)
 	}
 	var res PoolApply
+	res.OtherForm = a.scoped
 	switch a.code {
 	case poolGranted, poolReplayed, poolRefused:
 		switch a.code {
@@ -78,7 +80,7 @@ func (s *Store) ApplyPools(ctx context.Context, c quota.ApplyCmd, line string, c
 	case poolNeedBalance:
 		res.Outcome, res.Now = quota.ApplyNeedBalance, ms(a.n[6])
 	case poolConflict:
-		return PoolApply{}, fmt.Errorf("session %s exists with other arguments: %w", c.SessionID, quota.ErrSessionConflict)
+		return PoolApply{}, fmt.Errorf("session %s exists with other arguments: %w", quota.PublicSessionID(c.SessionID), quota.ErrSessionConflict)
 	case poolUnknownLine:
 		return PoolApply{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
 	}
@@ -107,13 +109,15 @@ type poolApplyReply struct {
 	// The period's limit, charged and reserved after the apply (codes 1
 	// and 2).
 	limit, charged, reserved int64
+	scoped                   bool // the session is under the scoped id (KEYS[7])
 }
 
 // decodePoolApply reads pool_apply.lua's reply: 17 elements for codes 1
 // and 2, 14 for 3, 7 for 4 and 5, 1 for 6 and 8.
 func decodePoolApply(v any) (poolApplyReply, error) {
 	r := readReply("pool_apply.lua", v, 1, 17)
-	a := poolApplyReply{code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
+	scoped := r.scopedForm()
+	a := poolApplyReply{scoped: scoped, code: code(r, poolGranted, poolReplayed, poolRefused, poolWrongPeriod, poolNeedBalance, poolConflict, poolUnknownLine)}
 	want := 1
 	switch a.code {
 	case poolGranted, poolReplayed:

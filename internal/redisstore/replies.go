@@ -110,6 +110,20 @@ func (r *reply) strs(i int) []string {
 	return out
 }
 
+// scopedForm reads whether apply.lua's or pool_apply.lua's code says the
+// session is under its scoped id (10 added to the code) and takes the 10
+// off, for code to read the code itself.
+func (r *reply) scopedForm() bool {
+	if r.err != nil || len(r.arr) == 0 {
+		return false
+	}
+	if c, ok := r.arr[0].(int64); ok && c > 10 {
+		r.arr[0] = c - 10
+		return true
+	}
+	return false
+}
+
 // code reads element 0 and checks it is one of valid.
 func code[T ~int64](r *reply, valid ...T) T {
 	c := T(r.int(0))
@@ -151,11 +165,13 @@ type applyReply struct {
 	granted, remaining, lease, start, periodStart, now int64
 	hasBalance                                         bool // limit, charged, reserved were appended
 	limit, charged, reserved                           int64
+	scoped                                             bool // the session is under the scoped id (KEYS[5])
 }
 
 func decodeApply(v any) (applyReply, error) {
 	r := readReply("apply.lua", v, 7, 10)
-	a := applyReply{code: code(r, applyGranted, applyReplayed, applyExhausted, applyWrongPeriod, applyNeedBalance, applyConflict),
+	scoped := r.scopedForm()
+	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyExhausted, applyWrongPeriod, applyNeedBalance, applyConflict),
 		granted: r.int(1), remaining: r.int(2), lease: r.int(3), start: r.int(4), periodStart: r.int(5), now: r.int(6)}
 	switch n := r.len(); {
 	case n == 10:
@@ -328,6 +344,15 @@ const (
 	adjustApplied   adjustCode = 1
 	adjustRepeated  adjustCode = 2 // a resend of a call that was applied
 	adjustFenced    adjustCode = 3 // the caller's lock is not its own any more: nothing written
+)
+
+// dropCode is drop.lua's reply.
+type dropCode int64
+
+const (
+	dropNoBalance dropCode = 0 // nothing to drop
+	dropDropped   dropCode = 1
+	dropFenced    dropCode = 3 // the caller's lock is not its own any more: nothing dropped
 )
 
 // failOpenCode is failopen.lua's reply.

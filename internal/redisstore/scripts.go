@@ -2,20 +2,32 @@ package redisstore
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed scripts/*.lua
+//go:embed scripts/*.lua scripts/*.lib
 var scriptFS embed.FS
 
-// source reads an embedded script.
+// includePrefix starts a script line that source replaces with the named
+// .lib file of scripts/ (Lua code two scripts share; a script sent to Redis
+// is one self-contained text).
+const includePrefix = "-- include "
+
+// source reads an embedded script, with its includes in place.
 func source(name string) string {
 	b, err := scriptFS.ReadFile("scripts/" + name)
 	if err != nil {
 		panic(err) // embedded at build time: cannot happen
 	}
-	return string(b)
+	lines := strings.SplitAfter(string(b), "\n")
+	for i, l := range lines {
+		if lib, ok := strings.CutPrefix(strings.TrimSpace(l), includePrefix); ok {
+			lines[i] = source(lib) + "\n"
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 func load(name string) *redis.Script { return redis.NewScript(source(name)) }
@@ -37,4 +49,5 @@ var (
 	adjustScript    = load("adjust.lua")
 	lockScript      = load("lock.lua")
 	failOpenScript  = load("failopen.lua")
+	dropScript      = load("drop.lua")
 )

@@ -80,6 +80,15 @@ func failOpenKey(r string) string           { return prefix(r) + "failopen" }
 func lockKey(r, name string) string         { return prefix(r) + "lock:" + name }
 func adjustKey(r, token string) string      { return prefix(r) + "adj:" + token }
 
+// scopedKey is the session key of c's scoped id (quota.ApplyCmd.OtherSessionID)
+// for apply.lua and pool_apply.lua, or, without one, c's own (never read).
+func scopedKey(r string, c quota.ApplyCmd) string {
+	if c.OtherSessionID == "" {
+		return sessionKey(r, c.SessionID)
+	}
+	return sessionKey(r, c.OtherSessionID)
+}
+
 func ms(v int64) time.Time {
 	if v == 0 {
 		return time.Time{}
@@ -138,9 +147,9 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		first = "1"
 	}
 	v, err := s.runHot(ctx, applyScript,
-		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r)},
+		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, first, c.Attempt)
+		itoa(c.Lease.Milliseconds()), c.SessionID, first, c.Attempt, c.OtherSessionID)
 	if err != nil {
 		return quota.ApplyResult{}, wrap("apply", err)
 	}
@@ -149,7 +158,8 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		return quota.ApplyResult{}, wrap("apply", err)
 	}
 	res := quota.ApplyResult{
-		Granted: a.granted, Remaining: a.remaining, LeaseExpiresAt: ms(a.lease), StartTime: ms(a.start),
+		OtherForm: a.scoped,
+		Granted:   a.granted, Remaining: a.remaining, LeaseExpiresAt: ms(a.lease), StartTime: ms(a.start),
 		PeriodStart: ms(a.periodStart), Now: ms(a.now),
 	}
 	if a.hasBalance {
@@ -170,7 +180,7 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	case applyNeedBalance:
 		res.Outcome = quota.ApplyNeedBalance
 	case applyConflict:
-		return quota.ApplyResult{}, fmt.Errorf("session %s exists with other arguments: %w", c.SessionID, quota.ErrSessionConflict)
+		return quota.ApplyResult{}, fmt.Errorf("session %s exists with other arguments: %w", quota.PublicSessionID(c.SessionID), quota.ErrSessionConflict)
 	}
 	return res, nil
 }

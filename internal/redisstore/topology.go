@@ -146,7 +146,22 @@ func runID(ctx context.Context, c *redis.Client) (string, error) {
 // period's seed lock, as after Redis lost it). Sessions are left as they
 // are. It is the repair after a failover, when the new master may lack the
 // last changes the old one answered; the caller holds the period's seed
-// lock.
-func (s *Store) DropBalance(ctx context.Context, resource string, per quota.Period) error {
-	return wrap("drop balance", s.rdb.Del(ctx, balanceKey(resource, per.ID())).Err())
+// lock, and f names it (drop.lua checks it in the same step as the delete;
+// the zero Fence drops unfenced). Errors: quota.ErrLockLost when the lock
+// no longer holds f.Token (nothing dropped: the lock expired while the
+// caller was cut off, and another seeder may have written a fresh balance
+// since), backend errors.
+func (s *Store) DropBalance(ctx context.Context, resource string, per quota.Period, f quota.Fence) error {
+	v, err := s.run(ctx, dropScript, []string{balanceKey(resource, per.ID()), lockKey(resource, f.Name)}, f.Token)
+	if err != nil {
+		return wrap("drop balance", err)
+	}
+	c, err := flag("drop.lua", v, dropNoBalance, dropDropped, dropFenced)
+	if err != nil {
+		return wrap("drop balance", err)
+	}
+	if c == dropFenced {
+		return fmt.Errorf("drop balance %s: lock %s: %w", resource, f.Name, quota.ErrLockLost)
+	}
+	return nil
 }

@@ -15,6 +15,11 @@
 --         answered 503 whose script ran late) leaves it alone. So a retry
 --         that replays the session and writes its row cannot have it
 --         cancelled under it (issue 11 §3.1).
+-- KEYS[5] qc:{r}:s:<scopedId>  ARGV[10] scopedId ("" = none: KEYS[5] is not read)
+--   Session ids are scoped to (resource, client) (internal/quota scope.go):
+--   scoped_session.lib says whether the session is the bare or the scoped
+--   one; for the scoped one every code is returned plus 10 (11 granted
+--   under the scoped id, …).
 -- Returns {code, granted, remaining, leaseExpiresMs, startMs, periodStartMs, nowMs}
 --   and, for code 3 and for code 2 of a session restored from the ledger
 --   (no remaining of its own), limit, charged, reserved as decimal strings appended
@@ -38,41 +43,44 @@ local function balance()
   return limit, b
 end
 
-local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status', 'att')
+-- include scoped_session.lib
+local sk, sid, form = scopedSession(KEYS[3], KEYS[5], ARGV[7], ARGV[10], ARGV[3])
+
+local s = redis.call('HMGET', sk, 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status', 'att')
 if s[9] == 'CANCELLED' then
   -- A tombstone of an apply that answered 503: a retry starts afresh.
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', sk)
   s[1] = false
 end
 if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] then
-    return {6, 0, 0, 0, 0, 0, now}
+    return {6 + form, 0, 0, 0, 0, 0, now}
   end
   if s[10] and s[10] ~= ARGV[9] then
-    redis.call('HDEL', KEYS[3], 'att')
+    redis.call('HDEL', sk, 'att')
   end
   if s[5] then
-    return {2, tonumber(s[4]), tonumber(s[5]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now}
+    return {2 + form, tonumber(s[4]), tonumber(s[5]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now}
   end
   -- A session restored from the ledger after Redis lost it (seed.lua): the
   -- first answer's remaining is not known, so the replay answers the
   -- current one, returned as limit, charged, reserved like code 3.
   local limit, b = balance()
   if not limit then
-    return {5, 0, 0, 0, 0, 0, now}
+    return {5 + form, 0, 0, 0, 0, 0, now}
   end
-  return {2, tonumber(s[4]), 0, tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now, limit, b[1], b[2]}
+  return {2 + form, tonumber(s[4]), 0, tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now, limit, b[1], b[2]}
 end
 
 local pstart = tonumber(ARGV[4])
 local pend = tonumber(ARGV[5])
 if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
-  return {4, 0, 0, 0, 0, 0, now}
+  return {4 + form, 0, 0, 0, 0, 0, now}
 end
 
 local limit, b = balance()
 if not limit then
-  return {5, 0, 0, 0, 0, 0, now}
+  return {5 + form, 0, 0, 0, 0, 0, now}
 end
 
 local remaining = tonumber(limit) - tonumber(b[1]) - tonumber(b[2])
@@ -83,7 +91,7 @@ if remaining < amount then
   if min > 0 and remaining >= min then
     grant = remaining
   else
-    return {3, 0, 0, 0, 0, 0, now, limit, b[1], b[2]}
+    return {3 + form, 0, 0, 0, 0, 0, now, limit, b[1], b[2]}
   end
 end
 
@@ -91,17 +99,17 @@ end
 -- large amounts into 1e+15, which HINCRBY rejects.
 local lease = now + tonumber(ARGV[6])
 redis.call('HINCRBY', KEYS[2], 'reserved', string.format('%d', grant))
-redis.call('HSET', KEYS[3],
+redis.call('HSET', sk,
   'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3],
   'granted', string.format('%d', grant), 'remaining', string.format('%d', remaining - grant),
   'lease', string.format('%d', lease), 'start', string.format('%d', now),
   'period', ARGV[4], 'status', 'USING')
 if ARGV[9] ~= '' then
-  redis.call('HSET', KEYS[3], 'att', ARGV[9])
+  redis.call('HSET', sk, 'att', ARGV[9])
 end
 local ep = redis.call('HGET', KEYS[2], 'ep')
 if ep then
-  redis.call('HSET', KEYS[3], 'bep', ep)
+  redis.call('HSET', sk, 'bep', ep)
 end
-redis.call('ZADD', KEYS[4], lease, ARGV[7])
-return {1, grant, remaining - grant, lease, now, pstart, now}
+redis.call('ZADD', KEYS[4], lease, sid)
+return {1 + form, grant, remaining - grant, lease, now, pstart, now}

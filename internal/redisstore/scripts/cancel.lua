@@ -32,9 +32,12 @@
 -- A pools' session (pool_apply.lua: 'dd' set) gives its whole grant back
 -- to the pools it drew from (internal/pools, Model.Cancel): each temporary
 -- grant its part ('u:<id>' of KEYS[4], every period), and, when the
--- period's pool counters are seeded ('ps'), the line's dedicated, shared
+-- period's pool counters are seeded ('ps') in a balance that counts the
+-- session (its epoch, as for 'reserved'), the line's dedicated, shared
 -- and buffer counters and the grants' sum; its split is zeroed, as a
--- finish with nothing used would leave it.
+-- finish with nothing used would leave it. The grants' 'u:<id>' are not
+-- rebuilt with the balance: they count the session while it exists (its
+-- grant wrote both in one script).
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'att', 'bep')
 if ARGV[4] ~= '' and not s[1] then
   return {4}
@@ -48,13 +51,17 @@ end
 if s[3] ~= ARGV[3] then
   return {2, s[3]}
 end
-if redis.call('EXISTS', KEYS[3]) == 1 and (not s[5] or s[5] == redis.call('HGET', KEYS[3], 'ep')) then
+local counted = redis.call('EXISTS', KEYS[3]) == 1 and (not s[5] or s[5] == redis.call('HGET', KEYS[3], 'ep'))
+if counted then
   redis.call('HINCRBY', KEYS[3], 'reserved', string.format('%d', -tonumber(s[2])))
 end
 local p = redis.call('HMGET', KEYS[1], 'line', 'dd', 'ds', 'db', 'dg', 'gl')
 if p[2] then
   local line = p[1] or ''
-  local live = redis.call('HGET', KEYS[3], 'ps') == '1'
+  -- The period's pool counters live in the balance and are rebuilt with it
+  -- (pool_seed.lua, from the ledger): a balance that does not count the
+  -- session (another epoch) has counters that do not either.
+  local live = counted and redis.call('HGET', KEYS[3], 'ps') == '1'
   local function add(field, v)
     local n = tonumber(v or '0')
     if live and n ~= 0 then redis.call('HINCRBY', KEYS[3], field, string.format('%d', -n)) end

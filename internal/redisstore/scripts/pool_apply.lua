@@ -10,6 +10,16 @@
 -- ARGV[10] "1" = critical   ARGV[11] "1" = continuation
 -- ARGV[12] "1" = the resource has no temporary grant that is not expired
 --          (the caller's cached view): KEYS[6] is not read, none is drawn
+-- ARGV[13] the attempt: a token of this apply request ("" or absent = none),
+--          kept on the session it grants ('att') with the balance's epoch
+--          ('bep'), and taken off by a replay of another attempt, as in
+--          apply.lua: the compensation of an apply answered 503 whose script
+--          ran late (cancel.lua ARGV[4], issue 11 §3.1) gives back only a
+--          session that is still that attempt's alone
+-- KEYS[7] qc:{r}:s:<scopedId>  ARGV[14] scopedId ("" or absent = none): which
+--   of the bare and the scoped session is this one (scoped_session.lib, as
+--   apply.lua; internal/quota scope.go); for the scoped one every code is
+--   returned plus 10. The watermark's bucket is of the bare id either way.
 -- qc:{r}:pl: shared, sbuf (buffer released to shared) and per line L:
 --   t:L tier (CORE|GROWTH|EXPLORE), d:L dedicated part, c:L borrow cap, w:L watermark (bp),
 --   l:L lent by reclaim, r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods)
@@ -33,25 +43,32 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function fmt(n) return string.format('%d', n) end
 local function num(v) return tonumber(v or '0') or 0 end
 
-local s = redis.call('HMGET', KEYS[3], 'amount', 'min', 'client', 'status', 'line')
+-- include scoped_session.lib
+local sk, sid, form = scopedSession(KEYS[3], KEYS[7], ARGV[7], ARGV[14] or '', ARGV[3])
+
+local s = redis.call('HMGET', sk, 'amount', 'min', 'client', 'status', 'line')
 if s[4] == 'CANCELLED' then
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', sk)
   s[1] = false
 end
 if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] or (s[5] or '') ~= ARGV[9] then
-    return {6}
+    return {6 + form}
   end
-  local r = redis.call('HMGET', KEYS[3], 'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl')
+  local att = redis.call('HGET', sk, 'att')
+  if att and att ~= (ARGV[13] or '') then
+    redis.call('HDEL', sk, 'att')
+  end
+  local r = redis.call('HMGET', sk, 'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl')
   -- The period's figures now (of the caller's period, KEYS[2]).
   local pb = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
-  return {2, num(r[1]), num(r[2]), num(r[3]), num(r[4]), num(r[5]), now, '',
+  return {2 + form, num(r[1]), num(r[2]), num(r[3]), num(r[4]), num(r[5]), now, '',
     num(r[6]), num(r[7]), num(r[8]), num(r[9]), r[10] or '', 0,
     redis.call('GET', KEYS[1]) or '0', pb[1] or '0', pb[2] or '0'}
 end
 local pstart, pend = tonumber(ARGV[4]), tonumber(ARGV[5])
 if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
-  return {4, 0, 0, 0, 0, 0, now}
+  return {4 + form, 0, 0, 0, 0, 0, now}
 end
 local line = ARGV[9]
 local limit = redis.call('GET', KEYS[1])
@@ -65,7 +82,7 @@ else
     'ug:' .. line)
 end
 if not limit or b[1] ~= '1' then
-  return {5, 0, 0, 0, 0, 0, now}
+  return {5 + form, 0, 0, 0, 0, 0, now}
 end
 limit = tonumber(limit)
 local amount, min = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -118,7 +135,7 @@ local function refuses(used, may, wm)
 end
 local tight = 0
 local function refuse(reason)
-  return {3, 0, 0, 0, 0, 0, now, reason, 0, 0, 0, 0, '', tight}
+  return {3 + form, 0, 0, 0, 0, 0, now, reason, 0, 0, 0, 0, '', tight}
 end
 
 local gs = grants()
@@ -127,7 +144,7 @@ for _, g in ipairs(gs) do groom = groom + g.room end
 local d = {0, 0, 0, 0} -- dedicated, shared, buffer (or base, for a resource without lines), grant
 local n, remaining
 if line == '' then
-  if redis.call('HEXISTS', KEYS[5], 'shared') == 1 then return {8} end
+  if redis.call('HEXISTS', KEYS[5], 'shared') == 1 then return {8 + form} end
   local base = math.max(0, limit - (num(b[2]) + num(b[3]) - num(b[4])))
   n = want(base + groom)
   if not n then return refuse('EXHAUSTED') end
@@ -136,7 +153,7 @@ if line == '' then
 else
   local p = redis.call('HMGET', KEYS[5], 't:' .. line, 'd:' .. line, 'c:' .. line, 'w:' .. line,
     'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf')
-  if not p[1] then return {8} end
+  if not p[1] then return {8 + form} end
   local own = num(p[2]) - num(p[5]) + num(p[6])
   local cap, buf = num(p[3]), num(p[7])
   if buf > 0 then tight = 1 end
@@ -207,13 +224,20 @@ end
 if #w > 0 then redis.call('HSET', KEYS[2], unpack(w)) end
 local glist = table.concat(gl, ';')
 local lease = now + tonumber(ARGV[6])
-redis.call('HSET', KEYS[3],
+redis.call('HSET', sk,
   'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', fmt(n), 'remaining', fmt(remaining),
   'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',
   'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist)
-redis.call('ZADD', KEYS[4], lease, ARGV[7])
+if ARGV[13] and ARGV[13] ~= '' then
+  redis.call('HSET', sk, 'att', ARGV[13])
+end
+local ep = redis.call('HGET', KEYS[2], 'ep')
+if ep then
+  redis.call('HSET', sk, 'bep', ep)
+end
+redis.call('ZADD', KEYS[4], lease, sid)
 -- The period's charged and reserved after this grant: reserved as written
 -- (HSET above, or HINCRBY past 2^53).
 local pb = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
-return {1, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist, tight,
+return {1 + form, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist, tight,
   fmt(limit), pb[1] or '0', pb[2] or '0'}
