@@ -16,7 +16,9 @@
 # @@pid_file), since their CPU is counted whole; the database qc_perf_cpu is
 # dropped and made again, and the Redis database is flushed. QC_PERF_PORT
 # (default 18480) is quota-center's. QC_PERF_PPROF=FILE also writes a CPU
-# profile of quota-center over the measured run.
+# profile of quota-center over the measured run. QC_PERF_SETTLE (seconds,
+# default 6; 0 = the measurements before 2 December 2026 02:40 UTC) is the
+# pause between the warm-up and the measured run.
 #
 # Prints one line of figures: 2xx answers/s, p50/p99, and µs of CPU
 # (utime+stime from /proc/<pid>/stat) per 2xx answer of each process and of
@@ -47,6 +49,12 @@ if [[ $scen == heartbeat ]]; then
 	args+=("hb-$$" 1000) warm+=("hb-$$" 1000 open) # the warm-up opens the 1000 sessions
 fi
 wrk -t2 -c"$conns" -d2s -s "scripts/wrk/$scen.lua" "http://127.0.0.1:$port" -- "${warm[@]}" >/dev/null
+# Let the warm-up's after-effects pass before measuring: the catch-up of the
+# balance rebuilt by its first apply (internal/quota catchup.go: 5 s later it
+# reads every row opened since and runs seed.lua over them, ~1 row per
+# measured answer) and the give-backs of the requests wrk cut off at its end
+# (compensate.go: the scoped form's tried every 200 ms for 3 s).
+sleep "${QC_PERF_SETTLE:-6}"
 rpid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 mpid=$(cat "$(sql -e 'SELECT @@pid_file')")
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -18,7 +18,7 @@ import (
 // PUT takes, by their API names. resourceName, createdAt and updatedAt are
 // read-only.
 type patchable struct {
-	QuotaType            string          `json:"quotaType"`
+	QuotaType            *string         `json:"quotaType"` // nil: removed (null), refused as required
 	TotalLimit           json.RawMessage `json:"totalLimit"`
 	ResetCron            string          `json:"resetCron"`
 	Timezone             string          `json:"timezone"`
@@ -30,7 +30,9 @@ type patchable struct {
 // resource and stores the result like PUT does (audited as policy.put with
 // reason). A member set to null takes the PUT default: resetCron null never
 // resets, timezone UTC, leakThresholdSeconds 300, failMode CLOSED; quotaType
-// and totalLimit have none, so null is refused. Changing quotaType while the
+// and totalLimit have none, so null is refused, for either with the reason
+// "is required (null removes it)". A patch that changes nothing ({}, or the
+// stored values) stores nothing new: see quota.Service.PutPolicy. Changing quotaType while the
 // current period has usage (charged or reserved) reinterprets that usage in
 // another unit and is refused unless force.
 //
@@ -57,8 +59,9 @@ func (s *Service) PatchPolicy(ctx context.Context, resource string, patch []byte
 	if err != nil {
 		return quota.Policy{}, err
 	}
+	qt := string(cur.QuotaType)
 	doc, err := json.Marshal(patchable{
-		QuotaType: string(cur.QuotaType), TotalLimit: strconv.AppendInt(nil, cur.TotalLimit, 10),
+		QuotaType: &qt, TotalLimit: strconv.AppendInt(nil, cur.TotalLimit, 10),
 		ResetCron: cur.ResetCron, Timezone: cur.Timezone,
 		LeakThresholdSeconds: strconv.AppendInt(nil, cur.LeakThresholdSeconds, 10), FailMode: string(cur.FailMode.OrDefault()),
 	})
@@ -102,10 +105,17 @@ func decodePatched(b []byte) (quota.Policy, error) {
 		}
 		return quota.Policy{}, &quota.ValidationError{Field: "body", Reason: err.Error()}
 	}
-	num := func(field string, n json.RawMessage, required bool) (int64, error) {
+	// A member merged away (null in the patch) that has no default.
+	required := func(field string) error {
+		return &quota.ValidationError{Field: field, Reason: "is required (null removes it)"}
+	}
+	if p.QuotaType == nil {
+		return quota.Policy{}, required("quotaType")
+	}
+	num := func(field string, n json.RawMessage, isRequired bool) (int64, error) {
 		if len(n) == 0 || string(n) == "null" {
-			if required {
-				return 0, &quota.ValidationError{Field: field, Reason: "is required (null removes it)"}
+			if isRequired {
+				return 0, required(field)
 			}
 			return 0, nil
 		}
@@ -124,7 +134,7 @@ func decodePatched(b []byte) (quota.Policy, error) {
 		return quota.Policy{}, err
 	}
 	return quota.Policy{
-		QuotaType: quota.QuotaType(p.QuotaType), TotalLimit: limit, ResetCron: p.ResetCron,
+		QuotaType: quota.QuotaType(*p.QuotaType), TotalLimit: limit, ResetCron: p.ResetCron,
 		Timezone: p.Timezone, LeakThresholdSeconds: leak, FailMode: quota.FailMode(p.FailMode),
 	}, nil
 }

@@ -26,17 +26,10 @@ func (c *clock) Now() time.Time        { c.mu.Lock(); defer c.mu.Unlock(); retur
 func (c *clock) Add(d time.Duration)   { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 func ctx(t *testing.T) context.Context { return t.Context() }
 
-func sample(t *testing.T, ops *admin.Service) {
+// stores are a balance store on miniredis and a migrated ledger on
+// in-memory SQLite, closed at the test's end.
+func stores(t *testing.T) (*redisstore.Store, *mysqlstore.Store) {
 	t.Helper()
-	if err := ops.Sample(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// The burn rate is the slope of the samples every instance writes to Redis,
-// and exhaustsAt follows from it (on miniredis and SQLite, with a clock the
-// test moves).
-func TestBurnRateAndExhaustsAtFromSamples(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -48,7 +41,21 @@ func TestBurnRateAndExhaustsAtFromSamples(t *testing.T) {
 	if err := led.Migrate(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	rs := redisstore.New(rdb)
+	return redisstore.New(rdb), led
+}
+
+func sample(t *testing.T, ops *admin.Service) {
+	t.Helper()
+	if err := ops.Sample(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The burn rate is the slope of the samples every instance writes to Redis,
+// and exhaustsAt follows from it (on miniredis and SQLite, with a clock the
+// test moves).
+func TestBurnRateAndExhaustsAtFromSamples(t *testing.T) {
+	rs, led := stores(t)
 	sched := &period.Scheduler{}
 	svc := quota.NewService(rs, led, led, sched, quota.Options{Audit: led})
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}

@@ -180,7 +180,9 @@ func TestAdminCommands(t *testing.T) {
 		{[]string{"policies", "delete", res}, "POLICY_IN_USE"},
 		{[]string{"status", res, "--bogus"}, "flag provided but not defined"},
 		{[]string{"audit", "--limit", "501"}, "INVALID_ARGUMENT"},
-		{[]string{"grant", res, "--amount", "5"}, "INVALID_ARGUMENT"}, // no --until
+		{[]string{"grant", res, "--amount", "5"}, "--until is required"}, // checked before the API's "expiresAt"
+		{[]string{"grant", res, "--until", "2099-01-01T00:00:00Z"}, "--amount is required"},
+		{[]string{"release", res}, "--amount is required"},
 		{[]string{"grant", res, "--amount", "5", "--until", "tomorrow"}, "--until"},
 		{[]string{"release", res, "--amount", "5"}, "INVALID_ARGUMENT"}, // no buffer
 		{[]string{"audit", "--resource", "Bad Name"}, "INVALID_ARGUMENT"},

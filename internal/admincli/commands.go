@@ -3,6 +3,7 @@ package admincli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -374,9 +375,11 @@ func (g *globals) grantCmd(release bool) *ffcli.Command {
 		name, usage, help = "release", "quota-center admin release <resource> --amount N [--until T] [--line L] [--reason R]",
 			"release reserve from the buffer pool"
 	}
+	var flags *flag.FlagSet
 	return g.cmd(name, usage, help,
 		func(fs *flag.FlagSet) {
-			fs.Int64Var(&req.Amount, "amount", 0, "amount, in the policy's unit")
+			flags = fs
+			fs.Int64Var(&req.Amount, "amount", 0, "amount, in the policy's unit (required)")
 			fs.StringVar(&until, "until", "", "RFC 3339 end, e.g. 2025-06-01T18:00:00Z (required for a grant)")
 			fs.StringVar(&req.BusinessLine, "line", "", "business line (default: every line, or the shared pool)")
 			fs.StringVar(&req.Reason, "reason", "", "why, for the record")
@@ -384,6 +387,16 @@ func (g *globals) grantCmd(release bool) *ffcli.Command {
 		func(ctx context.Context, c *client.Client, pos []string) error {
 			if err := want(pos, 1, "the resource"); err != nil {
 				return err
+			}
+			// The flags are checked here, by their names, before the API
+			// would refuse them by its fields' (amount, expiresAt).
+			given := map[string]bool{}
+			flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
+			if !given["amount"] {
+				return errors.New("--amount is required (a whole number, in the policy's unit)")
+			}
+			if !release && until == "" {
+				return errors.New("--until is required for a grant (an RFC 3339 time such as 2025-06-01T18:00:00Z)")
 			}
 			if until != "" {
 				t, err := time.Parse(time.RFC3339, until)

@@ -64,12 +64,24 @@ func TestRefusedApplyStaysUnchargedWhenRedisLosesItsTombstone(t *testing.T) {
 		if landed != "" {
 			t.Fatalf("the refused apply's row is %s, want USING or CANCELLED", landed)
 		}
-		if attempt == 3 {
+		if attempt == 5 {
 			t.Fatalf("in %d attempts no refused apply's row landed; the reproduction needs one", attempt)
 		}
-		t.Logf("attempt %d: the refused apply's INSERT was not sent before it gave up; again", attempt)
-		// Let the lost answers' window end before the next attempt.
-		time.Sleep(2500 * time.Millisecond)
+		t.Logf("attempt %d: the refused apply's INSERT never reached MySQL; again once MySQL answers", attempt)
+		// Before the next attempt the lost answers' window must be over and
+		// the MySQL breaker closed again (it stays open 5 s after the
+		// window's failures; an apply refused by the open breaker sends no
+		// INSERT at all): wait for a whole session to go through.
+		time.Sleep(2 * time.Second)
+		testenv.Eventually(t, 20*time.Second, "a session applied and finished after the window", func() bool {
+			code, a, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 1})
+			if code != http.StatusOK {
+				return false
+			}
+			code, _, _ = call(t, s, http.MethodPost, "/quota/finish", map[string]any{
+				"resourceName": r, "sessionId": a["sessionId"], "actualUsedAmount": 0})
+			return code == http.StatusOK
+		})
 	}
 	// Redis loses every key of the resource, the tombstone with them.
 	ctx := context.Background()

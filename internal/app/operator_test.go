@@ -275,6 +275,7 @@ func TestPatchPolicyIsAMergePatch(t *testing.T) {
 		}{
 			{"quotaType with usage", `{"quotaType":"TOKENS"}`, "", 409, "POLICY_IN_USE"},
 			{"null totalLimit", `{"totalLimit":null}`, "", 400, "INVALID_ARGUMENT"},
+			{"null quotaType", `{"quotaType":null}`, "?force=true", 400, "INVALID_ARGUMENT"},
 			{"negative limit", `{"totalLimit":-1}`, "", 400, "INVALID_ARGUMENT"},
 			{"string limit", `{"totalLimit":"100"}`, "", 400, "INVALID_ARGUMENT"},
 			{"fraction", `{"totalLimit":1.5}`, "", 400, "INVALID_ARGUMENT"},

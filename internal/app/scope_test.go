@@ -305,3 +305,44 @@ func leakedRows(t *testing.T, s *testenv.Server, resource string) int {
 	}
 	return n
 }
+
+// Unsetting QC_GLOBAL_SESSION_IDS is a rolling restart too: for a while an
+// instance still in the single namespace serves beside ones that scope ids.
+// A session one of those stored under its scoped id (client b applying with
+// client a's id) must heartbeat and finish through the other: the flag only
+// stops making scoped ids, it does not forget them. Before the fix b's
+// heartbeat and finish there were 404 SESSION_NOT_FOUND (its session then
+// leaked, and its grant stayed charged until the late finish).
+func TestScopedSessionsKeepWorkingThroughAGlobalIDsInstance(t *testing.T) {
+	mode := testenv.Real
+	redisArgs := testenv.RedisArgs(t, mode)
+	dsn := testenv.MustMySQL(t)
+	token := "scope-downgrade-" + testenv.RandomSuffix() + testenv.RandomSuffix()
+	global := startOn(t, mode, redisArgs, dsn, token, append([]string{"--global-session-ids"}, scopeKeys...)...)
+	cur := startOn(t, mode, redisArgs, dsn, token, scopeKeys...)
+	r := sharedResource(t)
+	putPolicy(t, cur, r, map[string]any{"quotaType": "TOKENS", "totalLimit": 1000})
+
+	code, out := as(t, cur, scopeKeyA, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 100, "sessionId": "both"})
+	wantStatus(t, "a's apply", code, out, http.StatusOK)
+	code, out = as(t, cur, scopeKeyB, "/quota/apply", map[string]any{"resourceName": r, "applyAmount": 40, "sessionId": "both"})
+	wantStatus(t, "b's apply of a's id (scoped)", code, out, http.StatusOK)
+
+	code, out = as(t, global, scopeKeyB, "/quota/heartbeat", map[string]any{"resourceName": r, "sessionId": "both"})
+	wantStatus(t, "b's heartbeat through the global-ids instance", code, out, http.StatusOK)
+	code, out = as(t, global, scopeKeyC, "/quota/heartbeat", map[string]any{"resourceName": r, "sessionId": "both"})
+	wantStatus(t, "c's heartbeat of the id through the global-ids instance", code, out, http.StatusNotFound)
+	code, out = as(t, global, scopeKeyB, "/quota/finish", map[string]any{"resourceName": r, "sessionId": "both", "actualUsedAmount": 10})
+	if code != http.StatusOK || num(t, out, "grantedAmount") != 40 || out["sessionId"] != "both" {
+		t.Fatalf("b's finish through the global-ids instance: %d %v, want its grant of 40", code, out)
+	}
+	code, out = as(t, global, scopeKeyA, "/quota/finish", map[string]any{"resourceName": r, "sessionId": "both", "actualUsedAmount": 30})
+	if code != http.StatusOK || num(t, out, "grantedAmount") != 100 {
+		t.Fatalf("a's finish through the global-ids instance: %d %v", code, out)
+	}
+	st, _ := statusAs(t, cur, r)
+	charged, reserved, _ := ledgerSums(t, cur, r)
+	if st.used != 40 || st.reserved != 0 || charged != 40 || reserved != 0 {
+		t.Fatalf("status %+v, ledger charged %d reserved %d; want 40 used", st, charged, reserved)
+	}
+}

@@ -151,8 +151,11 @@ func (s *Service) validate(req *rls.RateLimitRequest) (*Domain, error) {
 	}
 	dom := s.cfg.Domains[req.GetDomain()]
 	if dom == nil {
-		return nil, status.Errorf(codes.NotFound, "domain %q is not in the gateway config %s (domains: %s)",
-			req.GetDomain(), s.cfg.Path, strings.Join(s.domainNames(), ", "))
+		// The mapping file's path is the server's business: the log has it.
+		s.log.Info("gateway request for a domain not in the mapping", zap.String("domain", quota.ClipMessage(req.GetDomain())),
+			zap.String("config", s.cfg.Path))
+		return nil, status.Errorf(codes.NotFound, "domain %q is not configured on this gateway (configured domains: %s)",
+			req.GetDomain(), strings.Join(s.domainNames(), ", "))
 	}
 	ds := req.GetDescriptors()
 	if len(ds) == 0 {

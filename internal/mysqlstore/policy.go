@@ -84,7 +84,9 @@ func (s *Store) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
 // PutPolicy creates the policy of p.ResourceName or updates it. UpdatedAt is
 // p.UpdatedAt (now when zero); a create stores p.CreatedAt (UpdatedAt when
 // zero) and an update keeps the stored CreatedAt. Times are truncated to the
-// millisecond and returned in UTC. It returns the policy as stored by this
+// millisecond and returned in UTC. An update whose settings are the stored
+// ones (quota.Policy.SameSettings) writes nothing: it returns the stored
+// policy, its UpdatedAt unchanged. It returns the policy as stored by this
 // call and whether the call created it; of concurrent PUTs of one new name
 // exactly one reports created, and the last one written wins. p is not
 // validated here. Errors: one wrapping quota.ErrUnavailable when the
@@ -119,6 +121,17 @@ func (s *Store) PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bo
 		return p, true, nil
 	}
 
+	// The settings compare in Go, byte for byte (a VARCHAR comparison in
+	// MySQL ignores trailing spaces). A concurrent PUT may change the row
+	// between the read and the update: the last one written wins, as before.
+	var r policyRow
+	if err := s.db.GetContext(ctx, &r,
+		`SELECT `+policyColumns+` FROM quota_policy WHERE resource_name = ?`, p.ResourceName); err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	if cur := r.policy(); cur.SameSettings(p) {
+		return cur, false, nil
+	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
 		reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, fail_mode = ?, updated_ms = ?
 		WHERE resource_name = ?`,
@@ -126,11 +139,6 @@ func (s *Store) PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bo
 		string(p.FailMode.OrDefault()), msOf(p.UpdatedAt), p.ResourceName); err != nil {
 		return quota.Policy{}, false, translate(op, err)
 	}
-	var createdMs int64
-	if err := s.db.GetContext(ctx, &createdMs,
-		`SELECT created_ms FROM quota_policy WHERE resource_name = ?`, p.ResourceName); err != nil {
-		return quota.Policy{}, false, translate(op, err)
-	}
-	p.CreatedAt = timeOf(createdMs)
+	p.CreatedAt = timeOf(r.CreatedMs)
 	return p, false, nil
 }

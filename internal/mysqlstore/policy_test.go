@@ -85,6 +85,38 @@ func TestPutPolicy(t *testing.T) {
 	})
 }
 
+// A PUT of the stored settings writes nothing: the stored policy comes
+// back with its UpdatedAt (the policyVersion clients see), while a PUT that
+// changes one setting, even only a trailing space, is stored.
+func TestPutPolicySameSettingsKeepsUpdatedAt(t *testing.T) {
+	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
+		ctx := testCtx(t)
+		orig, _, err := s.PutPolicy(ctx, testPolicy("r", 10, t0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := testPolicy("r", 10, t0.Add(time.Hour))
+		same.FailMode = quota.FailOpen
+		got, created, err := s.PutPolicy(ctx, same)
+		if err != nil || created || got != orig {
+			t.Fatalf("same settings = %+v, %v, %v; want the stored %+v, false", got, created, err, orig)
+		}
+		if read, err := s.GetPolicy(ctx, "r"); err != nil || read != orig {
+			t.Fatalf("GetPolicy = %+v, %v; want %+v", read, err, orig)
+		}
+
+		spaced := testPolicy("r", 10, t0.Add(2*time.Hour))
+		spaced.ResetCron += " "
+		got, _, err = s.PutPolicy(ctx, spaced)
+		if err != nil || !got.UpdatedAt.Equal(t0.Add(2*time.Hour)) {
+			t.Fatalf("changed cron = %+v, %v; want updated at %v", got, err, t0.Add(2*time.Hour))
+		}
+		if read, err := s.GetPolicy(ctx, "r"); err != nil || read.ResetCron != spaced.ResetCron || !read.UpdatedAt.Equal(got.UpdatedAt) {
+			t.Fatalf("GetPolicy = %+v, %v; want resetCron %q updated at %v", read, err, spaced.ResetCron, got.UpdatedAt)
+		}
+	})
+}
+
 func TestPutPolicyDefaultsTimes(t *testing.T) {
 	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
 		ctx := testCtx(t)

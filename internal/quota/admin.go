@@ -31,9 +31,16 @@ func (s *Service) Policies(ctx context.Context) ([]Policy, error) {
 // UTC, leakThresholdSeconds 300. With an audit log, the change is recorded
 // (actor from ActorFrom(ctx), the policy before and after) once it is stored.
 //
+// A PUT whose settings are the stored ones (Policy.SameSettings) changes
+// nothing: it returns the stored policy, its UpdatedAt and so the
+// policyVersion clients see unchanged, and records no audit entry, unless
+// that setting was never recorded (see policyAudit). It still sets the limit
+// in the BalanceStore and lays out the pools, both idempotent, so a retry
+// finishes what an earlier PUT of the same policy left undone.
+//
 // Errors: *ValidationError, ErrUnavailable (the policy may be stored but the
 // limit not yet live, or the change not yet audited: retry the same PUT,
-// which stores the same policy and audits it again).
+// which stores the same policy, sets the limit and records the change).
 func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error) {
 	if p.Timezone == "" {
 		p.Timezone = "UTC"
@@ -63,7 +70,10 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 	if err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}
-	if err := audit(stored, created); err != nil {
+	// The store keeps the stored UpdatedAt when the settings were already
+	// there (a change made within this millisecond counts as a change).
+	unchanged := !created && !stored.UpdatedAt.Equal(now)
+	if err := audit(stored, created, unchanged); err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}
 	s.policies.drop(p.ResourceName)

@@ -29,9 +29,13 @@ func (a *auditStub) ListAudit(_ context.Context, f AuditFilter) ([]AuditRecord, 
 	if a.err != nil {
 		return nil, a.err
 	}
-	out := make([]AuditRecord, len(a.entries))
-	for i, e := range a.entries {
-		out[i] = AuditRecord{ID: int64(i + 1), AuditEntry: e}
+	out := []AuditRecord{} // newest first, as the AuditLog does
+	for i := len(a.entries) - 1; i >= 0; i-- {
+		id := int64(i + 1)
+		if e := a.entries[i]; (f.Resource == "" || e.Resource == f.Resource) && (f.BeforeID == 0 || id < f.BeforeID) &&
+			(f.Limit == 0 || len(out) < f.Limit) {
+			out = append(out, AuditRecord{ID: id, AuditEntry: e})
+		}
 	}
 	return out, nil
 }

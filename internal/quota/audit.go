@@ -127,13 +127,14 @@ func (s *Service) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, erro
 // policyAudit reads the policy of resource before a change, when an audit
 // log is configured, and returns the function that records the change once
 // the new policy is stored. A failure to record is ErrUnavailable: the
-// change is stored, and a retry of the same PUT stores it again and records
-// it again. The read and the write are separate steps, so of concurrent
-// PUTs of one resource one may record a before that another PUT had
-// already replaced.
-func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time) (func(after Policy, created bool) error, error) {
+// change is stored, and a retry of the same PUT records it (see
+// auditedSettings). A PUT that changed nothing (unchanged) records nothing
+// when its settings are already in the log. The read and the write are
+// separate steps, so of concurrent PUTs of one resource one may record a
+// before that another PUT had already replaced.
+func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time) (func(after Policy, created, unchanged bool) error, error) {
 	if s.opt.Audit == nil {
-		return func(Policy, bool) error { return nil }, nil
+		return func(Policy, bool, bool) error { return nil }, nil
 	}
 	var before json.RawMessage
 	old, err := s.policies.read(ctx, resource)
@@ -145,7 +146,7 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 	case !errors.Is(err, ErrResourceNotFound):
 		return nil, fmt.Errorf("audit: read policy before the change: %w", err)
 	}
-	return func(after Policy, created bool) error {
+	return func(after Policy, created, unchanged bool) error {
 		if created {
 			before = nil // this call's insert created it: nothing was there
 		}
@@ -157,18 +158,73 @@ func (s *Service) policyAudit(ctx context.Context, resource string, at time.Time
 		// meanwhile, within a deadline of its own.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 		defer cancel()
-		err = s.opt.Audit.RecordAudit(actx, AuditEntry{
+		if unchanged {
+			done, err := s.auditedSettings(actx, after)
+			if err != nil {
+				return auditUnavailable(err)
+			}
+			if done {
+				return nil
+			}
+		}
+		return auditUnavailable(s.opt.Audit.RecordAudit(actx, AuditEntry{
 			At: at, Actor: ActorFrom(ctx), Action: ActionPolicyPut, Resource: resource,
 			Before: before, After: a, Reason: ReasonFrom(ctx),
-		})
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, ErrUnavailable):
-			return fmt.Errorf("audit: %w", err)
-		}
-		return fmt.Errorf("audit: %w: %w", ErrUnavailable, err)
+		}))
 	}, nil
+}
+
+// auditUnavailable is err (nil stays nil) as an audit failure: one wrapping
+// ErrUnavailable.
+func auditUnavailable(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnavailable):
+		return fmt.Errorf("audit: %w", err)
+	}
+	return fmt.Errorf("audit: %w: %w", ErrUnavailable, err)
+}
+
+// auditScanLimit bounds how many of a resource's newest audit entries
+// auditedSettings reads (pages of MaxAuditLimit).
+const auditScanLimit = 4 * MaxAuditLimit
+
+// auditedSettings reports whether the audit log already shows pol's
+// settings as the resource's: its newest policy.put entry (not followed by
+// a policy.delete) has them as after. A PUT that changes nothing then needs
+// no entry; when it does not (the PUT that stored them failed to record
+// it, the case of a retry after ErrUnavailable; a policy stored without an
+// audit log; an entry older than the newest auditScanLimit), the PUT
+// records one. Errors: the audit log's.
+func (s *Service) auditedSettings(ctx context.Context, pol Policy) (bool, error) {
+	want := pol.View()
+	want.CreatedAt, want.UpdatedAt = "", ""
+	f := AuditFilter{Resource: pol.ResourceName, Limit: MaxAuditLimit}
+	for read := 0; read < auditScanLimit; read += f.Limit {
+		recs, err := s.opt.Audit.ListAudit(ctx, f)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range recs {
+			switch r.Action {
+			case ActionPolicyDelete:
+				return false, nil
+			case ActionPolicyPut:
+				var got PolicyView
+				if err := json.Unmarshal(r.After, &got); err != nil {
+					return false, nil // unreadable: record it anew
+				}
+				got.CreatedAt, got.UpdatedAt = "", ""
+				return got == want, nil
+			}
+			f.BeforeID = r.ID
+		}
+		if len(recs) < f.Limit {
+			break
+		}
+	}
+	return false, nil
 }
 
 // TimeFormat is how the API writes every timestamp: RFC 3339 in UTC with

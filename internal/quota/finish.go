@@ -58,7 +58,7 @@ func (s *Service) Finish(ctx context.Context, req FinishRequest) (FinishResponse
 	}
 	// The bare id (with the owner check), then the scoped one (scope.go).
 	public := req.SessionID
-	scoped := s.scopedForm(req.ResourceName, req.ClientID, public)
+	scoped := lookupForm(req.ResourceName, req.ClientID, public)
 	resp, err := s.finish(ctx, pol, req)
 	if scoped != "" && errors.Is(err, ErrSessionNotFound) {
 		req.SessionID = scoped

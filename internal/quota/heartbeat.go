@@ -46,7 +46,7 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 		}
 	}()
 	// The bare id (with the owner check), then the scoped one (scope.go).
-	scoped := s.scopedForm(resource, clientID, sessionID)
+	scoped := lookupForm(resource, clientID, sessionID)
 	resp, err = s.heartbeat(ctx, pol, sessionID, clientID)
 	if scoped != "" && errors.Is(err, ErrSessionNotFound) {
 		resp, err = s.heartbeat(ctx, pol, scoped, clientID)

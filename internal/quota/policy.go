@@ -110,6 +110,16 @@ type Policy struct {
 	ResetAt time.Time `json:"-"`
 }
 
+// SameSettings reports whether p and q have the same settings, the fields a
+// PUT sets: quotaType, totalLimit, resetCron, timezone, leakThresholdSeconds
+// and failMode (an empty FailMode counts as CLOSED). The name, the times and
+// ResetAt are not compared. A PUT of the same settings changes nothing.
+func (p Policy) SameSettings(q Policy) bool {
+	return p.QuotaType == q.QuotaType && p.TotalLimit == q.TotalLimit && p.ResetCron == q.ResetCron &&
+		p.Timezone == q.Timezone && p.LeakThresholdSeconds == q.LeakThresholdSeconds &&
+		p.FailMode.OrDefault() == q.FailMode.OrDefault()
+}
+
 // LeaseDuration is how long one heartbeat (or the apply) keeps a session alive.
 func (p Policy) LeaseDuration() time.Duration {
 	return time.Duration(p.LeakThresholdSeconds) * time.Second

@@ -85,7 +85,13 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		return ApplyResponse{}, errScoped
 	}
 	same := sameApply(row, cmd)
-	if res.Outcome == ApplyReplayed && same && row.Status != StatusCancelled {
+	// A replay of a USING row's session, or of the session the row settled
+	// (the store still holds it: same start). A replay of a settled row with
+	// another start replays a fresh grant another request with the id made
+	// after the store lost the settled session; that request gives it back
+	// when its insert finds the row, so it is answered from the row below.
+	fresh := row.Status != StatusUsing && !row.StartTime.Equal(res.StartTime)
+	if res.Outcome == ApplyReplayed && same && row.Status != StatusCancelled && !fresh {
 		return resp, nil
 	}
 	if same && (row.Status == StatusCancelled || (row.Status == StatusUsing && row.GrantedAmount == res.Granted &&
@@ -114,7 +120,7 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		return ApplyResponse{}, fmt.Errorf("apply %s: session %s: %w", cmd.ResourceName, cmd.SessionID, ErrSessionConflict)
 	}
 	remaining := res.Remaining
-	if res.Outcome == ApplyGranted {
+	if res.Outcome == ApplyGranted || fresh {
 		remaining += res.Granted // the reservation just given back
 	}
 	return ledgerReplay(pol, row, remaining), nil

@@ -201,6 +201,34 @@ func TestReplayWhoseIDIsInTheLedger(t *testing.T) {
 	}
 }
 
+// A replay of a session the store made after the ledger's row was settled
+// (the store lost the finished session; another request with the id, at
+// the same time, granted it afresh and will give that back when its insert
+// finds the row) is not a replay of the row's session: it is answered from
+// the row, and the fresh reservation is given back. Before the fix it was
+// answered with the fresh grant's lease and remaining, a grant that was
+// then given back (seen: 16 concurrent retries of a finished session after
+// its resource's Redis keys were deleted answered two different leases).
+func TestReplayOfAFreshGrantOfASettledRow(t *testing.T) {
+	now := testEpoch.Add(time.Hour)
+	for _, status := range []Status{StatusFinished, StatusLeaked} {
+		row := UsageRecord{ResourceName: "r", SessionID: "s-1", ApplyAmount: 5, GrantedAmount: 5, ChargedAmount: 5,
+			PeriodStart: testEpoch, StartTime: now.Add(-10 * time.Second), EndTime: now.Add(-5 * time.Second), Status: status}
+		e := newRecordEnv(t, ApplyReplayed, FailClosed)
+		e.st.apply = func(c ApplyCmd) (ApplyResult, error) {
+			return ApplyResult{Outcome: ApplyReplayed, Granted: 5, Remaining: 50, PeriodStart: c.Period.Start,
+				StartTime: now, LeaseExpiresAt: now.Add(testPolicy.LeaseDuration())}, nil
+		}
+		e.st.insert, e.led.rows = func(UsageRecord) error { return ErrDuplicateSession }, map[string]UsageRecord{"s-1": row}
+		resp, err := e.apply(t)
+		if want := row.StartTime.Add(testPolicy.LeaseDuration()); err != nil || !resp.Replayed || resp.Granted != 5 ||
+			!resp.LeaseExpiresAt.Equal(want) || resp.Remaining != 55 || !slices.Equal(e.cancelled, []string{"s-1"}) {
+			t.Fatalf("%s row: %+v, %v, cancelled %v; want the row's lease (%v), remaining 55 and the fresh grant given back",
+				status, resp, err, e.cancelled, want)
+		}
+	}
+}
+
 // An id whose ledger row is another client's session (Redis no longer
 // holds it) is scoped (scope.go): the grant made under the bare id is
 // given back and the apply is made again under "r/c1/s-1", which is

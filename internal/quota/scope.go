@@ -53,12 +53,24 @@ func PublicSessionID(stored string) string {
 	return stored[strings.LastIndexByte(stored, '/')+1:]
 }
 
-// scopedForm is the scoped id of (resource, client, id), or "" when there
-// is none: for a caller without a client id (no scope to keep apart: one
-// namespace, as before, where another's id is a conflict) and with
-// Options.GlobalSessionIDs.
+// scopedForm is the scoped id an apply of (resource, client, id) may make,
+// or "" when there is none: for a caller without a client id (no scope to
+// keep apart: one namespace, as before, where another's id is a conflict)
+// and with Options.GlobalSessionIDs.
 func (s *Service) scopedForm(resource, client, id string) string {
-	if client == "" || s.opt.GlobalSessionIDs {
+	if s.opt.GlobalSessionIDs {
+		return ""
+	}
+	return lookupForm(resource, client, id)
+}
+
+// lookupForm is the scoped id a heartbeat or finish of (resource, client,
+// id) looks for after the bare one, "" for a caller without a client id.
+// Options.GlobalSessionIDs does not turn it off: the flag stops new scoped
+// ids, but while it is being unset (a rolling restart) instances without it
+// make them, and their sessions must heartbeat and finish here too.
+func lookupForm(resource, client, id string) string {
+	if client == "" {
 		return ""
 	}
 	return ScopedSessionID(resource, client, id)

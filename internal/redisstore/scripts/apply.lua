@@ -34,9 +34,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- The resource's limit and the period's {charged, reserved}; nil when one is
 -- missing (then code 5: the caller seeds the period and retries).
+-- b[3] is the balance's epoch ('ep', seed.lua), kept on a granted session.
 local function balance()
   local limit = redis.call('GET', KEYS[1])
-  local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
+  local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved', 'ep')
   if not limit or not b[1] or not b[2] then
     return nil
   end
@@ -44,9 +45,8 @@ local function balance()
 end
 
 -- include scoped_session.lib
-local sk, sid, form = scopedSession(KEYS[3], KEYS[5], ARGV[7], ARGV[10], ARGV[3])
-
-local s = redis.call('HMGET', sk, 'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status', 'att')
+local sk, sid, form, s = scopedSession(KEYS[3], KEYS[5], ARGV[7], ARGV[10], ARGV[3],
+  {'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status', 'att'}, 3, 9)
 if s[9] == 'CANCELLED' then
   -- A tombstone of an apply that answered 503: a retry starts afresh.
   redis.call('DEL', sk)
@@ -99,17 +99,19 @@ end
 -- large amounts into 1e+15, which HINCRBY rejects.
 local lease = now + tonumber(ARGV[6])
 redis.call('HINCRBY', KEYS[2], 'reserved', string.format('%d', grant))
-redis.call('HSET', sk,
-  'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3],
+-- The session in one write, with the attempt and the epoch when there are.
+local w = {'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3],
   'granted', string.format('%d', grant), 'remaining', string.format('%d', remaining - grant),
   'lease', string.format('%d', lease), 'start', string.format('%d', now),
-  'period', ARGV[4], 'status', 'USING')
+  'period', ARGV[4], 'status', 'USING'}
 if ARGV[9] ~= '' then
-  redis.call('HSET', sk, 'att', ARGV[9])
+  w[#w + 1] = 'att'
+  w[#w + 1] = ARGV[9]
 end
-local ep = redis.call('HGET', KEYS[2], 'ep')
-if ep then
-  redis.call('HSET', sk, 'bep', ep)
+if b[3] then
+  w[#w + 1] = 'bep'
+  w[#w + 1] = b[3]
 end
+redis.call('HSET', sk, unpack(w))
 redis.call('ZADD', KEYS[4], lease, sid)
 return {1 + form, grant, remaining - grant, lease, now, pstart, now}

@@ -44,9 +44,11 @@ local function fmt(n) return string.format('%d', n) end
 local function num(v) return tonumber(v or '0') or 0 end
 
 -- include scoped_session.lib
-local sk, sid, form = scopedSession(KEYS[3], KEYS[7], ARGV[7], ARGV[14] or '', ARGV[3])
-
-local s = redis.call('HMGET', sk, 'amount', 'min', 'client', 'status', 'line')
+-- The session in one read: what a replay compares (1-5), its attempt (6)
+-- and what it answers (7-16).
+local sk, sid, form, s = scopedSession(KEYS[3], KEYS[7], ARGV[7], ARGV[14] or '', ARGV[3],
+  {'amount', 'min', 'client', 'status', 'line', 'att',
+    'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl'}, 3, 4)
 if s[4] == 'CANCELLED' then
   redis.call('DEL', sk)
   s[1] = false
@@ -55,11 +57,10 @@ if s[1] then
   if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] or (s[5] or '') ~= ARGV[9] then
     return {6 + form}
   end
-  local att = redis.call('HGET', sk, 'att')
-  if att and att ~= (ARGV[13] or '') then
+  if s[6] and s[6] ~= (ARGV[13] or '') then
     redis.call('HDEL', sk, 'att')
   end
-  local r = redis.call('HMGET', sk, 'granted', 'remaining', 'lease', 'start', 'period', 'dd', 'ds', 'db', 'dg', 'gl')
+  local r = {unpack(s, 7, 16)}
   -- The period's figures now (of the caller's period, KEYS[2]).
   local pb = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
   return {2 + form, num(r[1]), num(r[2]), num(r[3]), num(r[4]), num(r[5]), now, '',
@@ -73,13 +74,16 @@ end
 local line = ARGV[9]
 local limit = redis.call('GET', KEYS[1])
 -- The period's counters in one read: ps (seeded), then the line's (or, on a
--- resource without lines, the limit's) fields.
-local b
+-- resource without lines, the limit's) fields; charged at bc and the epoch
+-- ('ep', seed.lua) at be: what a grant answers and keeps.
+local b, bc, be
 if line == '' then
-  b = redis.call('HMGET', KEYS[2], 'ps', 'charged', 'reserved', 'gsum')
+  b = redis.call('HMGET', KEYS[2], 'ps', 'charged', 'reserved', 'gsum', 'ep')
+  bc, be = 2, 5
 else
   b = redis.call('HMGET', KEYS[2], 'ps', 'ud:' .. line, 'us:' .. line, 'ub:' .. line, 'su', 'reserved', 'gsum',
-    'ug:' .. line)
+    'ug:' .. line, 'charged', 'ep')
+  bc, be = 9, 10
 end
 if not limit or b[1] ~= '1' then
   return {5 + form, 0, 0, 0, 0, 0, now}
@@ -198,46 +202,54 @@ for _, g in ipairs(gs) do
 end
 -- The period's counters in one write: the values read above plus what this
 -- grant holds (exact below 2^53; past it, HINCRBY's 64-bit arithmetic).
+-- reserved: its value after this grant as Redis holds it, nil when HINCRBY
+-- wrote it (then read back below).
 local w = {}
+local reserved
 local function bump(field, cur, delta)
-  if delta == 0 then return end
+  if delta == 0 then return cur or '0' end
   local c = tonumber(cur or '0')
   if c + delta < 9007199254740992 then
     w[#w + 1] = field
     w[#w + 1] = fmt(c + delta)
-  else
-    redis.call('HINCRBY', KEYS[2], field, fmt(delta))
+    return fmt(c + delta)
   end
+  redis.call('HINCRBY', KEYS[2], field, fmt(delta))
+  return nil
 end
 if line == '' then
-  bump('reserved', b[3], n)
+  reserved = bump('reserved', b[3], n)
   bump('gsum', b[4], d[4])
 else
   bump('ud:' .. line, b[2], d[1])
   bump('us:' .. line, b[3], d[2])
   bump('su', b[5], d[2])
   bump('ub:' .. line, b[4], d[3])
-  bump('reserved', b[6], n)
+  reserved = bump('reserved', b[6], n)
   bump('gsum', b[7], d[4])
   bump('ug:' .. line, b[8], d[4])
 end
 if #w > 0 then redis.call('HSET', KEYS[2], unpack(w)) end
 local glist = table.concat(gl, ';')
 local lease = now + tonumber(ARGV[6])
-redis.call('HSET', sk,
-  'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', fmt(n), 'remaining', fmt(remaining),
+-- The session in one write, with the attempt and the epoch when there are.
+local sw = {'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', fmt(n), 'remaining', fmt(remaining),
   'lease', fmt(lease), 'start', fmt(now), 'period', ARGV[4], 'status', 'USING',
-  'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist)
+  'line', line, 'dd', fmt(d[1]), 'ds', fmt(d[2]), 'db', fmt(d[3]), 'dg', fmt(d[4]), 'gl', glist}
 if ARGV[13] and ARGV[13] ~= '' then
-  redis.call('HSET', sk, 'att', ARGV[13])
+  sw[#sw + 1] = 'att'
+  sw[#sw + 1] = ARGV[13]
 end
-local ep = redis.call('HGET', KEYS[2], 'ep')
-if ep then
-  redis.call('HSET', sk, 'bep', ep)
+if b[be] then
+  sw[#sw + 1] = 'bep'
+  sw[#sw + 1] = b[be]
 end
+redis.call('HSET', sk, unpack(sw))
 redis.call('ZADD', KEYS[4], lease, sid)
--- The period's charged and reserved after this grant: reserved as written
--- (HSET above, or HINCRBY past 2^53).
-local pb = redis.call('HMGET', KEYS[2], 'charged', 'reserved')
+-- The period's charged and reserved after this grant: charged as read,
+-- reserved as written (HSET above; past 2^53 HINCRBY's, read back).
+if not reserved then
+  reserved = redis.call('HGET', KEYS[2], 'reserved')
+end
 return {1 + form, n, remaining, lease, now, pstart, now, '', d[1], d[2], d[3], d[4], glist, tight,
-  fmt(limit), pb[1] or '0', pb[2] or '0'}
+  fmt(limit), b[bc] or '0', reserved}
