@@ -197,6 +197,19 @@ func TestRowIsMarkedOnceTheCompensationGaveItBack(t *testing.T) {
 	}
 }
 
+// downLedger is a Service (on the clock, for synctest) whose ledger is
+// unreachable until up is set.
+func downLedger() (*stubs, *Service, *atomic.Bool) {
+	up := new(atomic.Bool)
+	st := &stubs{cancelRow: func(UsageRecord) error {
+		if !up.Load() {
+			return fmt.Errorf("x: %w", ErrUnavailable)
+		}
+		return nil
+	}}
+	return st, newStubService(st, Options{Now: time.Now}), up
+}
+
 // Close waits, bounded, for the marks still to be made (docs/reliability.md
 // G1, the rest): a ledger that answers again within Options.CloseMarksWait
 // gets every mark, though the retries had backed off; one that does not
@@ -205,14 +218,7 @@ func TestRowIsMarkedOnceTheCompensationGaveItBack(t *testing.T) {
 // instance.
 func TestCloseWaitsBoundedForThePendingMarks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var up atomic.Bool
-		st := &stubs{cancelRow: func(UsageRecord) error {
-			if !up.Load() {
-				return fmt.Errorf("x: %w", ErrUnavailable)
-			}
-			return nil
-		}}
-		svc := newStubService(st, Options{Now: time.Now})
+		_, svc, up := downLedger()
 		svc.markCancelled(UsageRecord{SessionID: "a", StartTime: testEpoch})
 		svc.markCancelled(UsageRecord{SessionID: "b", StartTime: testEpoch})
 		time.Sleep(2 * time.Second) // the ledger stays down; the retries back off
@@ -251,14 +257,7 @@ func TestCloseWaitsBoundedForThePendingMarks(t *testing.T) {
 // retried every cancelRetryMin (in fake time: synctest).
 func TestMarkRetriesBackOffUntilCloseWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var up atomic.Bool
-		st := &stubs{cancelRow: func(UsageRecord) error {
-			if !up.Load() {
-				return fmt.Errorf("x: %w", ErrUnavailable)
-			}
-			return nil
-		}}
-		svc := newStubService(st, Options{Now: time.Now})
+		st, svc, up := downLedger()
 		svc.markCancelled(UsageRecord{SessionID: "a", StartTime: testEpoch})
 		time.Sleep(2 * time.Second)
 		// Tries at 0, 50, 150, 350, 750 and 1550 ms; the next at 3150 ms.
