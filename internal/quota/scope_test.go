@@ -73,10 +73,10 @@ func TestPublicErrorNamesThePublicID(t *testing.T) {
 		t.Fatalf("no error became %v", err)
 	}
 	bare := fmt.Errorf("finish r: session s-1: %w", ErrSessionNotFound)
-	if err := publicError(bare, "", "s-1"); err != bare {
+	if err := publicError(bare, "", "s-1"); err != bare { //nolint:errorlint // the very error, returned unchanged
 		t.Fatalf("unscoped: %v", err)
 	}
-	if err := publicError(bare, "s-1", "s-1"); err != bare {
+	if err := publicError(bare, "s-1", "s-1"); err != bare { //nolint:errorlint // the very error, returned unchanged
 		t.Fatalf("stored bare: %v", err)
 	}
 	err := publicError(fmt.Errorf("finish r: session %s: %w", scoped, &NotActiveError{SessionID: scoped, Status: StatusFinished}), scoped, "s-1")
