@@ -11,6 +11,14 @@
 //
 //	qc-baseline --addr 127.0.0.1:18081 --redis-addr 127.0.0.1:6379 --resource bench-baseline
 //
+// With --mysql-dsn it is the benchmark's "baseline+ledger" server (the
+// floor of a durable ledger): the same, plus the session's ledger row written
+// through quota-center's own group commit (internal/mysqlstore, its
+// migrations applied at start) before an apply or a finish is answered; see
+// ledger.go.
+//
+//	qc-baseline --addr 127.0.0.1:18084 --resource bench-floor --mysql-dsn 'root@tcp(127.0.0.1:3306)/qc_floor'
+//
 // Use a resource name that quota-center does not use on the same Redis: the
 // two would otherwise share balance keys.
 package main
@@ -32,6 +40,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/redisstore"
 )
@@ -54,6 +63,7 @@ type config struct {
 	limit     int64
 	lease     time.Duration
 	retention time.Duration
+	mysqlDSN  string
 }
 
 // run serves until ctx ends. onListen, when set, gets the bound address.
@@ -67,6 +77,7 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 	fs.Int64Var(&c.limit, "limit", quota.MaxAmount, "the resource's limit (huge by default: the benchmark never runs out)")
 	fs.DurationVar(&c.lease, "lease", 300*time.Second, "session lease (quota-center's default leak threshold is 300s)")
 	fs.DurationVar(&c.retention, "finished-retention", 24*time.Hour, "how long finished sessions stay in Redis (quota-center's default)")
+	fs.StringVar(&c.mysqlDSN, "mysql-dsn", "", `ledger mode: MySQL/MariaDB DSN ("user:pass@tcp(host:3306)/dbname") of a database for quota-center's ledger schema (migrated at start); every apply and finish is answered only once its ledger row is committed (default none: no ledger)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +88,17 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 		return err
 	}
 
+	// The ledger first: a bad DSN stops it before anything else starts.
+	var ledger *mysqlstore.Store
+	mode := "no ledger"
+	if c.mysqlDSN != "" {
+		st, err := openLedger(ctx, c.mysqlDSN) // under ctx alone: DDL may be slow
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		ledger, mode = st, "ledger row per apply and finish"
+	}
 	// The same client options as quota-center (internal/app), so that the
 	// difference measured is the service, not the Redis client.
 	rdb := redis.NewClient(&redis.Options{
@@ -84,7 +106,7 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 		WriteTimeout: 500 * time.Millisecond, PoolSize: c.poolSize, MinIdleConns: 4, MaxRetries: 2,
 	})
 	defer rdb.Close()
-	b := &baseline{store: redisstore.New(rdb), resource: c.resource, lease: c.lease, retention: c.retention}
+	b := &baseline{store: redisstore.New(rdb), resource: c.resource, lease: c.lease, retention: c.retention, ledger: ledger}
 
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -104,7 +126,7 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second}
-	fmt.Fprintf(os.Stderr, "qc-baseline: listening on %s, resource %s, period %d\n", ln.Addr(), c.resource, b.period.ID())
+	fmt.Fprintf(os.Stderr, "qc-baseline: listening on %s, resource %s, period %d, %s\n", ln.Addr(), c.resource, b.period.ID(), mode)
 	if onListen != nil {
 		onListen(ln.Addr().String())
 	}
@@ -127,6 +149,9 @@ type baseline struct {
 	period    quota.Period
 	lease     time.Duration
 	retention time.Duration
+	// ledger, when set (--mysql-dsn), gets each apply's and finish's row
+	// before the answer (ledger.go).
+	ledger *mysqlstore.Store
 }
 
 // seed writes one never-ending period starting now, with zero totals, and
@@ -182,6 +207,12 @@ func (b *baseline) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	switch res.Outcome {
 	case quota.ApplyGranted, quota.ApplyReplayed:
+		if b.ledger != nil {
+			if err := b.recordApply(r.Context(), req, res); err != nil {
+				writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", err.Error())
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, applyResponse{
 			Success: true, Code: "SUCCESS", SessionID: req.SessionID, GrantedAmount: res.Granted,
 			RemainingQuota: res.Remaining, LeaseExpiresAt: res.LeaseExpiresAt.Format(time.RFC3339Nano),
@@ -240,6 +271,12 @@ func (b *baseline) finish(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		storeError(w, err)
 		return
+	}
+	if b.ledger != nil {
+		if err := b.recordFinish(r.Context(), req.SessionID, res); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", err.Error())
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, finishResponse{
 		Success: true, Code: "SUCCESS", SessionID: req.SessionID, GrantedAmount: res.Granted,

@@ -25,23 +25,22 @@ func post(t *testing.T, url string, body map[string]any) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
-// TestSessionOnRealRedis runs apply → heartbeat → finish through the
-// baseline against the machine's Redis (skipped when it is not there).
-func TestSessionOnRealRedis(t *testing.T) {
-	redisAddr := testenv.MustRedis(t)
+// start runs the baseline on redisAddr for resource res with the extra
+// flags, until the test ends, and returns its base URL. At the end it stops
+// it and removes res's Redis keys.
+func start(t *testing.T, redisAddr, res string, extra ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	res := "baseline-test-" + testenv.RandomSuffix()
-	go func() {
-		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--redis-addr", redisAddr, "--resource", res, "--limit", "100"},
-			func(a string) { addr <- a })
-	}()
+	args := append([]string{"--addr", "127.0.0.1:0", "--redis-addr", redisAddr, "--resource", res}, extra...)
+	go func() { done <- run(ctx, args, func(a string) { addr <- a }) }()
 	var base string
 	select {
 	case a := <-addr:
 		base = "http://" + a
 	case err := <-done:
+		cancel()
 		t.Fatalf("baseline did not start: %v", err)
 	}
 	t.Cleanup(func() {
@@ -58,6 +57,15 @@ func TestSessionOnRealRedis(t *testing.T) {
 			_ = rdb.Del(ctx, keys...).Err()
 		}
 	})
+	return base
+}
+
+// TestSessionOnRealRedis runs apply → heartbeat → finish through the
+// baseline against the machine's Redis (skipped when it is not there).
+func TestSessionOnRealRedis(t *testing.T) {
+	redisAddr := testenv.MustRedis(t)
+	res := "baseline-test-" + testenv.RandomSuffix()
+	base := start(t, redisAddr, res, "--limit", "100")
 
 	code, a := post(t, base+"/quota/apply", map[string]any{"resourceName": res, "applyAmount": 60, "sessionId": "s-1"})
 	if code != http.StatusOK || a["sessionId"] != "s-1" || a["grantedAmount"] != float64(60) || a["remainingQuota"] != float64(40) {
