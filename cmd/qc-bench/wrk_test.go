@@ -9,6 +9,21 @@ import (
 	"testing"
 )
 
+// wrkReport writes lines (wrk results, one JSON object each) to a file and
+// returns the report made from it.
+func wrkReport(t *testing.T, lines []string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "wrk.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := reportMain([]string{"--wrk", path}, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
 // TestWrkReportComputesRatesTargetsAndCPUPerAnswer feeds the report two
 // servers' wrk runs with round numbers and checks the figures it derives.
 func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
@@ -28,15 +43,7 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 		line("pools", LabelQCPlain, 24000, 0, 4000, 1.2),      // 50 µs/answer
 		line("pools", LabelQC, 24000, 0, 5000, 1.5),           // 62.5 µs/answer, p99 1.25×
 	}
-	path := filepath.Join(t.TempDir(), "wrk.jsonl")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := reportMain([]string{"--wrk", path}, &out); err != nil {
-		t.Fatal(err)
-	}
-	got := out.String()
+	got := wrkReport(t, lines)
 	for _, want := range []string{
 		"| apply ≥ 1.0× envoyproxy/ratelimit req/s | 12,000 vs 10,000 req/s = 1.20× | **pass** |",
 		"| floor of the first target: baseline+ledger (one EVALSHA + the durable row, nothing else) vs envoyproxy/ratelimit req/s | 15,000 vs 10,000 req/s = 1.50× | quota-center at 0.80× of the floor |",
@@ -69,15 +76,7 @@ func TestWrkReportStatesTheFloorOnlyWhenItRan(t *testing.T) {
 			lines = append(lines, fmt.Sprintf(`{"scenario":"apply","connections":50,"server":%q,"rep":1,`+
 				`"wrk":{"duration_us":1000000,"requests":10000,"p99_us":1000},"cpu_s":{%q:0.5}}`, s, s))
 		}
-		path := filepath.Join(t.TempDir(), "wrk.jsonl")
-		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		if err := reportMain([]string{"--wrk", path}, &out); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
+		return wrkReport(t, lines)
 	}
 	want := "| floor of the first target: baseline+ledger (one EVALSHA + the durable row, nothing else) req/s | 10,000 req/s (envoyproxy/ratelimit not measured) | quota-center at 1.00× of the floor |"
 	if got := report(LabelFloor, LabelQC); !strings.Contains(got, want) {
