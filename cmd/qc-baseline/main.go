@@ -38,8 +38,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/quotacenter/quota-center/internal/app"
+	"github.com/quotacenter/quota-center/internal/config"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/redisstore"
@@ -55,7 +55,7 @@ func main() {
 	}
 }
 
-type config struct {
+type settings struct {
 	addr      string
 	redisAddr string
 	poolSize  int
@@ -68,7 +68,7 @@ type config struct {
 
 // run serves until ctx ends. onListen, when set, gets the bound address.
 func run(ctx context.Context, args []string, onListen func(string)) error {
-	var c config
+	var c settings
 	fs := flag.NewFlagSet("qc-baseline", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:18081", "HTTP listen address")
 	fs.StringVar(&c.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis host:port")
@@ -90,26 +90,35 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 
 	// The ledger first: a bad DSN stops it before anything else starts.
 	var ledger *mysqlstore.Store
-	mode := "no ledger"
+	mode := "no ledger, one Redis round trip per call"
 	if c.mysqlDSN != "" {
 		st, err := openLedger(ctx, c.mysqlDSN) // under ctx alone: DDL may be slow
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		ledger, mode = st, "ledger row per apply and finish"
+		ledger, mode = st, "ledger row per apply and finish, Redis calls auto-pipelined"
 	}
-	// The same client options as quota-center (internal/app), so that the
-	// difference measured is the service, not the Redis client.
-	rdb := redis.NewClient(&redis.Options{
-		Addr: c.redisAddr, DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond,
-		WriteTimeout: 500 * time.Millisecond, PoolSize: c.poolSize, MinIdleConns: 4, MaxRetries: 2,
-	})
-	defer rdb.Close()
-	b := &baseline{store: redisstore.New(rdb), resource: c.resource, lease: c.lease, retention: c.retention, ledger: ledger}
-
+	// quota-center's own Redis path (internal/app, its defaults), so that
+	// the difference measured is the service, not the Redis client. The
+	// baseline sends each script call on its own (one round trip each, the
+	// speed of Redis); the ledger mode, the floor of a durable apply, sends
+	// them auto-pipelined as quota-center serve does.
+	rc := config.Default().Redis
+	rc.Addr, rc.PoolSize = c.redisAddr, c.poolSize
+	if ledger == nil {
+		rc.PipelineMaxCalls = 0
+	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	rdb, store, err := app.OpenRedis(sctx, rc)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	defer store.Close() // before the client: the pipelines in flight are answered
+	b := &baseline{store: store, resource: c.resource, lease: c.lease, retention: c.retention, ledger: ledger}
+
 	if err := b.seed(sctx, c.limit); err != nil {
 		return err
 	}

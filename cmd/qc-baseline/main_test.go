@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -83,5 +84,32 @@ func TestSessionOnRealRedis(t *testing.T) {
 	}
 	if code, _ := post(t, base+"/quota/heartbeat", map[string]any{"resourceName": res, "sessionId": "nope"}); code != http.StatusNotFound {
 		t.Fatalf("heartbeat of a missing session: %d", code)
+	}
+}
+
+// TestRefusesAnUnreachableRedis: with no Redis at --redis-addr, the
+// baseline and its ledger mode (quota-center's Redis path, internal/app's
+// OpenRedis) stop at start, before they listen, with an error naming the
+// address and the cause.
+func TestRefusesAnUnreachableRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra func(t *testing.T) []string
+	}{
+		{"baseline", func(*testing.T) []string { return nil }},
+		{"ledger mode", func(t *testing.T) []string { return []string{"--mysql-dsn", testenv.MustMySQL(t)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--addr", "127.0.0.1:0", "--redis-addr", "127.0.0.1:1"}, tc.extra(t)...)
+			err := run(context.Background(), args, func(string) { t.Error("it listened") })
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range []string{"connect redis 127.0.0.1:1", "connection refused"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
