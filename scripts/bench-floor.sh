@@ -2,8 +2,10 @@
 # "baseline+ledger" server of the wrk runs (issue 11 §1), the floor of what a
 # durable ledger row per apply costs on this machine, in the same run.
 #
-# It is qc-baseline with --mysql-dsn: the same one EVALSHA per request, then
-# the session's ledger row written through quota-center's own group commit
+# It is qc-baseline with --mysql-dsn: the same one EVALSHA per request, sent
+# through quota-center's own Redis path (the auto-pipelined store of
+# internal/redisstore, built as quota-center serve builds it), then the
+# session's ledger row written through quota-center's own group commit
 # (internal/mysqlstore, quota-center's migrations, so the row and the
 # statement are those quota-center writes), answered only once committed; a
 # finish settles the row the same way. No validation beyond the baseline's,
@@ -61,7 +63,7 @@ floor_stop() {
 # floor_meta: the report's description of the server.
 floor_meta() {
 	[[ -n $floor_pid ]] || return 0
-	meta how "baseline+ledger (qc-baseline --mysql-dsn) is the floor of a durable ledger: qc-baseline, plus each granted apply's ledger row (and each finish's settling update) written through quota-center's own group commit (internal/mysqlstore's InsertSession and FinishSession at quota-center's defaults, on quota-center's migrated schema, in a database of its own, $floor_db), the answer sent only once the row is committed; no validation beyond qc-baseline's, no metrics or middleware. It runs in the apply and session wrk scenarios only."
+	meta how "baseline+ledger (qc-baseline --mysql-dsn) is the floor of a durable ledger: qc-baseline's one EVALSHA per request, sent through quota-center's own auto-pipelined Redis path (internal/redisstore at quota-center's defaults, where qc-baseline sends each call on its own), plus each granted apply's ledger row (and each finish's settling update) written through quota-center's own group commit (internal/mysqlstore's InsertSession and FinishSession at quota-center's defaults, on quota-center's migrated schema, in a database of its own, $floor_db), the answer sent only once the row is committed; no validation beyond qc-baseline's, no metrics or middleware. It runs in the apply and session wrk scenarios only."
 	meta command "bin/qc-baseline ${floor_flags[*]}   # baseline+ledger"
 }
 

@@ -11,8 +11,9 @@ import (
 )
 
 // The ledger mode (--mysql-dsn): the "baseline+ledger" server of the
-// benchmark, the floor of what a durable ledger row per apply costs. Each
-// granted apply writes the session's USING row, and each finish settles it,
+// benchmark, the floor of what a durable apply costs. Its script calls go
+// through quota-center's own Redis path, auto-pipelined (app.OpenRedis, in
+// run), as quota-center serve sends them. Each granted apply writes the session's USING row, and each finish settles it,
 // through quota-center's own group commit (mysqlstore.Store's
 // InsertSession and FinishSession, with the options quota-center uses by
 // default, on the schema of its migrations), so the rows and the statements

@@ -12,10 +12,13 @@
 //	qc-baseline --addr 127.0.0.1:18081 --redis-addr 127.0.0.1:6379 --resource bench-baseline
 //
 // With --mysql-dsn it is the benchmark's "baseline+ledger" server (the
-// floor of a durable ledger): the same, plus the session's ledger row written
-// through quota-center's own group commit (internal/mysqlstore, its
-// migrations applied at start) before an apply or a finish is answered; see
-// ledger.go.
+// floor of a durable ledger): the same script calls, but sent through
+// quota-center's own Redis path (internal/app's OpenRedis: the
+// auto-pipelined store of quota-center serve, at its defaults), plus the
+// session's ledger row written through quota-center's own group commit
+// (internal/mysqlstore, its migrations applied at start) before an apply or
+// a finish is answered; see ledger.go. Without it each script call is a
+// round trip of its own.
 //
 //	qc-baseline --addr 127.0.0.1:18084 --resource bench-floor --mysql-dsn 'root@tcp(127.0.0.1:3306)/qc_floor'
 //

@@ -46,7 +46,7 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 	got := wrkReport(t, lines)
 	for _, want := range []string{
 		"| apply ≥ 1.0× envoyproxy/ratelimit req/s | 12,000 vs 10,000 req/s = 1.20× | **pass** |",
-		"| floor of the first target: baseline+ledger (one EVALSHA + the durable row, nothing else) vs envoyproxy/ratelimit req/s | 15,000 vs 10,000 req/s = 1.50× | quota-center at 0.80× of the floor |",
+		"| floor of the first target: baseline+ledger (one auto-pipelined EVALSHA + the durable row, nothing else) vs envoyproxy/ratelimit req/s | 15,000 vs 10,000 req/s = 1.50× | quota-center at 0.80× of the floor |",
 		"| floor of apply → finish: baseline+ledger sessions/s (durable row and its settling update) | 10,000 sessions/s = 1.25× of 8,000 | quota-center at 0.85× of the floor |",
 		"| 50 | baseline+ledger | 15,000 | 15,000 | 1.00 | 2.00 | 3.50 | 0.75× | 1.50× | 15,000 | 0 |",
 		"| 50 | baseline+ledger | 30 | 17 | 0 | 3 | 50 | 100 |", // 0.9 s / 30,000 …
@@ -78,7 +78,7 @@ func TestWrkReportStatesTheFloorOnlyWhenItRan(t *testing.T) {
 		}
 		return wrkReport(t, lines)
 	}
-	want := "| floor of the first target: baseline+ledger (one EVALSHA + the durable row, nothing else) req/s | 10,000 req/s (envoyproxy/ratelimit not measured) | quota-center at 1.00× of the floor |"
+	want := "| floor of the first target: baseline+ledger (one auto-pipelined EVALSHA + the durable row, nothing else) req/s | 10,000 req/s (envoyproxy/ratelimit not measured) | quota-center at 1.00× of the floor |"
 	if got := report(LabelFloor, LabelQC); !strings.Contains(got, want) {
 		t.Errorf("report lacks %q:\n%s", want, got)
 	}
