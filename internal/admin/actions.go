@@ -209,7 +209,8 @@ type FinishRequest struct {
 // finish and the session as it was.
 //
 // Errors: *quota.ValidationError, quota.ErrSessionNotFound (no such session,
-// or not of ResourceName), quota.ErrSessionNotActive (already FINISHED),
+// or not of ResourceName), quota.ErrSessionNotActive (already FINISHED, also
+// when the client's own finish lands between the read and this finish),
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (s *Service) ForceFinish(ctx context.Context, req FinishRequest) (quota.FinishResponse, quota.UsageRecord, error) {
 	var none quota.FinishResponse
@@ -250,6 +251,12 @@ func (s *Service) ForceFinish(ctx context.Context, req FinishRequest) (quota.Fin
 	}
 	res, err := s.d.Quota.Finish(ctx, quota.FinishRequest{ResourceName: row.ResourceName, SessionID: req.SessionID,
 		ClientID: row.ClientID, Actual: amount})
+	if errors.Is(err, quota.ErrSessionConflict) {
+		// The client's own finish (with another amount) came in after the
+		// row was read: the session is finished, as if it had been found
+		// so above.
+		return none, row, &quota.NotActiveError{SessionID: req.SessionID, Status: quota.StatusFinished}
+	}
 	if err != nil {
 		return none, row, err
 	}
