@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quotacenter/quota-center/api/client"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -19,21 +18,8 @@ import (
 // page, and nothing changes; a POST with neither Origin nor Referer is
 // judged by its CSRF token (docs/console.md); grouped digits still work.
 func TestConsoleFormsAreReadLikeTheJSONAPI(t *testing.T) {
-	s := testenv.Start(t, testenv.Dev, "--admin-tokens", "ops-eve:"+adminToken)
-	c, err := client.New(s.URL, client.WithAdminToken(adminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, res, ap, o := aSessionToChange(t, "ops-eve")
 	ctx := context.Background()
-	res := testenv.Resource(t)
-	if _, err := c.PutPolicy(ctx, client.PolicySpec{ResourceName: res, QuotaType: "TOKENS", TotalLimit: 1000}); err != nil {
-		t.Fatal(err)
-	}
-	ap, err := c.Apply(ctx, client.ApplyRequest{ResourceName: res, ApplyAmount: 300, ClientID: "batch"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := signIn(t, s, res)
 	limitPath := "/resources/" + res + "/limit"
 	finishPath := "/sessions/" + ap.SessionID + "/finish"
 	change := func(kv ...string) url.Values {
