@@ -5,12 +5,16 @@
 # Builds bin/quota-center, bin/qc-baseline and bin/qc-bench; creates a fresh
 # MariaDB database qc_bench; starts quota-center on the real Redis and
 # MariaDB and, beside it, qc-baseline (the same Lua scripts once per request,
-# no ledger) on the same Redis, and envoyproxy/ratelimit when
+# no ledger) on the same Redis, baseline+ledger (qc-baseline --mysql-dsn: the
+# same scripts through quota-center's auto-pipelined Redis path, plus the
+# ledger row through quota-center's group commit, in a database
+# of its own; scripts/bench-floor.sh) and envoyproxy/ratelimit when
 # QC_BENCH_PEER_RATELIMIT names its binary. First the headline runs (issue
 # 11): wrk (Debian's `wrk`; installed with apt-get when missing and run as
 # root) with the Lua scripts of scripts/wrk/, for each scenario ×
-# connection count, repetitions interleaved (baseline, [ratelimit,]
-# quota-center, …), recording the CPU of every process per answer. Then,
+# connection count, repetitions interleaved (baseline, baseline+ledger,
+# [ratelimit,] quota-center, …), recording the CPU of every process per
+# answer. Then,
 # for each scenario × connection count, the qc-bench runs (issue 4),
 # interleaved the same way, recording each process's CPU over the measured
 # window and quota-center's RSS and goroutines. Then a long run of quota-center alone
@@ -40,6 +44,10 @@
 #                         measured in the apply scenario   (default none)
 #   QC_BENCH_PEER_PORT    its HTTP port on 127.0.0.1 (it also takes the next
 #                         two for gRPC and debug)              (default 18083)
+#   QC_BENCH_FLOOR        0 = no baseline+ledger server; else it runs in the
+#                         apply and session wrk scenarios      (default 1)
+#   QC_BENCH_FLOOR_PORT   its port on 127.0.0.1                (default 18086)
+#   QC_BENCH_FLOOR_DB     its MariaDB database, created and dropped (default QC_BENCH_DB_floor)
 #   QC_BENCH_REPS         repetitions per server and cell          (default 3)
 #   QC_BENCH_DURATION     measured time of each run                 (default 10s)
 #   QC_BENCH_WARMUP       unmeasured load before each run           (default 2s)
@@ -114,6 +122,8 @@ run_id=$(date +%s)
 qc_res=bench-qc-$run_id
 qc_pool_res=bench-pools-$run_id
 base_res=bench-base-$run_id
+# shellcheck source=scripts/bench-floor.sh
+source scripts/bench-floor.sh
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
@@ -146,6 +156,7 @@ sql -e 'SELECT 1' >/dev/null 2>&1 ||
 for p in "$qc_port" "$base_port" "$qc2_port"; do
 	port_busy "$p" && die "127.0.0.1:$p is in use; set QC_BENCH_QC_PORT / QC_BENCH_BASE_PORT"
 done
+floor_check
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/qc-bench.XXXXXX")
 results=$work/results.jsonl wrk_results=$work/wrk.jsonl soak_results=$work/soak.jsonl two_results=$work/two.jsonl meta=$work/meta.txt gobench_out=$work/gobench.txt
@@ -176,6 +187,7 @@ cleanup() {
 	stop "$base_pid" qc-baseline
 	stop "$peer_pid" ratelimit
 	qc_pid="" base_pid="" qc2_pid="" peer_pid=""
+	floor_cleanup
 	if [[ $keep != 1 ]]; then
 		say "removing the benchmark's Redis keys and the $db database (QC_BENCH_KEEP=1 keeps them)"
 		for r in "$qc_res" "$base_res"; do
@@ -249,6 +261,7 @@ say "starting qc-baseline on $base_url"
 bin/qc-baseline --addr "127.0.0.1:$base_port" --redis-addr "$redis" --resource "$base_res" --lease "${leak_threshold}s" >"$work/qc-baseline.log" 2>&1 &
 base_pid=$!
 wait_ready "$base_url/healthz" || { tail -20 "$work/qc-baseline.log" >&2; die "qc-baseline did not start"; }
+floor_start
 
 if [[ -n $peer_bin ]]; then
 	# envoyproxy/ratelimit on the same Redis: one descriptor with a limit
@@ -331,6 +344,7 @@ meta gobench "internal/app/bench_test.go, \`go test -run '^\$' -bench . -benchti
 meta command "make bench    # = bash scripts/bench.sh; QC_BENCH_REPS=$reps QC_BENCH_CONNECTIONS=\"$conns_list\" QC_BENCH_WRK_SCENARIOS=\"$wrk_scenarios\" QC_BENCH_WRK_DURATION=$wrk_duration QC_BENCH_WRK_WARMUP=$wrk_warmup QC_BENCH_SCENARIOS=\"$scenarios\" QC_BENCH_DURATION=$duration QC_BENCH_WARMUP=$warmup${peer_bin:+ QC_BENCH_PEER_RATELIMIT=$peer_bin}"
 meta command "QC_ADMIN_TOKENS=bench:<random> bin/quota-center ${qc_flags[*]}"
 meta command "bin/qc-baseline --addr 127.0.0.1:$base_port --redis-addr $redis --resource $base_res --lease ${leak_threshold}s"
+floor_meta
 if [[ -n $scenarios ]]; then
 	meta command "bin/qc-bench --url $qc_url --resource $qc_res --label quota-center --scenario SCENARIO --connections N --duration $duration --warmup $warmup --rep R --metrics-url $qc_url/metrics ${watch[*]}"
 	meta command "bin/qc-bench --url $base_url --resource $base_res --label baseline ... (same)"
@@ -363,6 +377,7 @@ wrk_run() {
 	case $server in
 	quota-center | quota-center-plain) pid=$qc_pid ;;
 	baseline) pid=$base_pid ;;
+	"$LABEL_FLOOR") pid=$floor_pid ;;
 	*) pid=$peer_pid ;;
 	esac
 	kill -0 "$pid" 2>/dev/null || die "$server exited; see $work/$server.log"
@@ -399,13 +414,17 @@ for scen in "${wrk_arr[@]}"; do
 	fi
 	for c in "${conn_arr[@]}"; do
 		for ((rep = 1; rep <= reps; rep++)); do
-			targets=(baseline "$LABEL_PEER" quota-center)
+			targets=(baseline "$LABEL_FLOOR" "$LABEL_PEER" quota-center)
 			[[ $scen == pools ]] && targets=(quota-center-plain quota-center) # issue 13 §8: the same server, with and without lines
 			for target in "${targets[@]}"; do
 				case $target in
 				baseline) url=$base_url res=$base_res ;;
 				quota-center-plain) url=$qc_url res=$qc_res ;;
 				quota-center) url=$qc_url res=$qc_res ;;
+				"$LABEL_FLOOR")
+					floor_wanted "$scen" || continue
+					url=$floor_url res=$floor_res
+					;;
 				*)
 					[[ -n $peer_bin && $scen == apply ]] || continue
 					url=http://127.0.0.1:$peer_port res=r$run_id
@@ -427,10 +446,12 @@ for scen in "${wrk_arr[@]}"; do
 done
 stop "$peer_pid" ratelimit
 peer_pid=""
+floor_ran=$([[ -n $floor_pid ]] && echo 1 || true)
+floor_stop
 if [[ -n $wrk_scenarios ]]; then
-	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
+	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
 	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run. pools (issue 13 §8): the apply of 1 on a resource with 12 business lines (3 CORE, 4 GROWTH, 5 EXPLORE, pools at their defaults), round robin over the lines, interleaved with the same script's apply on the plain resource (quota-center-plain)."
-	meta wrkhow "Servers: quota-center (durable ledger row per apply, group commit and Redis auto-pipelining at their defaults), qc-baseline (cmd/qc-baseline: net/http and one EVALSHA of the same apply/heartbeat/finish scripts per request, no ledger)$([[ -n $peer_bin ]] && echo ", and envoyproxy/ratelimit ($(cd "$(dirname "$peer_bin")" 2>/dev/null && git describe --always 2>/dev/null || echo "built from source"); its HTTP /json endpoint, one descriptor per request, INCRBY + EXPIRE per request and no ledger; REDIS_POOL_SIZE, pipelining and local cache at its defaults) on the same Redis, apply scenario only")."
+	meta wrkhow "Servers: quota-center (durable ledger row per apply, group commit and Redis auto-pipelining at their defaults), qc-baseline (cmd/qc-baseline: net/http and one EVALSHA of the same apply/heartbeat/finish scripts per request, no ledger)$([[ -n $floor_ran ]] && echo ", baseline+ledger (qc-baseline --mysql-dsn: the same EVALSHA, auto-pipelined as quota-center's, then the session's ledger row, and for a finish its settling update, through quota-center's own group commit, answered once committed: the floor of a durable row; apply and session scenarios only)")$([[ -n $peer_bin ]] && echo ", and envoyproxy/ratelimit ($(cd "$(dirname "$peer_bin")" 2>/dev/null && git describe --always 2>/dev/null || echo "built from source"); its HTTP /json endpoint, one descriptor per request, INCRBY + EXPIRE per request and no ledger; REDIS_POOL_SIZE, pipelining and local cache at its defaults) on the same Redis, apply scenario only")."
 	meta wrkhow "CPU per answer: utime+stime from /proc/<pid>/stat of the server under test, redis-server and mariadbd over the measured run, and wrk's own (bash \`times\` of its subshell), divided by the 2xx answers; \"machine\" divides the busy CPU of the whole machine (/proc/stat minus idle and iowait) the same way, and so includes any other work. CPU per answer moves much less than req/s when the machine is shared; p99 is wrk's (every request of the run)."
 fi
 

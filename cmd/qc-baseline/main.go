@@ -11,6 +11,17 @@
 //
 //	qc-baseline --addr 127.0.0.1:18081 --redis-addr 127.0.0.1:6379 --resource bench-baseline
 //
+// With --mysql-dsn it is the benchmark's "baseline+ledger" server (the
+// floor of a durable ledger): the same script calls, but sent through
+// quota-center's own Redis path (internal/app's OpenRedis: the
+// auto-pipelined store of quota-center serve, at its defaults), plus the
+// session's ledger row written through quota-center's own group commit
+// (internal/mysqlstore, its migrations applied at start) before an apply or
+// a finish is answered; see ledger.go. Without it each script call is a
+// round trip of its own.
+//
+//	qc-baseline --addr 127.0.0.1:18084 --resource bench-floor --mysql-dsn 'root@tcp(127.0.0.1:3306)/qc_floor'
+//
 // Use a resource name that quota-center does not use on the same Redis: the
 // two would otherwise share balance keys.
 package main
@@ -30,8 +41,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/quotacenter/quota-center/internal/app"
+	"github.com/quotacenter/quota-center/internal/config"
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/redisstore"
 )
@@ -46,7 +58,7 @@ func main() {
 	}
 }
 
-type config struct {
+type settings struct {
 	addr      string
 	redisAddr string
 	poolSize  int
@@ -54,11 +66,12 @@ type config struct {
 	limit     int64
 	lease     time.Duration
 	retention time.Duration
+	mysqlDSN  string
 }
 
 // run serves until ctx ends. onListen, when set, gets the bound address.
 func run(ctx context.Context, args []string, onListen func(string)) error {
-	var c config
+	var c settings
 	fs := flag.NewFlagSet("qc-baseline", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:18081", "HTTP listen address")
 	fs.StringVar(&c.redisAddr, "redis-addr", "127.0.0.1:6379", "Redis host:port")
@@ -67,6 +80,7 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 	fs.Int64Var(&c.limit, "limit", quota.MaxAmount, "the resource's limit (huge by default: the benchmark never runs out)")
 	fs.DurationVar(&c.lease, "lease", 300*time.Second, "session lease (quota-center's default leak threshold is 300s)")
 	fs.DurationVar(&c.retention, "finished-retention", 24*time.Hour, "how long finished sessions stay in Redis (quota-center's default)")
+	fs.StringVar(&c.mysqlDSN, "mysql-dsn", "", `ledger mode: MySQL/MariaDB DSN ("user:pass@tcp(host:3306)/dbname") of a database for quota-center's ledger schema (migrated at start); every apply and finish is answered only once its ledger row is committed (default none: no ledger)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,17 +91,37 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 		return err
 	}
 
-	// The same client options as quota-center (internal/app), so that the
-	// difference measured is the service, not the Redis client.
-	rdb := redis.NewClient(&redis.Options{
-		Addr: c.redisAddr, DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond,
-		WriteTimeout: 500 * time.Millisecond, PoolSize: c.poolSize, MinIdleConns: 4, MaxRetries: 2,
-	})
-	defer rdb.Close()
-	b := &baseline{store: redisstore.New(rdb), resource: c.resource, lease: c.lease, retention: c.retention}
-
+	// The ledger first: a bad DSN stops it before anything else starts.
+	var ledger *mysqlstore.Store
+	mode := "no ledger, one Redis round trip per call"
+	if c.mysqlDSN != "" {
+		st, err := openLedger(ctx, c.mysqlDSN) // under ctx alone: DDL may be slow
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		ledger, mode = st, "ledger row per apply and finish, Redis calls auto-pipelined"
+	}
+	// quota-center's own Redis path (internal/app, its defaults), so that
+	// the difference measured is the service, not the Redis client. The
+	// baseline sends each script call on its own (one round trip each, the
+	// speed of Redis); the ledger mode, the floor of a durable apply, sends
+	// them auto-pipelined as quota-center serve does.
+	rc := config.Default().Redis
+	rc.Addr, rc.PoolSize = c.redisAddr, c.poolSize
+	if ledger == nil {
+		rc.PipelineMaxCalls = 0
+	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	rdb, store, err := app.OpenRedis(sctx, rc)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	defer store.Close() // before the client: the pipelines in flight are answered
+	b := &baseline{store: store, resource: c.resource, lease: c.lease, retention: c.retention, ledger: ledger}
+
 	if err := b.seed(sctx, c.limit); err != nil {
 		return err
 	}
@@ -104,7 +138,7 @@ func run(ctx context.Context, args []string, onListen func(string)) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second}
-	fmt.Fprintf(os.Stderr, "qc-baseline: listening on %s, resource %s, period %d\n", ln.Addr(), c.resource, b.period.ID())
+	fmt.Fprintf(os.Stderr, "qc-baseline: listening on %s, resource %s, period %d, %s\n", ln.Addr(), c.resource, b.period.ID(), mode)
 	if onListen != nil {
 		onListen(ln.Addr().String())
 	}
@@ -127,6 +161,9 @@ type baseline struct {
 	period    quota.Period
 	lease     time.Duration
 	retention time.Duration
+	// ledger, when set (--mysql-dsn), gets each apply's and finish's row
+	// before the answer (ledger.go).
+	ledger *mysqlstore.Store
 }
 
 // seed writes one never-ending period starting now, with zero totals, and
@@ -182,6 +219,12 @@ func (b *baseline) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	switch res.Outcome {
 	case quota.ApplyGranted, quota.ApplyReplayed:
+		if b.ledger != nil {
+			if err := b.recordApply(r.Context(), req, res); err != nil {
+				writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", err.Error())
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, applyResponse{
 			Success: true, Code: "SUCCESS", SessionID: req.SessionID, GrantedAmount: res.Granted,
 			RemainingQuota: res.Remaining, LeaseExpiresAt: res.LeaseExpiresAt.Format(time.RFC3339Nano),
@@ -240,6 +283,12 @@ func (b *baseline) finish(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		storeError(w, err)
 		return
+	}
+	if b.ledger != nil {
+		if err := b.recordFinish(r.Context(), req.SessionID, res); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", err.Error())
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, finishResponse{
 		Success: true, Code: "SUCCESS", SessionID: req.SessionID, GrantedAmount: res.Granted,

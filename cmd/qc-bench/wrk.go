@@ -12,6 +12,12 @@ import (
 // names its binary.
 const LabelPeer = "envoy-ratelimit"
 
+// LabelFloor is qc-baseline with a ledger (--mysql-dsn,
+// scripts/bench-floor.sh): one EVALSHA, auto-pipelined through
+// quota-center's Redis path, and the session's durable ledger row through
+// quota-center's group commit, the floor of a durable apply.
+const LabelFloor = "baseline+ledger"
+
 // LabelQCPlain is quota-center in the pools scenario on the resource
 // without lines (the comparison of issue 13 §8).
 const LabelQCPlain = "quota-center-plain"
@@ -21,7 +27,7 @@ const LabelQCPlain = "quota-center-plain"
 type WrkRun struct {
 	Scenario    string `json:"scenario"` // apply, session, heartbeat
 	Connections int    `json:"connections"`
-	Server      string `json:"server"` // LabelBaseline, LabelQC, LabelPeer
+	Server      string `json:"server"` // LabelBaseline, LabelFloor, LabelQC, LabelPeer, LabelQCPlain
 	Rep         int    `json:"rep"`
 	// Wrk is the QCWRK line of scripts/wrk/common.lua.
 	Wrk struct {
@@ -127,7 +133,7 @@ func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
 	}
 	servers := func(s string, c int) []string {
 		var out []string
-		for _, l := range []string{LabelBaseline, LabelPeer, LabelQCPlain, LabelQC} {
+		for _, l := range []string{LabelBaseline, LabelFloor, LabelPeer, LabelQCPlain, LabelQC} {
 			if len(gs[wrkKey{s, c, l}]) > 0 {
 				out = append(out, l)
 			}
@@ -155,6 +161,7 @@ func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
 	} else {
 		p("| apply ≥ 1.0× envoyproxy/ratelimit req/s | not measured (set QC_BENCH_PEER_RATELIMIT) | – |\n")
 	}
+	writeFloorTarget(p, func(scen, server string, f func(WrkRun) float64) float64 { return med(scen, 50, server, f) })
 	base := med("apply", 50, LabelBaseline, WrkRun.reqPS)
 	p("| apply ≥ 0.6× the one-EVALSHA baseline req/s | %s vs %s req/s = %s | %s |\n", f0(apply), f0(base), ratio(apply, base), passFail(apply >= 0.6*base, !math.IsNaN(apply) && !math.IsNaN(base)))
 	p99 := qc("apply", func(r WrkRun) float64 { return r.Wrk.P99US / 1000 })
@@ -249,4 +256,30 @@ func writePoolsTarget(p func(string, ...any), med func(server string, f func(Wrk
 		return
 	}
 	p("| apply on 12 lines ≤ 1.2× a plain apply, quota-center CPU per answer (issue 13 §8) | %s vs %s µs = %s | %s |\n", f0(lines), f0(plain), ratio(lines, plain), passFail(lines <= 1.2*plain, true))
+}
+
+// writeFloorTarget states the floor of issue 11 §1's first target, measured
+// in the same run: what baseline+ledger (one EVALSHA through quota-center's
+// auto-pipelined Redis path and a durable ledger row through quota-center's
+// group commit, nothing else) does against envoyproxy/ratelimit's req/s in
+// the apply scenario, and against 8,000 sessions/s in the session scenario;
+// the result column gives quota-center's figure as a share of the floor's.
+// Nothing is written when baseline+ledger did not run.
+func writeFloorTarget(p func(string, ...any), med func(scen, server string, f func(WrkRun) float64) float64) {
+	floor := med("apply", LabelFloor, WrkRun.reqPS)
+	if math.IsNaN(floor) {
+		return
+	}
+	qc := med("apply", LabelQC, WrkRun.reqPS)
+	if peer := med("apply", LabelPeer, WrkRun.reqPS); !math.IsNaN(peer) {
+		p("| floor of the first target: baseline+ledger (one auto-pipelined EVALSHA + the durable row, nothing else) vs envoyproxy/ratelimit req/s | %s vs %s req/s = %s | quota-center at %s of the floor |\n",
+			f0(floor), f0(peer), ratio(floor, peer), ratio(qc, floor))
+	} else {
+		p("| floor of the first target: baseline+ledger (one auto-pipelined EVALSHA + the durable row, nothing else) req/s | %s req/s (envoyproxy/ratelimit not measured) | quota-center at %s of the floor |\n",
+			f0(floor), ratio(qc, floor))
+	}
+	if sess := med("session", LabelFloor, WrkRun.sessPS); !math.IsNaN(sess) {
+		p("| floor of apply → finish: baseline+ledger sessions/s (durable row and its settling update) | %s sessions/s = %s of 8,000 | quota-center at %s of the floor |\n",
+			f0(sess), ratio(sess, 8000), ratio(med("session", LabelQC, WrkRun.sessPS), sess))
+	}
 }

@@ -9,6 +9,21 @@ import (
 	"testing"
 )
 
+// wrkReport writes lines (wrk results, one JSON object each) to a file and
+// returns the report made from it.
+func wrkReport(t *testing.T, lines []string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "wrk.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := reportMain([]string{"--wrk", path}, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
 // TestWrkReportComputesRatesTargetsAndCPUPerAnswer feeds the report two
 // servers' wrk runs with round numbers and checks the figures it derives.
 func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
@@ -21,22 +36,20 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 		line("apply", LabelBaseline, 40000, 0, 3000, 1),       // 20,000 req/s, 25 µs/answer
 		line("apply", LabelPeer, 20000, 0, 3000, 1),           // 10,000 req/s
 		line("apply", LabelQC, 24000, 0, 4500, 1.2),           // 12,000 req/s, 50 µs/answer
+		line("apply", LabelFloor, 30000, 0, 3500, 0.9),        // 15,000 req/s, 30 µs/answer
+		line("session", LabelFloor, 50000, 20000, 4000, 2),    // 10,000 sessions/s
 		line("session", LabelQC, 40000, 17000, 4000, 2),       // 8,500 sessions/s
 		line("session", LabelBaseline, 50000, 25000, 4000, 2), // for the ratio
 		line("pools", LabelQCPlain, 24000, 0, 4000, 1.2),      // 50 µs/answer
 		line("pools", LabelQC, 24000, 0, 5000, 1.5),           // 62.5 µs/answer, p99 1.25×
 	}
-	path := filepath.Join(t.TempDir(), "wrk.jsonl")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := reportMain([]string{"--wrk", path}, &out); err != nil {
-		t.Fatal(err)
-	}
-	got := out.String()
+	got := wrkReport(t, lines)
 	for _, want := range []string{
 		"| apply ≥ 1.0× envoyproxy/ratelimit req/s | 12,000 vs 10,000 req/s = 1.20× | **pass** |",
+		"| floor of the first target: baseline+ledger (one auto-pipelined EVALSHA + the durable row, nothing else) vs envoyproxy/ratelimit req/s | 15,000 vs 10,000 req/s = 1.50× | quota-center at 0.80× of the floor |",
+		"| floor of apply → finish: baseline+ledger sessions/s (durable row and its settling update) | 10,000 sessions/s = 1.25× of 8,000 | quota-center at 0.85× of the floor |",
+		"| 50 | baseline+ledger | 15,000 | 15,000 | 1.00 | 2.00 | 3.50 | 0.75× | 1.50× | 15,000 | 0 |",
+		"| 50 | baseline+ledger | 30 | 17 | 0 | 3 | 50 | 100 |", // 0.9 s / 30,000 …
 		"| apply ≥ 0.6× the one-EVALSHA baseline req/s | 12,000 vs 20,000 req/s = 0.60× | **pass** |",
 		"| apply p99 ≤ 5 ms | 4.50 ms | **pass** |",
 		"| apply → finish ≥ 8,000 sessions/s | 8,500 sessions/s | **pass** |",
@@ -50,5 +63,26 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestWrkReportStatesTheFloorOnlyWhenItRan: without envoyproxy/ratelimit the
+// floor's line gives its req/s alone; without baseline+ledger runs there is
+// no floor line at all.
+func TestWrkReportStatesTheFloorOnlyWhenItRan(t *testing.T) {
+	report := func(servers ...string) string {
+		var lines []string
+		for _, s := range servers {
+			lines = append(lines, fmt.Sprintf(`{"scenario":"apply","connections":50,"server":%q,"rep":1,`+
+				`"wrk":{"duration_us":1000000,"requests":10000,"p99_us":1000},"cpu_s":{%q:0.5}}`, s, s))
+		}
+		return wrkReport(t, lines)
+	}
+	want := "| floor of the first target: baseline+ledger (one auto-pipelined EVALSHA + the durable row, nothing else) req/s | 10,000 req/s (envoyproxy/ratelimit not measured) | quota-center at 1.00× of the floor |"
+	if got := report(LabelFloor, LabelQC); !strings.Contains(got, want) {
+		t.Errorf("report lacks %q:\n%s", want, got)
+	}
+	if got := report(LabelBaseline, LabelPeer, LabelQC); strings.Contains(got, "floor of") {
+		t.Errorf("a floor line without baseline+ledger runs:\n%s", got)
 	}
 }

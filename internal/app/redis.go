@@ -35,6 +35,50 @@ func newRedisClient(c config.Redis) redis.UniversalClient {
 	})
 }
 
+// dialRedis is newRedisClient's client for c, once it answered a PING
+// within 5s. Errors: "connect redis ADDR (MODE): cause", the client closed.
+func dialRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, error) {
+	rdb := newRedisClient(c)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("connect redis %s (%s): %w", c.Addr, c.Mode, err)
+	}
+	return rdb, nil
+}
+
+// hotStore is the Store of quota-center's hot path on rdb: apply, heartbeat
+// and finish auto-pipelined (c.PipelineMaxCalls calls a pipeline, 0 = one
+// round trip each; redisstore.DefaultPipelining.InFlight pipelines at once),
+// each pipeline given the client's own read timeout (c.Timeout, or
+// go-redis's 3s default for the dev-mode client). onPipeline (nil: none) is
+// told each pipeline's calls. No WAIT (see Store.WithWait). Close the Store
+// before the client.
+func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls int)) *redisstore.Store {
+	timeout := c.Timeout
+	if cl, ok := rdb.(*redis.Client); ok && cl.Options().ReadTimeout > 0 {
+		timeout = cl.Options().ReadTimeout
+	}
+	return redisstore.NewPipelined(rdb, redisstore.Pipelining{
+		MaxCalls: c.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
+		Timeout: timeout, OnPipeline: onPipeline,
+	})
+}
+
+// OpenRedis is quota-center serve's Redis path for c, without the rest of
+// the service (for cmd/qc-baseline's ledger mode, the floor of the
+// benchmark): the client serve builds, pinged, and on it the auto-pipelined
+// hot-path Store serve uses, with no WAIT and no metrics. Close the Store,
+// then the client. Errors: as dialRedis.
+func OpenRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, *redisstore.Store, error) {
+	rdb, err := dialRedis(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rdb, hotStore(rdb, c, nil), nil
+}
+
 // redisWait is the store's WAIT setting (QC_REDIS_WAIT_REPLICAS, _TIMEOUT),
 // with quota_redis_unreplicated_calls_total registered on reg: calls
 // answered although fewer replicas than asked acknowledged them in time.

@@ -62,12 +62,9 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 			zap.String("note", note))
 		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
 	}
-	rdb := newRedisClient(cfg.Redis)
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("connect redis %s (%s): %w", cfg.Redis.Addr, cfg.Redis.Mode, err)
+	rdb, err := dialRedis(ctx, cfg.Redis)
+	if err != nil {
+		return nil, err
 	}
 	ms, err := mysqlstore.Open(ctx, cfg.MySQL.DSN, mopts)
 	if err != nil {
@@ -152,16 +149,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 
 	bm := breaker.NewMetrics(reg)
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
-	// The pipelines' time budget is the client's own read timeout:
-	// --redis-timeout, or go-redis's default (3 s) for the dev-mode client.
-	ptimeout := cfg.Redis.Timeout
-	if c, ok := b.rdb.(*redis.Client); ok && c.Options().ReadTimeout > 0 {
-		ptimeout = c.Options().ReadTimeout
-	}
-	rs := redisstore.NewPipelined(b.rdb, redisstore.Pipelining{
-		MaxCalls: cfg.Redis.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
-		Timeout: ptimeout, OnPipeline: gm.pipeline,
-	}).WithWait(redisWait(cfg.Redis, reg))
+	rs := hotStore(b.rdb, cfg.Redis, gm.pipeline).WithWait(redisWait(cfg.Redis, reg))
 	// The pipelines stop before the client closes, the ledger's group
 	// commits with the ledger (b.close: Redis, then MySQL).
 	in.closers = append(in.closers, rs.Close, b.close)
