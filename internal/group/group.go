@@ -121,9 +121,9 @@ func (l *Loop[T]) submit(ctx context.Context, expired <-chan time.Time, item T, 
 				l.busy++
 				l.mu.Unlock()
 				if lead {
-					l.run(g.items)
+					l.run(g.items, false)
 				} else {
-					go l.run(g.items)
+					go l.run(g.items, true)
 				}
 				return nil
 			}
@@ -174,7 +174,7 @@ func (l *Loop[T]) lead(ctx context.Context, expired <-chan time.Time, g *pending
 	var err error
 	select {
 	case <-g.ready:
-		l.run(g.items)
+		l.run(g.items, false)
 		return nil
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -185,7 +185,7 @@ func (l *Loop[T]) lead(ctx context.Context, expired <-chan time.Time, g *pending
 	select {
 	case <-g.ready: // it got its slot meanwhile: this caller sends it after all
 		l.mu.Unlock()
-		l.run(g.items)
+		l.run(g.items, false)
 		return nil
 	default:
 	}
@@ -194,21 +194,36 @@ func (l *Loop[T]) lead(ctx context.Context, expired <-chan time.Time, g *pending
 	return err
 }
 
-// run sends one group that holds a slot, then gives the slot on.
-func (l *Loop[T]) run(items []T) {
-	defer l.sending.Done()
-	defer l.release()
-	l.send(items)
+// run sends one group that holds a slot, then gives the slot on. On a
+// goroutine of the loop's own (keep), a waiting group without a leader
+// that takes the slot is sent next by the same goroutine, instead of on a
+// new one: under load, InFlight goroutines send one group after another.
+func (l *Loop[T]) run(items []T, keep bool) {
+	for items != nil {
+		l.send(items)
+		next := l.release(keep)
+		l.sending.Done()
+		items = next
+	}
 }
 
-// release frees a slot; the waiting group takes it if it may.
-func (l *Loop[T]) release() {
+// release frees a slot; the waiting group takes it if it may. It returns
+// that group's items when keep and the group has no leader: the caller
+// sends them.
+func (l *Loop[T]) release(keep bool) []T {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.busy--
-	if g := l.next; g != nil && (g.lingered || l.stopped) {
-		l.assignLocked(g)
+	g := l.next
+	if g == nil || !(g.lingered || l.stopped) {
+		return nil
 	}
+	if keep && g.ready == nil {
+		l.takeLocked(g)
+		return g.items
+	}
+	l.assignLocked(g)
+	return nil
 }
 
 // fullLocked sends g, which just became full, if a slot is free (its linger
@@ -234,8 +249,19 @@ func (l *Loop[T]) lingerOver(g *pending[T]) {
 }
 
 // assignLocked gives a slot to g, the waiting group, and hands g to its
-// sender; callers waiting for room may start the next group.
+// sender: its leader, or a new goroutine.
 func (l *Loop[T]) assignLocked(g *pending[T]) {
+	l.takeLocked(g)
+	if g.ready != nil {
+		close(g.ready)
+	} else {
+		go l.run(g.items, true)
+	}
+}
+
+// takeLocked gives a slot to g, the waiting group; callers waiting for room
+// may start the next group.
+func (l *Loop[T]) takeLocked(g *pending[T]) {
 	l.busy++
 	l.next = nil
 	if g.linger != nil {
@@ -244,11 +270,6 @@ func (l *Loop[T]) assignLocked(g *pending[T]) {
 	if l.room != nil {
 		close(l.room)
 		l.room = nil
-	}
-	if g.ready != nil {
-		close(g.ready)
-	} else {
-		go l.run(g.items)
 	}
 }
 
