@@ -39,7 +39,7 @@ test: ## Run every Go test with -race (scripts/test.sh; real Redis/MariaDB suite
 	$(say) "bash scripts/test.sh"
 	bash scripts/test.sh
 
-bench: ## Load benchmark vs the baseline server on the real Redis and MariaDB; writes docs/performance.md (~20 min)
+bench: ## Load benchmark vs the baseline server on the real Redis and MariaDB; writes docs/performance.md (~30 min)
 	$(say) "bash scripts/bench.sh"
 	bash scripts/bench.sh
 
@@ -51,7 +51,7 @@ lint: ## Every linter: gofmt, vet, staticcheck, golangci-lint, promtool (rules, 
 	$(say) "bash scripts/lint.sh"
 	bash scripts/lint.sh
 
-mutation: ## Mutation testing of internal/quota and internal/pools with gremlins (scripts/mutation.sh; not in make test, ~20 min)
+mutation: ## Mutation testing of internal/quota and internal/pools with gremlins (scripts/mutation.sh; not in make test, 10-60 min a package)
 	$(say) "bash scripts/mutation.sh"
 	bash scripts/mutation.sh
 
@@ -79,7 +79,7 @@ docker: ## Build the container image quota-center:<version> (IMAGE= to override)
 	$(say) "docker build -t $(IMAGE)"
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
-ci: ## What CI runs: start Redis and MariaDB if needed, then make test (.ci/run)
+ci: ## What CI runs: start Redis and MariaDB if needed, make test with no skips, then make lint (.ci/run)
 	$(say) "bash .ci/run"
 	bash .ci/run
 

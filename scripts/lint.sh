@@ -42,10 +42,23 @@ gofmt_clean() {
 	out=$(gofmt -l .)
 	[[ -z $out ]] || { echo "not gofmt-ed (run make fmt):"; echo "$out"; return 1; }
 }
+# Every package under internal/ says its role in a doc.go (the house rule),
+# and that file holds its package comment.
+doc_go_each() {
+	local d bad=0
+	for d in internal/*/; do
+		if [[ ! -f ${d}doc.go ]] || ! grep -q '^// Package ' "${d}doc.go"; then
+			echo "no doc.go with a package comment: $d"
+			bad=1
+		fi
+	done
+	return "$bad"
+}
 in_checks() { (cd deploy/checks && "$@"); }
 in_api() { (cd api && "$@"); }
 
 check "gofmt" gofmt_clean
+check "doc.go in every internal package" doc_go_each
 check "go vet" go vet ./...
 check "go vet (api)" in_api go vet ./...
 check "go vet (deploy/checks)" in_checks go vet ./...

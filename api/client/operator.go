@@ -237,14 +237,15 @@ type ForceFinishRequest struct {
 
 // ForceFinishResult is what a forced finish settled.
 type ForceFinishResult struct {
-	SessionID      string `json:"sessionId"`
-	ResourceName   string `json:"resourceName"`
-	ClientID       string `json:"clientId"`
-	GrantedAmount  int64  `json:"grantedAmount"`
-	ChargedAmount  int64  `json:"chargedAmount"`
-	RefundedAmount int64  `json:"refundedAmount"`
-	OverageAmount  int64  `json:"overageAmount"`
-	RemainingQuota int64  `json:"remainingQuota"`
+	SessionID      string    `json:"sessionId"`
+	ResourceName   string    `json:"resourceName"`
+	QuotaType      QuotaType `json:"quotaType"` // the unit of the amounts
+	ClientID       string    `json:"clientId"`
+	GrantedAmount  int64     `json:"grantedAmount"`
+	ChargedAmount  int64     `json:"chargedAmount"`
+	RefundedAmount int64     `json:"refundedAmount"`
+	OverageAmount  int64     `json:"overageAmount"`
+	RemainingQuota int64     `json:"remainingQuota"`
 }
 
 // ForceFinish settles session sessionID (POST /admin/sessions/{id}/finish).

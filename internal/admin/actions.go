@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/strictjson"
 )
 
 // patchable is the policy document a merge patch applies to: the fields a
@@ -92,18 +92,13 @@ func (s *Service) PatchPolicy(ctx context.Context, resource string, patch []byte
 	return stored, err
 }
 
-// decodePatched reads the merged document strictly: known members only,
-// whole-number amounts.
+// decodePatched reads the merged document strictly (strictjson: known
+// members only, names matched exactly, whole-number amounts), worded like
+// every other request body.
 func decodePatched(b []byte) (quota.Policy, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var p patchable
-	if err := dec.Decode(&p); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return quota.Policy{}, &quota.ValidationError{Field: ute.Field, Reason: "has the wrong JSON type (" + ute.Value + ")"}
-		}
-		return quota.Policy{}, &quota.ValidationError{Field: "body", Reason: err.Error()}
+	if err := strictjson.Unmarshal(b, &p); err != nil {
+		return quota.Policy{}, err
 	}
 	// A member merged away (null in the patch) that has no default.
 	required := func(field string) error {
@@ -113,15 +108,12 @@ func decodePatched(b []byte) (quota.Policy, error) {
 		return quota.Policy{}, required("quotaType")
 	}
 	num := func(field string, n json.RawMessage, isRequired bool) (int64, error) {
-		if len(n) == 0 || string(n) == "null" {
-			if isRequired {
-				return 0, required(field)
-			}
-			return 0, nil
+		if isRequired && !strictjson.Given(n) {
+			return 0, required(field)
 		}
-		v, err := strconv.ParseInt(string(n), 10, 64)
-		if err != nil {
-			return 0, &quota.ValidationError{Field: field, Reason: "must be a whole number"}
+		v, err := strictjson.Amount(field, n, false)
+		if err != nil || !strictjson.Given(n) {
+			return 0, err
 		}
 		return v, quota.ValidateAmount(field, v, false) // a value given is at least 1; null takes the default
 	}
@@ -209,7 +201,8 @@ type FinishRequest struct {
 // finish and the session as it was.
 //
 // Errors: *quota.ValidationError, quota.ErrSessionNotFound (no such session,
-// or not of ResourceName), quota.ErrSessionNotActive (already FINISHED),
+// or not of ResourceName), quota.ErrSessionNotActive (already FINISHED, also
+// when the client's own finish lands between the read and this finish),
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (s *Service) ForceFinish(ctx context.Context, req FinishRequest) (quota.FinishResponse, quota.UsageRecord, error) {
 	var none quota.FinishResponse
@@ -250,6 +243,12 @@ func (s *Service) ForceFinish(ctx context.Context, req FinishRequest) (quota.Fin
 	}
 	res, err := s.d.Quota.Finish(ctx, quota.FinishRequest{ResourceName: row.ResourceName, SessionID: req.SessionID,
 		ClientID: row.ClientID, Actual: amount})
+	if errors.Is(err, quota.ErrSessionConflict) {
+		// The client's own finish (with another amount) came in after the
+		// row was read: the session is finished, as if it had been found
+		// so above.
+		return none, row, &quota.NotActiveError{SessionID: req.SessionID, Status: quota.StatusFinished}
+	}
 	if err != nil {
 		return none, row, err
 	}

@@ -71,7 +71,7 @@ func (s *Service) encodeCursor(ctx context.Context, c cursor) (string, error) {
 // *quota.ValidationError for field "cursor"), quota.ErrUnavailable.
 func (s *Service) decodeCursor(ctx context.Context, raw string, q cursor) (cursor, error) {
 	bad := func(reason string) error {
-		return fmt.Errorf("%w: %w", ErrBadCursor, &quota.ValidationError{Field: "cursor", Reason: reason})
+		return badCursor{&quota.ValidationError{Field: "cursor", Reason: reason}}
 	}
 	p, m, ok := strings.Cut(raw, ".")
 	enc := base64.RawURLEncoding
@@ -96,3 +96,11 @@ func (s *Service) decodeCursor(ctx context.Context, raw string, q cursor) (curso
 	}
 	return c, nil
 }
+
+// badCursor is a *quota.ValidationError for field "cursor" that is also
+// ErrBadCursor (errors.Is); its message is the validation error's alone
+// ("invalid cursor: <reason>", not "invalid cursor: invalid cursor: …").
+type badCursor struct{ *quota.ValidationError }
+
+func (e badCursor) Unwrap() error        { return e.ValidationError }
+func (e badCursor) Is(target error) bool { return target == ErrBadCursor }

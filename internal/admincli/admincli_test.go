@@ -114,7 +114,7 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("a first page says how to get the next: %s", out)
 	}
 	rows = columns(t, mustCLI(t, "finish", ids[0], "--amount", "100", "--reason", "stuck"))
-	if rows[1][0] != ids[0] || rows[1][4] != "100" || rows[1][5] != "1400" {
+	if rows[1][0] != ids[0] || rows[1][3] != "1,500 tokens" || rows[1][4] != "100 tokens" || rows[1][5] != "1,400 tokens" {
 		t.Fatalf("finish: %q", rows)
 	}
 	rows = columns(t, mustCLI(t, "usage", res, "--by", "client"))

@@ -359,8 +359,9 @@ func (g *globals) finishCmd() *ffcli.Command {
 			}
 			return g.emit(r, func(w *tabwriter.Writer) {
 				row(w, "SESSION", "RESOURCE", "CLIENT", "GRANTED", "CHARGED", "REFUNDED", "OVERAGE", "REMAINING")
-				row(w, r.SessionID, r.ResourceName, orDash(r.ClientID), r.GrantedAmount, r.ChargedAmount, r.RefundedAmount,
-					r.OverageAmount, r.RemainingQuota)
+				u := unitOf(r.QuotaType)
+				row(w, r.SessionID, r.ResourceName, orDash(r.ClientID), display.Amount(u, r.GrantedAmount), display.Amount(u, r.ChargedAmount),
+					display.Amount(u, r.RefundedAmount), display.Amount(u, r.OverageAmount), display.Amount(u, r.RemainingQuota))
 			})
 		})
 }

@@ -68,11 +68,26 @@ func serveChild(raw, addrFile string) int {
 // may not have a row; they are not counted.
 func TestAnsweredApplyIsDurableAndSurvivesAKill(t *testing.T) {
 	for _, mode := range testenv.Modes() {
-		t.Run(string(mode), func(t *testing.T) { testDurableAcrossKill(t, mode) })
+		t.Run(string(mode), func(t *testing.T) { testDurableAcrossKill(t, mode, false) })
 	}
 }
 
-func testDurableAcrossKill(t *testing.T, mode testenv.Mode) {
+// TestAnsweredFinishIsDurableAndSurvivesAKill is the same proof for whole
+// sessions, whose inserts and finishes share group-commit transactions
+// (internal/mysqlstore together.go): each of 24 clients applies, then
+// finishes what it was granted, as fast as it can. Every apply answered 200
+// must have its row, and every finish answered 200 its row FINISHED,
+// readable on another connection when the answer arrives, and still so
+// after quota-center is killed with SIGKILL in the middle of the load.
+func TestAnsweredFinishIsDurableAndSurvivesAKill(t *testing.T) {
+	for _, mode := range testenv.Modes() {
+		t.Run(string(mode), func(t *testing.T) { testDurableAcrossKill(t, mode, true) })
+	}
+}
+
+// testDurableAcrossKill runs the load of the tests above: applies only, or,
+// with sessions, each apply followed by its finish.
+func testDurableAcrossKill(t *testing.T, mode testenv.Mode, sessions bool) {
 	dir := t.TempDir()
 	token := "durable-admin-" + testenv.RandomSuffix() + testenv.RandomSuffix()
 	args := []string{"--http-addr", "127.0.0.1:0", "--log-level", "warn", "--admin-tokens", "durable:" + token}
@@ -147,22 +162,30 @@ func testDurableAcrossKill(t *testing.T, mode testenv.Mode) {
 		t.Fatalf("put policy: %d %s %v", code, body, err)
 	}
 
-	// rowExists reads the ledger on its own connection.
-	rowExists := func(id string) (bool, error) {
+	// rowExists reads the ledger on its own connection: whether the row of
+	// id is there (with finished, whether it is FINISHED).
+	rowIs := func(id string, finished bool) (bool, error) {
+		q := `SELECT COUNT(*) FROM quota_usage WHERE session_id = ? AND resource_name = ?`
+		if finished {
+			q += ` AND status = 'FINISHED'`
+		}
 		var n int
-		err := ledger.QueryRow(`SELECT COUNT(*) FROM quota_usage WHERE session_id = ? AND resource_name = ?`, id, resource).Scan(&n)
+		err := ledger.QueryRow(q, id, resource).Scan(&n)
 		return n == 1, err
 	}
+	rowExists := func(id string) (bool, error) { return rowIs(id, false) }
 
 	const workers, killAfter = 24, 400
 	var (
-		mu       sync.Mutex
-		answered []string
-		notYet   []string // answered 200 while the row was not readable yet
-		count    atomic.Int64
-		killed   = make(chan struct{})
-		killOnce sync.Once
-		wg       sync.WaitGroup
+		mu        sync.Mutex
+		answered  []string
+		notYet    []string // answered 200 while the row was not readable yet
+		finished  []string // sessions whose finish answered 200
+		unsettled []string // finish answered 200 while the row was not FINISHED yet
+		count     atomic.Int64
+		killed    = make(chan struct{})
+		killOnce  sync.Once
+		wg        sync.WaitGroup
 	)
 	for w := range workers {
 		wg.Go(func() {
@@ -189,6 +212,12 @@ func testDurableAcrossKill(t *testing.T, mode testenv.Mode) {
 					notYet = append(notYet, id)
 				}
 				mu.Unlock()
+				if sessions {
+					if err := finishDurably(post, rowIs, resource, id, &mu, &finished, &unsettled); err != nil {
+						t.Errorf("%v", err)
+						return
+					}
+				}
 				if count.Add(1) >= killAfter {
 					killOnce.Do(func() {
 						// Kill while the other workers' applies are in flight.
@@ -219,8 +248,46 @@ func testDurableAcrossKill(t *testing.T, mode testenv.Mode) {
 		t.Fatalf("after SIGKILL, %d of %d answered applies have no ledger row, e.g. %v",
 			len(missing), len(answered), missing[:min(5, len(missing))])
 	}
+	if len(unsettled) > 0 {
+		t.Fatalf("%d of %d finishes answered 200 before their row was FINISHED, e.g. %v",
+			len(unsettled), len(finished), unsettled[:min(5, len(unsettled))])
+	}
+	for _, id := range finished {
+		if ok, err := rowIs(id, true); err != nil || !ok {
+			t.Fatalf("after SIGKILL, the row of answered finish %s is not FINISHED (%v); %d finishes answered", id, err, len(finished))
+		}
+	}
+	if sessions && len(finished) < killAfter/2 {
+		t.Fatalf("only %d finishes answered before the kill, want at least %d", len(finished), killAfter/2)
+	}
 	if len(answered) < killAfter {
 		t.Fatalf("only %d applies answered before the kill, want at least %d", len(answered), killAfter)
 	}
-	t.Logf("%d applies answered 200; each row was readable at its answer and all survived SIGKILL", len(answered))
+	t.Logf("%d applies and %d finishes answered 200; each row was readable (finishes: FINISHED) at its answer and all survived SIGKILL",
+		len(answered), len(finished))
+}
+
+// finishDurably finishes session id (actual use 1) and, when it answered
+// 200, appends id to finished, and to unsettled when rowIs does not find
+// its row FINISHED at once. A finish in flight at the kill has no answer
+// and is not counted. Errors: the ledger read's.
+func finishDurably(post func(path, auth, body string) (int, []byte, error), rowIs func(string, bool) (bool, error),
+	resource, id string, mu *sync.Mutex, finished, unsettled *[]string,
+) error {
+	code, _, err := post("/quota/finish", "", fmt.Sprintf(
+		`{"resourceName":%q,"sessionId":%q,"actualUsedAmount":1}`, resource, id))
+	if err != nil || code != http.StatusOK {
+		return nil
+	}
+	ok, err := rowIs(id, true)
+	if err != nil {
+		return fmt.Errorf("read the ledger: %w", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	*finished = append(*finished, id)
+	if !ok {
+		*unsettled = append(*unsettled, id)
+	}
+	return nil
 }

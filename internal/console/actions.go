@@ -13,6 +13,8 @@ import (
 	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/display"
 	"github.com/quotacenter/quota-center/internal/poolctl"
+	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/strictjson"
 )
 
 // confirmed checks the two things every action asks for: the confirmation
@@ -30,6 +32,19 @@ func (c *Console) confirmed(w http.ResponseWriter, r *http.Request) (string, boo
 	return "", false
 }
 
+// wholeNumber reads an amount typed into a form: digits, optionally
+// grouped with commas ("18,000"), read as the JSON API reads a number
+// (strictjson.IsInteger): no sign, no leading zero, no fraction, at most
+// 2^53−1. ok is false for anything else.
+func wholeNumber(s string) (n int64, ok bool) {
+	s = strings.ReplaceAll(strings.TrimSpace(s), ",", "")
+	if !strictjson.IsInteger(s) || s[0] == '-' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n <= quota.MaxAmount
+}
+
 func back(w http.ResponseWriter, r *http.Request, resource, msg string) {
 	http.Redirect(w, r, Prefix+"/resources/"+url.PathEscape(resource)+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
 }
@@ -40,8 +55,8 @@ func (c *Console) changeLimit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(r.PostForm.Get("limit")), ",", ""), 10, 64)
-	if err != nil || limit < 1 {
+	limit, ok := wholeNumber(r.PostForm.Get("limit"))
+	if !ok || limit < 1 {
 		c.fail(w, r, http.StatusBadRequest, "nothing was changed: the limit must be a whole number, at least 1")
 		return
 	}
@@ -82,8 +97,8 @@ func (c *Console) grant(release bool) http.HandlerFunc {
 			return
 		}
 		req := poolctl.GrantRequest{Reason: reason, Line: strings.TrimSpace(r.PostForm.Get("line"))}
-		n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(r.PostForm.Get("amount")), ",", ""), 10, 64)
-		if err != nil || n < 1 {
+		n, ok := wholeNumber(r.PostForm.Get("amount"))
+		if !ok || n < 1 {
 			c.fail(w, r, http.StatusBadRequest, "nothing was changed: the amount must be a whole number, at least 1")
 			return
 		}
@@ -117,9 +132,9 @@ func (c *Console) forceFinish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Reason = reason
-	if v := strings.ReplaceAll(strings.TrimSpace(r.PostForm.Get("amount")), ",", ""); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
+	if v := strings.TrimSpace(r.PostForm.Get("amount")); v != "" {
+		n, ok := wholeNumber(v)
+		if !ok {
 			c.fail(w, r, http.StatusBadRequest, "nothing was changed: the amount must be a whole number, 0 or more (empty: the grant)")
 			return
 		}

@@ -75,22 +75,30 @@ func (o *operator) page(path string) string {
 // Reset the period and force-finish a session from the console: refused
 // (nothing changes) without the confirmation, a reason, a valid amount or
 // the CSRF token; done and audited under the signed-in name otherwise.
-func TestConsoleResetsAPeriodAndForceFinishesASession(t *testing.T) {
-	s := testenv.Start(t, testenv.Dev, "--admin-tokens", "ops-dave:"+adminToken)
+// aSessionToChange starts a dev server whose admin token is named actor,
+// with a TOKENS resource of 1000 and one session of client "batch" holding
+// 300 of it, and signs in to the console.
+func aSessionToChange(t *testing.T, actor string) (c *client.Client, res string, ap *client.ApplyResponse, o *operator) {
+	t.Helper()
+	s := testenv.Start(t, testenv.Dev, "--admin-tokens", actor+":"+adminToken)
 	c, err := client.New(s.URL, client.WithAdminToken(adminToken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	res := testenv.Resource(t)
-	if _, err := c.PutPolicy(ctx, client.PolicySpec{ResourceName: res, QuotaType: "TOKENS", TotalLimit: 1000}); err != nil {
+	res = testenv.Resource(t)
+	if _, err := c.PutPolicy(context.Background(), client.PolicySpec{ResourceName: res, QuotaType: "TOKENS", TotalLimit: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	ap, err := c.Apply(ctx, client.ApplyRequest{ResourceName: res, ApplyAmount: 300, ClientID: "batch"})
+	ap, err = c.Apply(context.Background(), client.ApplyRequest{ResourceName: res, ApplyAmount: 300, ClientID: "batch"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := signIn(t, s, res)
+	return c, res, ap, signIn(t, s, res)
+}
+
+func TestConsoleResetsAPeriodAndForceFinishesASession(t *testing.T) {
+	c, res, ap, o := aSessionToChange(t, "ops-dave")
+	ctx := context.Background()
 	before, err := c.Status(ctx, res)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -114,7 +115,10 @@ func Mount(api http.Handler, c *Console) http.Handler {
 func (c *Console) routes() *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(securityHeaders, limitForms)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "not found", http.StatusNotFound) })
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { notFound(w, r) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path)
+	})
 	static, _ := fs.Sub(staticFS, "static")
 	r.Handle(Prefix+"/static/*", http.StripPrefix(Prefix+"/static/", staticHandler(static)))
 	r.Get(Prefix+"/login", c.loginPage)
@@ -172,11 +176,29 @@ func limitForms(next http.Handler) http.Handler {
 func staticHandler(fsys fs.FS) http.Handler {
 	files := http.FileServer(http.FS(fsys))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "" {
-			http.NotFound(w, r)
+		// Only files are served: a directory, a missing asset or a path
+		// fs.FS refuses (.., //) is the same JSON 404 as any unknown path.
+		if st, err := fs.Stat(fsys, r.URL.Path); err != nil || st.IsDir() {
+			notFound(w, r)
 			return
 		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
 	})
+}
+
+// notFound answers an unknown console path, or a missing static asset, the
+// way the API answers an unknown route: 404 with the JSON error body.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, string(quota.CodeNotFound), "no such page or file: "+r.URL.Path)
+}
+
+// writeError writes the API's JSON error body {success:false, code,
+// message} with status (the console's answers that are not pages).
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	b, _ := json.Marshal(map[string]any{"success": false, "code": code, "message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -41,8 +42,14 @@ func randomHex(n int) string {
 }
 
 // sameOrigin refuses a POST whose Origin (or, without one, Referer) names
-// another site: the SameSite cookie already keeps other sites' forms out,
-// this also covers the sign-in form, which has no session yet.
+// another host, or is "null" (a sandboxed or privacy-stripped origin):
+// the SameSite cookie already keeps other sites' forms out, this also
+// covers the sign-in form, which has no session yet. A POST with neither
+// header passes, as OWASP's CSRF guidance has it (verify the source when it
+// is sent, rely on the token otherwise): browsers send Origin on every
+// cross-site POST, so a request without either comes from a client that
+// is not a browser (curl, a script), which carries no ambient cookie of a
+// victim; the CSRF token is still required for every change.
 func sameOrigin(r *http.Request) bool {
 	src := r.Header.Get("Origin")
 	if src == "" {
@@ -66,6 +73,10 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := r.ParseForm(); err != nil {
 		c.fail(w, r, http.StatusBadRequest, "the form could not be read")
+		return
+	}
+	if f := repeated(r.PostForm); f != "" {
+		c.fail(w, r, http.StatusBadRequest, "refused: the form gives “"+f+"” more than once")
 		return
 	}
 	actor, ok := c.d.SignIn(r.PostForm.Get("token"))
@@ -131,7 +142,9 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 }
 
 // requireCSRF refuses a change whose form lacks the session's CSRF token
-// (or comes from another origin); nothing is changed.
+// (or comes from another origin) with 403, and one that gives a field more
+// than once (limit=10&limit=20: the JSON API refuses a name given twice
+// too) with 400; nothing is changed.
 func (c *Console) requireCSRF(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err != nil {
@@ -145,6 +158,26 @@ func (c *Console) requireCSRF(next http.Handler) http.Handler {
 			c.fail(w, r, http.StatusForbidden, "refused: the form's CSRF token is missing or wrong (reload the page and try again)")
 			return
 		}
+		if f := repeated(r.PostForm); f != "" {
+			c.fail(w, r, http.StatusBadRequest, "nothing was changed: the form gives “"+f+"” more than once")
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// repeated is the name of a field form gives more than once ("" if none),
+// the first in name order.
+func repeated(form url.Values) string {
+	names := make([]string, 0, len(form))
+	for name, vs := range form {
+		if len(vs) > 1 {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return names[0]
 }

@@ -9,13 +9,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"reflect"
-	"strconv"
-
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/strictjson"
 )
 
 // errBodyTooLarge is returned by decode when the body exceeds the limit (413).
@@ -101,123 +97,27 @@ func decode(r *http.Request, dst any) error {
 		// would make an optional body (reset, forced finish) an empty one.
 		return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
 	}
-	// One pass with json v2 semantics (github.com/go-json-experiment/json):
-	// member names match exactly (case included), a name given twice and an
-	// unknown name are errors, and so is anything after the object.
-	// encoding/json would silently keep the last of two keys and match keys
-	// case-insensitively, so "APPLYAMOUNT" next to "applyAmount" would
-	// overwrite it and a proxy and this server could read two different
-	// requests from one body.
-	if err := jsonv2.Unmarshal(body, dst, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return jsonError(err)
-	}
-	return nil
+	// One pass with json v2 semantics (strictjson): member names match
+	// exactly (case included), a name given twice and an unknown name are
+	// errors, and so is anything after the object. encoding/json would
+	// silently keep the last of two keys and match keys case-insensitively,
+	// so "APPLYAMOUNT" next to "applyAmount" would overwrite it and a proxy
+	// and this server could read two different requests from one body.
+	return strictjson.Unmarshal(body, dst)
 }
 
-// jsonError turns a decoding error into the ValidationError a client sees.
-func jsonError(err error) error {
-	var ve *quota.ValidationError
-	var sem *jsonv2.SemanticError
-	var syn *jsontext.SyntacticError
-	switch {
-	case errors.As(err, &ve):
-		return ve
-	case errors.As(err, &syn):
-		switch {
-		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
-			return &quota.ValidationError{Field: syn.JSONPointer.LastToken(), Reason: "is given twice"}
-		case errors.Is(syn.Err, io.ErrUnexpectedEOF):
-			return &quota.ValidationError{Field: "body", Reason: "is truncated JSON"}
-		}
-		return &quota.ValidationError{Field: "body", Reason: "is not valid JSON: " + syn.Error()}
-	case errors.As(err, &sem):
-		switch {
-		case errors.Is(sem.Err, jsonv2.ErrUnknownName):
-			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "is not a known field (names are case-sensitive)"}
-		case sem.JSONPointer == "":
-			return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
-		case sem.GoType != nil && isIntKind(sem.GoType.Kind()):
-			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: reasonWholeNumber}
-		case sem.GoType != nil:
-			return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "must be a JSON " + jsonKind(sem.GoType.Kind().String())}
-		}
-		return &quota.ValidationError{Field: sem.JSONPointer.LastToken(), Reason: "is not valid: " + sem.Error()}
-	}
-	return &quota.ValidationError{Field: "body", Reason: err.Error()}
-}
+// reasonWholeNumber is the reason of a JSON number with a fraction or an
+// exponent given for an integer field.
+const reasonWholeNumber = strictjson.ReasonWholeNumber
 
-// reasonWholeNumber is the reason of a JSON value that is not an integer
-// given for an integer field (a fraction, an exponent, a string, ...).
-const reasonWholeNumber = "must be a whole number (a JSON number without fraction or exponent)"
-
-func isIntKind(k reflect.Kind) bool {
-	switch k {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return true
-	}
-	return false
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "string":
-		return "string"
-	case "bool":
-		return "boolean"
-	}
-	return "value of another type"
-}
-
-// parseAmount reads a JSON integer amount: a number literal without
-// fraction or exponent, not a string, not -0, at most 2^53−1 in magnitude
-// (range rules beyond that are the domain's). A missing or null field is an
-// error when required, else 0.
+// parseAmount is strictjson.Amount: a JSON integer amount (errors:
+// *quota.ValidationError of field).
 func parseAmount(field string, raw json.RawMessage, required bool) (int64, error) {
-	s := string(bytes.TrimSpace(raw))
-	bad := func(reason string) (int64, error) {
-		return 0, &quota.ValidationError{Field: field, Reason: reason}
-	}
-	switch {
-	case s == "" || s == "null":
-		if required {
-			return bad("is required")
-		}
-		return 0, nil
-	case s[0] == '"':
-		return bad("must be a JSON number, not a string")
-	case s == "-0":
-		return bad("must not be -0")
-	case !isInteger(s):
-		return bad("must be a whole number (no fraction or exponent)")
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v > quota.MaxAmount || v < -quota.MaxAmount {
-		return bad("must be at most 2^53-1")
-	}
-	return v, nil
+	return strictjson.Amount(field, raw, required)
 }
 
-// given reports whether a member decoded into raw was sent with a value
-// (present and not null).
-func given(raw json.RawMessage) bool {
-	s := bytes.TrimSpace(raw)
-	return len(s) > 0 && string(s) != "null"
-}
+// given is strictjson.Given.
+func given(raw json.RawMessage) bool { return strictjson.Given(raw) }
 
-// isInteger reports whether s is a JSON integer literal: an optional minus,
-// then 0 or a digit 1-9 followed by digits (no fraction, no exponent).
-func isInteger(s string) bool {
-	if s != "" && s[0] == '-' {
-		s = s[1:]
-	}
-	if s == "" || (s[0] == '0' && len(s) > 1) {
-		return false
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+// isInteger is strictjson.IsInteger.
+func isInteger(s string) bool { return strictjson.IsInteger(s) }

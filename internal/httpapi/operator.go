@@ -363,7 +363,7 @@ func (s *Server) handleForceFinish(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"success": true, "code": CodeSuccess, "sessionId": res.SessionID, "resourceName": row.ResourceName,
-		"clientId": row.ClientID, "grantedAmount": res.Granted, "chargedAmount": res.Charged,
+		"quotaType": res.QuotaType, "clientId": row.ClientID, "grantedAmount": res.Granted, "chargedAmount": res.Charged,
 		"refundedAmount": res.Refunded, "overageAmount": res.Overage, "remainingQuota": res.Remaining,
 	})
 }

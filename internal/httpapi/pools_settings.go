@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/strictjson"
 )
 
 // The pool settings: PUT …/pools, and the "pools" member of PUT and PATCH
@@ -71,11 +72,17 @@ func (s *Server) parsePolicyPools(r *http.Request, resource string, limit int64,
 		raw = merged
 	}
 	set := base
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&set); err != nil {
-		return policyPools{}, &quota.ValidationError{Field: "pools", Reason: "must be an object of sharedPercent, dedicatedPercent, " +
-			"bufferPercent, borrowLimitPercent (whole numbers), elasticity, reclaimThresholdPercent, reclaimConfirmSeconds, reclaimDryRun: " + err.Error()}
+	if err := strictjson.Unmarshal(raw, &set); err != nil {
+		// Worded as PUT …/pools words it, the field named within "pools".
+		var ve *quota.ValidationError
+		if err = settingsRange(err); errors.As(err, &ve) {
+			field := "pools"
+			if ve.Field != "body" {
+				field += "." + ve.Field
+			}
+			err = &quota.ValidationError{Field: field, Reason: ve.Reason}
+		}
+		return policyPools{}, err
 	}
 	if limit < 0 { // the patched limit is not a number: PatchPolicy refuses it
 		return policyPools{set: &set}, set.Validate()

@@ -428,7 +428,7 @@ func TestPolicyPutAndPatchTakePools(t *testing.T) {
 		name, method, body, field string
 	}{
 		{"shares not summing to 100", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercent":70,"dedicatedPercent":30,"bufferPercent":10}}`, "pools"},
-		{"unknown pools field", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercnt":60}}`, "pools"},
+		{"unknown pools field", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercnt":60}}`, "pools.sharedPercnt"},
 		{"unknown elasticity", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"elasticity":"SOMETIMES"}}`, "pools.elasticity"},
 		{"negative share", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":{"sharedPercent":-10,"dedicatedPercent":100,"bufferPercent":10}}`, "pools.sharedPercent"},
 		{"pools not an object", "PUT", `{"quotaType":"TOKENS","totalLimit":100000,"pools":7}`, "pools"},
@@ -602,7 +602,7 @@ func TestPoolsAdminErrorsNameTheFieldAndTheRule(t *testing.T) {
 		{"weight 0", base + "/lines/x", `{"tier":"CORE","weight":0}`, "invalid weight: must be 1 … 1000"},
 		{"fractional weight", base + "/lines/x", `{"tier":"CORE","weight":1.5}`, "invalid weight: must be a whole number"},
 		{"fractional sharedPercent", base + "/pools", `{"sharedPercent":60.5}`, "invalid sharedPercent: must be a whole number (a JSON number without fraction or exponent) (0 … 100)"},
-		{"string borrowLimitPercent", base + "/pools", `{"borrowLimitPercent":"50"}`, "invalid borrowLimitPercent: must be a whole number (a JSON number without fraction or exponent) (0 … 1000)"},
+		{"string borrowLimitPercent", base + "/pools", `{"borrowLimitPercent":"50"}`, "invalid borrowLimitPercent: must be a JSON number, not a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// flushConcurrency bounds the group-commit statements of one batcher in
-// flight at once: one. While a group's statement and its commit (fsync)
+// flushConcurrency bounds the group commits of one group loop in flight at
+// once: one (the session inserts and finishes share a loop, together.go). While a group's statement and its commit (fsync)
 // run, the next group is formed by the rows that arrive meanwhile, and goes
 // out as soon as the statement returns. There is no timer: a lone row finds
 // the slot free and is written at once, and under load each group is what
@@ -42,7 +42,8 @@ type batchOp[T any] struct {
 type batchReq[T any] struct {
 	ctx  context.Context
 	item T
-	done chan error // buffered(1): the batcher never blocks on a caller
+	by   *batcher[T] // whose op writes item (batchers may share a loop)
+	done chan error  // buffered(1): the batcher never blocks on a caller
 }
 
 // batcher group-commits one operation with a group.Loop: a group is written
@@ -70,7 +71,7 @@ func (b *batcher[T]) stop() { b.loop.Stop() }
 // before the batcher takes the item, or while the item waits for company,
 // it returns ctx's error and the item is not written.
 func (b *batcher[T]) do(ctx context.Context, item T) error {
-	req := &batchReq[T]{ctx: ctx, item: item, done: make(chan error, 1)}
+	req := &batchReq[T]{ctx: ctx, item: item, by: b, done: make(chan error, 1)}
 	// Join: the row that starts a group writes it from this goroutine; if
 	// ctx ends while it waits for the slot, the row is not written (flush
 	// skips a request whose context ended).
@@ -90,35 +91,55 @@ func (b *batcher[T]) ctxError(item T, err error) error {
 }
 
 // flush writes the items of the live requests of batch and answers each.
-func (b *batcher[T]) flush(batch []*batchReq[T]) {
+func (b *batcher[T]) flush(batch []*batchReq[T]) { b.write(b.live(batch)) }
+
+// live answers the requests of batch whose caller gave up while its item
+// waited for company (those items are not sent) and returns the others.
+func (b *batcher[T]) live(batch []*batchReq[T]) []*batchReq[T] {
 	live := batch[:0:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
-			// Not sent: the caller gave up while its item waited for company.
 			r.done <- b.ctxError(r.item, err)
 			continue
 		}
 		live = append(live, r)
 	}
+	return live
+}
+
+// items returns the items of reqs and tells observe their number.
+func (b *batcher[T]) items(reqs []*batchReq[T]) []T {
+	items := make([]T, len(reqs))
+	for i, r := range reqs {
+		items[i] = r.item
+	}
+	if b.op.observe != nil && len(items) > 0 {
+		b.op.observe(len(items))
+	}
+	return items
+}
+
+// write writes the items of live (none: nothing) with one statement and
+// answers each request (see settle).
+func (b *batcher[T]) write(live []*batchReq[T]) {
 	if len(live) == 0 {
 		return
 	}
-	items := make([]T, len(live))
-	for i, r := range live {
-		items[i] = r.item
-	}
-	if b.op.observe != nil {
-		b.op.observe(len(items))
-	}
-	err := b.exec(items)
+	items := b.items(live)
+	b.settle(live, items, b.exec(items))
+}
+
+// settle answers the requests of live, whose items one statement wrote
+// with the outcome err. If it failed other than by the database being
+// unreachable, the items are retried one by one, in arrival order, so that,
+// e.g., one duplicate only fails its own caller.
+func (b *batcher[T]) settle(live []*batchReq[T], items []T, err error) {
 	if err == nil || len(live) == 1 || isUnavailable(err) {
 		// Done, or the database is not answering: one-by-one retries would
 		// each wait for the same failure.
 		b.answer(live, err)
 		return
 	}
-	// One statement is all or nothing; retry item by item, in arrival order,
-	// so that, e.g., one duplicate only fails its own caller.
 	for i := range live {
 		rerr := b.exec(items[i : i+1])
 		b.answer(live[i:i+1], rerr)

@@ -60,7 +60,7 @@ func (s *Store) chargeRows(ctx context.Context, groups [][]quota.UsageRecord) er
 				r.ApplyAmount, r.GrantedAmount, r.ChargedAmount, r.OverageAmount, msOf(r.StartTime), msOf(r.EndTime))
 		}
 	}
-	return s.chargeStmts.exec(ctx, n, args)
+	return s.chargeStmts.exec(ctx, nil, n, args)
 }
 
 // chargeOp group-commits InsertCharges; on, if set, sees each group's

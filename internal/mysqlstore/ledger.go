@@ -106,13 +106,18 @@ func insertSQL(n int) string {
 // insertRows writes recs with one INSERT statement (s.insertStmts): all of
 // them or none.
 func (s *Store) insertRows(ctx context.Context, recs []quota.UsageRecord) error {
+	return s.insertStmts.exec(ctx, nil, len(recs), insertArgs(recs))
+}
+
+// insertArgs are the arguments of insertSQL(len(recs)).
+func insertArgs(recs []quota.UsageRecord) []any {
 	args := make([]any, 0, len(recs)*15)
 	for _, r := range recs {
 		args = append(args, r.ResourceName, r.ClientID, r.SessionID, msOf(r.PeriodStart),
 			r.ApplyAmount, r.MinAmount, r.GrantedAmount, r.GrantedAmount, msOf(r.StartTime),
 			r.BusinessLine, r.Drawn.Dedicated, r.Drawn.Shared, r.Drawn.Buffer+r.Drawn.Base, r.Drawn.Grant, r.Drawn.Grants)
 	}
-	return s.insertStmts.exec(ctx, len(recs), args)
+	return args
 }
 
 // FinishSession settles the USING or LEAKED row of rec.SessionID: status
@@ -145,11 +150,18 @@ func (s *Store) FinishSession(ctx context.Context, rec quota.UsageRecord) error 
 // right with the new values (SQLite with the old ones; either way it sees
 // the status before this update).
 func (s *Store) finishRows(ctx context.Context, recs []quota.UsageRecord) error {
+	n, args := finishArgs(recs)
+	return s.finishStmts.exec(ctx, nil, n, args)
+}
+
+// finishArgs are the sessions n of finishRows' statement (finishSQL(n)) for
+// recs and its arguments.
+func finishArgs(recs []quota.UsageRecord) (n int, args []any) {
 	if len(recs) > 1 {
 		recs = firstPerSession(recs)
 	}
-	n := len(recs)
-	args := make([]any, 0, n*11)
+	n = len(recs)
+	args = make([]any, 0, n*11)
 	for _, r := range recs {
 		args = append(args, r.SessionID, r.LeakRecovered)
 	}
@@ -168,7 +180,7 @@ func (s *Store) finishRows(ctx context.Context, recs []quota.UsageRecord) error 
 	for _, r := range recs {
 		args = append(args, r.SessionID)
 	}
-	return s.finishStmts.exec(ctx, n, args)
+	return n, args
 }
 
 // finishSQL is the group-commit UPDATE of finishRows for n sessions; its

@@ -42,13 +42,23 @@ func newGroupStmts(db *sql.DB, prepare bool, query func(n int) string) *groupStm
 }
 
 // exec runs the statement for n rows with args (all rows' values, in
-// order). Errors: the database's, as ExecContext returns them.
-func (g *groupStmts) exec(ctx context.Context, n int, args []any) error {
-	if st := g.stmt(ctx, n); st != nil {
-		_, err := st.ExecContext(ctx, args...)
-		return err
+// order), in tx when tx is not nil (else on its own, autocommitted).
+// Errors: the database's, as ExecContext returns them.
+func (g *groupStmts) exec(ctx context.Context, tx *sql.Tx, n int, args []any) error {
+	st := g.stmt(ctx, n)
+	var err error
+	switch {
+	case st != nil && tx != nil:
+		// Runs the statement prepared on tx's connection (database/sql
+		// prepares it there once and keeps it with st).
+		_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	case st != nil:
+		_, err = st.ExecContext(ctx, args...)
+	case tx != nil:
+		_, err = tx.ExecContext(ctx, g.query(n), args...)
+	default:
+		_, err = g.db.ExecContext(ctx, g.query(n), args...)
 	}
-	_, err := g.db.ExecContext(ctx, g.query(n), args...)
 	return err
 }
 

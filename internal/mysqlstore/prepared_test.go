@@ -95,7 +95,7 @@ func TestGroupStmtsPrepareOncePerRowCountAndReuse(t *testing.T) {
 	g := newGroupStmts(db, true, rowsQuery)
 	ctx := context.Background()
 	for _, n := range []int{3, 3, 5, 3, 5} {
-		if err := g.exec(ctx, n, make([]any, n)); err != nil {
+		if err := g.exec(ctx, nil, n, make([]any, n)); err != nil {
 			t.Fatalf("exec %d rows: %v", n, err)
 		}
 	}
@@ -112,7 +112,7 @@ func TestGroupStmtsRunAsTextWhenPrepareIsRefused(t *testing.T) {
 	db, d := countingDB(t)
 	d.prepareErr = errors.New("Error 1461: Can't create more than max_prepared_stmt_count statements")
 	g := newGroupStmts(db, true, rowsQuery)
-	if err := g.exec(context.Background(), 4, make([]any, 4)); err != nil {
+	if err := g.exec(context.Background(), nil, 4, make([]any, 4)); err != nil {
 		t.Fatalf("exec with prepare refused: %v", err)
 	}
 	if _, stmtExecs, texts := d.counts(); stmtExecs != 0 || texts != 1 || d.texts[0] != "INSERT 4" {
@@ -120,7 +120,7 @@ func TestGroupStmtsRunAsTextWhenPrepareIsRefused(t *testing.T) {
 	}
 	// The outcome of the text statement is the caller's.
 	d.execErr = errors.New("Error 1062: Duplicate entry")
-	if err := g.exec(context.Background(), 4, make([]any, 4)); err == nil || err.Error() != d.execErr.Error() {
+	if err := g.exec(context.Background(), nil, 4, make([]any, 4)); err == nil || err.Error() != d.execErr.Error() {
 		t.Fatalf("exec error %v, want the database's %v", err, d.execErr)
 	}
 }
@@ -129,7 +129,7 @@ func TestGroupStmtsTextWhenOffTooLargeOrClosed(t *testing.T) {
 	ctx := context.Background()
 	t.Run("not MySQL", func(t *testing.T) {
 		db, d := countingDB(t)
-		if err := newGroupStmts(db, false, rowsQuery).exec(ctx, 2, make([]any, 2)); err != nil {
+		if err := newGroupStmts(db, false, rowsQuery).exec(ctx, nil, 2, make([]any, 2)); err != nil {
 			t.Fatal(err)
 		}
 		if p, s, x := d.counts(); p != 0 || s != 0 || x != 1 {
@@ -139,7 +139,7 @@ func TestGroupStmtsTextWhenOffTooLargeOrClosed(t *testing.T) {
 	t.Run("larger than preparedMaxRows", func(t *testing.T) {
 		db, d := countingDB(t)
 		n := preparedMaxRows + 1
-		if err := newGroupStmts(db, true, rowsQuery).exec(ctx, n, make([]any, n)); err != nil {
+		if err := newGroupStmts(db, true, rowsQuery).exec(ctx, nil, n, make([]any, n)); err != nil {
 			t.Fatal(err)
 		}
 		if p, s, x := d.counts(); p != 0 || s != 0 || x != 1 {
@@ -149,11 +149,11 @@ func TestGroupStmtsTextWhenOffTooLargeOrClosed(t *testing.T) {
 	t.Run("closed", func(t *testing.T) {
 		db, d := countingDB(t)
 		g := newGroupStmts(db, true, rowsQuery)
-		if err := g.exec(ctx, 2, make([]any, 2)); err != nil {
+		if err := g.exec(ctx, nil, 2, make([]any, 2)); err != nil {
 			t.Fatal(err)
 		}
 		g.close()
-		if err := g.exec(ctx, 2, make([]any, 2)); err != nil {
+		if err := g.exec(ctx, nil, 2, make([]any, 2)); err != nil {
 			t.Fatal(err)
 		}
 		if p, s, x := d.counts(); p != 1 || s != 1 || x != 1 {

@@ -55,9 +55,9 @@ type Options struct {
 	// QueryTimeout is the deadline given to every call on top of the
 	// caller's context, and to each group-commit statement (default 2s).
 	QueryTimeout time.Duration
-	// BatchMaxRows is the most rows one group-commit statement (an INSERT of
-	// new sessions, an UPDATE settling finished ones) carries
-	// (default 100, at most 1000).
+	// BatchMaxRows is the most rows one group commit (an INSERT of new
+	// sessions, an UPDATE settling finished ones, or both in one
+	// transaction) carries (default 100, at most 1000).
 	BatchMaxRows int
 	// BatchMaxWait is how long the first row of a group commit waits for
 	// company while a statement slot is free (default 0 = not at all, as a
@@ -229,8 +229,7 @@ func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store
 		_ = db.Close()
 		return nil, err
 	}
-	s.inserts = newBatcher(s.insertOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
-	s.finishes = newBatcher(s.finishOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
+	s.inserts, s.finishes = s.newSessionBatchers(opts)
 	s.charges = newBatcher(s.chargeOp(opts.OnGroupCommit), s.timeout, opts.BatchMaxRows, opts.BatchMaxWait)
 	return s, nil
 }

@@ -187,7 +187,7 @@ func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRe
 	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
 	}
-	bal, err := s.balance(ctx, req.ResourceName, per)
+	bal, err := s.replayBalance(ctx, pol, per)
 	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: %w", req.ResourceName, err)
 	}
@@ -196,4 +196,16 @@ func (s *Service) finishFromLedger(ctx context.Context, pol Policy, req FinishRe
 		Refunded: row.RefundedAmount, Overage: row.OverageAmount, Remaining: bal.Remaining(),
 		Replayed: true, WasLeaked: row.LeakRecovered, QuotaType: pol.QuotaType,
 	}, nil
+}
+
+// replayBalance is the balance a finish answered from the ledger reports
+// remaining of: per's, seeded first when per is the current period and the
+// store lost it (else the answer said 0 left after a Redis restart). An
+// earlier period's balance that is gone is not brought back for an answer:
+// its remaining is 0, as the store answers a finish then.
+func (s *Service) replayBalance(ctx context.Context, pol Policy, per Period) (Balance, error) {
+	if cur, err := s.policies.periodAt(pol, s.opt.Now()); err == nil && cur == per {
+		return s.seededBalance(ctx, pol, per)
+	}
+	return s.balance(ctx, pol.ResourceName, per)
 }

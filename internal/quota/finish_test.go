@@ -213,3 +213,49 @@ func TestFinishOfALeakedSessionRedisLost(t *testing.T) {
 		t.Fatalf("store down: %v", err)
 	}
 }
+
+// A repeated finish after Redis lost its state (restarted empty) is answered
+// from the ledger with remaining as it is now: the current period's balance
+// is seeded first, as Status seeds it. It answered remainingQuota 0, the
+// figures of the missing balance, until the next call happened to seed.
+func TestFinishRepeatSeedsTheBalanceRedisLost(t *testing.T) {
+	row := UsageRecord{ResourceName: "r", SessionID: "s-1", GrantedAmount: 5, ChargedAmount: 3, RefundedAmount: 2,
+		PeriodStart: testEpoch, Status: StatusFinished}
+	st, svc := finishEnv(row, testEpoch.Add(time.Hour))
+	seeded := false
+	st.balance = func(string, Period) (Balance, error) {
+		if !seeded {
+			return Balance{}, nil
+		}
+		return Balance{Exists: true, Limit: 100, Charged: 10}, nil
+	}
+	st.seed = func(_ string, per Period, _ int64, _ PeriodTotals, _ []UsageRecord) (bool, error) {
+		if per != today {
+			t.Errorf("seeded %+v, want the session's period", per)
+		}
+		seeded = true
+		return true, nil
+	}
+	resp, err := svc.Finish(context.Background(), finishReq)
+	if err != nil || resp != (FinishResponse{SessionID: "s-1", Granted: 5, Charged: 3, Refunded: 2, Remaining: 90, Replayed: true, QuotaType: TypeTokens}) {
+		t.Fatalf("%+v, %v; calls %v", resp, err, st.calls)
+	}
+	if st.n("Seed") != 1 {
+		t.Fatalf("seeded %d times, want 1", st.n("Seed"))
+	}
+	// Seeding fails: ErrUnavailable, not a made-up remaining.
+	st, svc = finishEnv(row, testEpoch.Add(time.Hour))
+	st.balance = func(string, Period) (Balance, error) { return Balance{}, nil }
+	st.seed = func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) { return false, ErrUnavailable }
+	if _, err := svc.Finish(context.Background(), finishReq); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("seed failed: %v", err)
+	}
+	// A session of an earlier period whose balance is gone: nothing is
+	// seeded for it, and remaining is 0 as the store answers then.
+	st, svc = finishEnv(row, testEpoch.Add(25*time.Hour))
+	st.balance = func(string, Period) (Balance, error) { return Balance{}, nil }
+	resp, err = svc.Finish(context.Background(), finishReq)
+	if err != nil || resp.Remaining != 0 || st.n("Seed") != 0 {
+		t.Fatalf("earlier period: %+v, %v; calls %v", resp, err, st.calls)
+	}
+}

@@ -32,19 +32,7 @@ func (s *Service) Status(ctx context.Context, resource string) (StatusResponse, 
 	if err != nil {
 		return StatusResponse{}, fmt.Errorf("status %s: %w", resource, err)
 	}
-	bal, err := s.balance(ctx, resource, per)
-	// A balance can be dropped again right after it was seeded (a second
-	// instance's failover repair): seed again rather than answer the
-	// figures of a missing balance (all 0), a bounded number of times.
-	for try := 0; err == nil && !bal.Exists; try++ {
-		if try == maxAttempts {
-			err = fmt.Errorf("the balance kept disappearing after seeding: %w", ErrUnavailable)
-			break
-		}
-		if err = s.seed(ctx, pol, per); err == nil {
-			bal, err = s.balance(ctx, resource, per)
-		}
-	}
+	bal, err := s.seededBalance(ctx, pol, per)
 	if err != nil {
 		return StatusResponse{}, fmt.Errorf("status %s: %w", resource, err)
 	}
@@ -53,4 +41,25 @@ func (s *Service) Status(ctx context.Context, resource string) (StatusResponse, 
 		Policy: pol, Used: bal.Charged, Reserved: bal.Reserved, Remaining: bal.Remaining(),
 		ActiveSessions: bal.ActiveSessions, Period: per,
 	}, nil
+}
+
+// seededBalance reads pol's balance of per, seeding it from the ledger when
+// the store has none (Redis lost its state, or the period has just begun).
+// A balance can be dropped again right after it was seeded (a second
+// instance's failover repair): it is seeded again rather than answered with
+// the figures of a missing balance (all 0), a bounded number of times.
+//
+// Errors: ErrUnavailable (the store or the ledger did not answer, or the
+// balance kept disappearing).
+func (s *Service) seededBalance(ctx context.Context, pol Policy, per Period) (Balance, error) {
+	bal, err := s.balance(ctx, pol.ResourceName, per)
+	for try := 0; err == nil && !bal.Exists; try++ {
+		if try == maxAttempts {
+			return Balance{}, fmt.Errorf("the balance kept disappearing after seeding: %w", ErrUnavailable)
+		}
+		if err = s.seed(ctx, pol, per); err == nil {
+			bal, err = s.balance(ctx, pol.ResourceName, per)
+		}
+	}
+	return bal, err
 }
