@@ -34,9 +34,7 @@ func TestJoinSendsTheGroupItStartsBeforeReturning(t *testing.T) {
 		t.Fatalf("Join: %v", err)
 	}
 	// No wait: the caller sent its group itself.
-	if got := rec.snapshot(); !slices.EqualFunc(got, [][]int{{7}}, slices.Equal) {
-		t.Fatalf("groups right after Join %v, want [[7]]", got)
-	}
+	wantGroups(t, rec, [][]int{{7}})
 }
 
 func TestJoinLeadsTheGroupThatGathersWhileTheSlotIsBusy(t *testing.T) {
@@ -60,10 +58,7 @@ func TestJoinLeadsTheGroupThatGathersWhileTheSlotIsBusy(t *testing.T) {
 		t.Fatalf("leader's Join: %v", err)
 	}
 	// The leader returns after its send.
-	want := [][]int{{1}, {2, 3, 4, 5}}
-	if got := rec.snapshot(); !slices.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("groups %v, want %v", got, want)
-	}
+	wantGroups(t, rec, [][]int{{1}, {2, 3, 4, 5}})
 	l.Stop()
 }
 
@@ -86,10 +81,7 @@ func TestALeaderThatStopsWaitingLeavesItsGroupToBeSent(t *testing.T) {
 	}
 	close(release)
 	l.Stop() // the freed slot's giver sent {2, 3, 4}; Stop waited for it
-	want := [][]int{{1}, {2, 3, 4}}
-	if got := rec.snapshot(); !slices.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("groups %v, want %v", got, want)
-	}
+	wantGroups(t, rec, [][]int{{1}, {2, 3, 4}})
 }
 
 func TestJoinWaitsForRoomAndGivesUpWithoutBeingTaken(t *testing.T) {
@@ -111,10 +103,7 @@ func TestJoinWaitsForRoomAndGivesUpWithoutBeingTaken(t *testing.T) {
 	if err := l.Join(context.Background(), nil, 6); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Join after Stop: %v, want ErrStopped", err)
 	}
-	want := [][]int{{1}, {2, 3}, {5}}
-	if got := rec.snapshot(); !slices.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("groups %v, want %v", got, want)
-	}
+	wantGroups(t, rec, [][]int{{1}, {2, 3}, {5}})
 }
 
 func TestEveryJoinedItemIsSentExactlyOnce(t *testing.T) {
@@ -142,15 +131,7 @@ func TestEveryJoinedItemIsSentExactlyOnce(t *testing.T) {
 	}
 	wg.Wait()
 	l.Stop()
-	seen := make([]int, n)
-	for _, g := range rec.snapshot() {
-		if len(g) == 0 || len(g) > maxItems {
-			t.Fatalf("group of %d items, want 1..%d", len(g), maxItems)
-		}
-		for _, it := range g {
-			seen[it]++
-		}
-	}
+	seen := sentCounts(t, rec, n, maxItems)
 	for _, it := range notTaken {
 		seen[it] += 10 // gave up: sent at most once (a leader's item is sent all the same)
 	}
@@ -187,8 +168,14 @@ func TestALingeringGroupIsSentWhenItsLingerEnds(t *testing.T) {
 		t.Fatalf("Join: %v", err)
 	}
 	<-sent
-	if got := rec.snapshot(); !slices.EqualFunc(got, [][]int{{1}}, slices.Equal) {
-		t.Fatalf("groups %v, want [[1]]", got)
-	}
+	wantGroups(t, rec, [][]int{{1}})
 	l.Stop()
+}
+
+// wantGroups fails the test unless rec got exactly the groups want, in order.
+func wantGroups(t *testing.T, rec *recorder, want [][]int) {
+	t.Helper()
+	if got := rec.snapshot(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("groups %v, want %v", got, want)
+	}
 }
