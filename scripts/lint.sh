@@ -54,11 +54,26 @@ doc_go_each() {
 	done
 	return "$bad"
 }
+# No git-tracked .go file is longer than 500 lines (the house rule): split
+# one by topic (a test file) or responsibility (a production file).
+go_files_short() {
+	local f n bad=0
+	while IFS= read -r -d '' f; do
+		[[ -f $f ]] || continue
+		n=$(wc -l <"$f")
+		if ((n > 500)); then
+			echo "over 500 lines ($n): $f"
+			bad=1
+		fi
+	done < <(git ls-files -z -- '*.go')
+	return "$bad"
+}
 in_checks() { (cd deploy/checks && "$@"); }
 in_api() { (cd api && "$@"); }
 
 check "gofmt" gofmt_clean
 check "doc.go in every internal package" doc_go_each
+check "no .go file over 500 lines" go_files_short
 check "go vet" go vet ./...
 check "go vet (api)" in_api go vet ./...
 check "go vet (deploy/checks)" in_checks go vet ./...
