@@ -13,4 +13,15 @@
 // linger (a fixed wait of a group's first item for company, even with a
 // slot free) exists for callers and tests that want it; both production
 // users pass 0.
+//
+// There is no goroutine of the loop's own: a caller that finds the waiting
+// group full waits for room, every other caller adds its item under a
+// mutex, and a group that gets a slot is sent by a sender of the loop's
+// (the one that freed the slot, or a new one). With Join, the caller whose
+// item starts a group sends it itself, on its own goroutine (the leader of
+// a group commit, whose followers wait for their outcome anyway): the
+// ledger's group commit uses it; the Redis pipeliner does not, since its
+// callers must be able to leave a pipeline stuck on the wire. Both save the
+// hand-off of every item to a loop goroutine, a wake-up each
+// (docs/performance-notes.md, pass 4).
 package group

@@ -57,11 +57,7 @@ func TestGroupsGatherWhileEverySlotIsBusy(t *testing.T) {
 	submit(t, l, 2, 3, 4, 5, 6)
 	close(release)
 	l.Stop()
-	got := rec.snapshot()
-	want := [][]int{{1}, {2, 3, 4, 5, 6}}
-	if !slices.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("groups %v, want %v", got, want)
-	}
+	wantGroups(t, rec, [][]int{{1}, {2, 3, 4, 5, 6}})
 }
 
 func TestAFullGroupIsSentWithoutWaitingOutTheLinger(t *testing.T) {
@@ -72,11 +68,7 @@ func TestAFullGroupIsSentWithoutWaitingOutTheLinger(t *testing.T) {
 	<-sent // full after three: sent although the hour has not passed
 	submit(t, l, 4)
 	l.Stop() // cuts item 4's linger short and sends it
-	got := rec.snapshot()
-	want := [][]int{{1, 2, 3}, {4}}
-	if !slices.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("groups %v, want %v", got, want)
-	}
+	wantGroups(t, rec, [][]int{{1, 2, 3}, {4}})
 }
 
 func TestEveryItemIsSentExactlyOnceWithinTheBound(t *testing.T) {
@@ -93,6 +85,17 @@ func TestEveryItemIsSentExactlyOnceWithinTheBound(t *testing.T) {
 	}
 	wg.Wait()
 	l.Stop()
+	for i, c := range sentCounts(t, rec, n, maxItems) {
+		if c != 1 {
+			t.Fatalf("item %d sent %d times, want once", i, c)
+		}
+	}
+}
+
+// sentCounts returns how many times each of the items 0..n-1 was sent, and
+// fails the test on a group of more than maxItems, or none.
+func sentCounts(t *testing.T, rec *recorder, n, maxItems int) []int {
+	t.Helper()
 	seen := make([]int, n)
 	for _, g := range rec.snapshot() {
 		if len(g) == 0 || len(g) > maxItems {
@@ -102,11 +105,7 @@ func TestEveryItemIsSentExactlyOnceWithinTheBound(t *testing.T) {
 			seen[it]++
 		}
 	}
-	for i, c := range seen {
-		if c != 1 {
-			t.Fatalf("item %d sent %d times, want once", i, c)
-		}
-	}
+	return seen
 }
 
 func TestSubmitAfterStopOrWithADoneContextTakesNothing(t *testing.T) {

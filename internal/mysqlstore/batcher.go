@@ -72,7 +72,10 @@ func (b *batcher[T]) stop() { b.loop.Stop() }
 // it returns ctx's error and the item is not written.
 func (b *batcher[T]) do(ctx context.Context, item T) error {
 	req := &batchReq[T]{ctx: ctx, item: item, by: b, done: make(chan error, 1)}
-	if err := b.loop.Submit(ctx, req); err != nil {
+	// Join: the row that starts a group writes it from this goroutine; if
+	// ctx ends while it waits for the slot, the row is not written (flush
+	// skips a request whose context ended).
+	if err := b.loop.Join(ctx, nil, req); err != nil {
 		if errors.Is(err, group.ErrStopped) {
 			return fmt.Errorf("%s %s: %w: %w", b.op.name, b.op.id(item), quota.ErrUnavailable, errClosed)
 		}
