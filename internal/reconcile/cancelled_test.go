@@ -35,7 +35,7 @@ func TestCancelledApplysRowIsSettledAndItsReservationGivenBack(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb)
 	sched := &period.Scheduler{}
-	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{})
+	svc := quota.NewService(store, ledger, ledger, sched, noCatchUp)
 	for _, id := range []string{"tombstoned", "row-cancelled"} {
 		if _, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: res, Amount: 100, SessionID: id}); err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ func TestFullPassRepairsEverySessionAcrossChunks(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb)
 	sched := &period.Scheduler{}
-	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{})
+	svc := quota.NewService(store, ledger, ledger, sched, noCatchUp)
 
 	id := func(i int) string { return fmt.Sprintf("s-%04d", i) }
 	// Seed the period first, and apply from a few workers: 1,700 applies

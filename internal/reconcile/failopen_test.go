@@ -28,7 +28,7 @@ func TestFailOpenGrantsAreRecordedAndCountedAfterReconciliation(t *testing.T) {
 	sched := &period.Scheduler{}
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
-	down := quota.NewService(redisstore.New(dead), ledger, ledger, sched, quota.Options{})
+	down := quota.NewService(redisstore.New(dead), ledger, ledger, sched, noCatchUp)
 
 	for _, p := range []quota.Policy{
 		{ResourceName: "open", QuotaType: quota.TypeTokens, TotalLimit: 1000, FailMode: quota.FailOpen, LeakThresholdSeconds: 300, Timezone: "UTC"},
@@ -56,7 +56,7 @@ func TestFailOpenGrantsAreRecordedAndCountedAfterReconciliation(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb)
-	up := quota.NewService(store, ledger, ledger, sched, quota.Options{})
+	up := quota.NewService(store, ledger, ledger, sched, noCatchUp)
 	st, err := up.Status(ctx, "open") // seeds the period from the ledger
 	if err != nil || st.Reserved != 300 || st.Remaining != 700 {
 		t.Fatalf("status after Redis came back: %+v, %v", st, err)
@@ -108,7 +108,7 @@ func TestFailOpenGrantWhileOnlyMySQLIsDownIsCountedInRedisAndRecordedLater(t *te
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb)
 	sched := &period.Scheduler{}
-	svc := quota.NewService(store, ledger, st, sched, quota.Options{})
+	svc := quota.NewService(store, ledger, st, sched, noCatchUp)
 	if _, _, err := st.PutPolicy(ctx, quota.Policy{ResourceName: "open", QuotaType: quota.TypeTokens, TotalLimit: 1000,
 		FailMode: quota.FailOpen, LeakThresholdSeconds: 300, Timezone: "UTC"}); err != nil {
 		t.Fatal(err)
@@ -143,6 +143,15 @@ func TestFailOpenGrantWhileOnlyMySQLIsDownIsCountedInRedisAndRecordedLater(t *te
 		t.Fatalf("ledger totals after finish: %+v", tot)
 	}
 }
+
+// noCatchUp is the quota.Options of the services these tests apply with:
+// no catch-up after a rebuild (quota catchup.go). A catch-up takes the
+// resource's "reconcile" lock 5 s after the service seeded a balance, so
+// a test whose set-up took that long on a loaded machine had its own
+// reconcile pass skipped ("another instance is reconciling this
+// resource"; TestFullPassRepairsEverySessionAcrossChunks failed so in CI
+// once, after 5.6 s of applies under -race).
+var noCatchUp = quota.Options{CatchUpAfter: -1}
 
 // newLedger opens and migrates a SQLite ledger of the test's own, closed
 // when the test ends.

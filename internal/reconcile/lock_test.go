@@ -77,7 +77,7 @@ func oneSessionWorld(t *testing.T, res string) (*mysqlstore.Store, *miniredis.Mi
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := redisstore.New(rdb)
 	sched := &period.Scheduler{}
-	svc := quota.NewService(store, ledger, ledger, sched, quota.Options{})
+	svc := quota.NewService(store, ledger, ledger, sched, noCatchUp)
 	if _, err := svc.Apply(ctx, quota.ApplyRequest{ResourceName: res, Amount: 5, SessionID: "s-1"}); err != nil {
 		t.Fatal(err)
 	}
