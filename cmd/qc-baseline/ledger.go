@@ -13,8 +13,8 @@ import (
 // The ledger mode (--mysql-dsn): the "baseline+ledger" server of the
 // benchmark, the floor of what a durable apply costs. Its script calls go
 // through quota-center's own Redis path, auto-pipelined (app.OpenRedis, in
-// run), as quota-center serve sends them. Each granted apply writes the session's USING row, and each finish settles it,
-// through quota-center's own group commit (mysqlstore.Store's
+// run), as quota-center serve sends them. Each granted apply writes the
+// session's USING row, and each finish settles it, through quota-center's own group commit (mysqlstore.Store's
 // InsertSession and FinishSession, with the options quota-center uses by
 // default, on the schema of its migrations), so the rows and the statements
 // are those quota-center writes; the call is answered only once the
@@ -45,34 +45,24 @@ func openLedger(ctx context.Context, dsn string) (*mysqlstore.Store, error) {
 // already there). When a fresh grant's row cannot be written, the grant is
 // given back (best effort, on its own deadline) and the write's error
 // returned.
-func (b *baseline) recordApply(ctx context.Context, req applyRequest, res quota.ApplyResult) error {
-	err := b.ledger.InsertSession(ctx, quota.UsageRecord{
-		ResourceName: b.resource, ClientID: req.ClientID, SessionID: req.SessionID,
-		PeriodStart: res.PeriodStart, ApplyAmount: req.ApplyAmount, MinAmount: req.MinAmount,
-		GrantedAmount: res.Granted, ChargedAmount: res.Granted, StartTime: res.StartTime,
-		Status: quota.StatusUsing, Drawn: res.Drawn,
-	})
+func (b *baseline) recordApply(ctx context.Context, cmd quota.ApplyCmd, res quota.ApplyResult) error {
+	err := b.ledger.InsertSession(ctx, quota.ApplyRecord(cmd, res))
 	if err == nil || (res.Outcome == quota.ApplyReplayed && errors.Is(err, quota.ErrDuplicateSession)) {
 		return nil
 	}
 	if res.Outcome == quota.ApplyGranted {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = b.store.Cancel(cctx, b.resource, req.SessionID)
+		_ = b.store.Cancel(cctx, cmd.ResourceName, cmd.SessionID)
 	}
-	return fmt.Errorf("record session %s: %w", req.SessionID, err)
+	return fmt.Errorf("record session %s: %w", cmd.SessionID, err)
 }
 
 // recordFinish settles the ledger row of a finish the store did (or
-// replayed), as quota-center's settle does: nil once it is committed.
+// replayed), as quota-center's settle does (quota.FinishRecord): nil once
+// it is committed.
 func (b *baseline) recordFinish(ctx context.Context, sessionID string, res quota.FinishResult) error {
-	err := b.ledger.FinishSession(ctx, quota.UsageRecord{
-		ResourceName: b.resource, ClientID: res.ClientID, SessionID: sessionID,
-		PeriodStart: res.PeriodStart, GrantedAmount: res.Granted, ChargedAmount: res.Charged,
-		RefundedAmount: res.Refunded, OverageAmount: res.Overage,
-		StartTime: res.StartTime, EndTime: res.EndTime,
-		Status: quota.StatusFinished, LeakRecovered: res.WasLeaked,
-	})
+	err := b.ledger.FinishSession(ctx, quota.FinishRecord(b.resource, sessionID, res))
 	if err != nil {
 		return fmt.Errorf("settle session %s: %w", sessionID, err)
 	}

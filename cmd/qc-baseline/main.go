@@ -208,11 +208,12 @@ func (b *baseline) apply(w http.ResponseWriter, r *http.Request) {
 	if req.SessionID == "" {
 		req.SessionID = randomID()
 	}
-	res, err := b.store.Apply(r.Context(), quota.ApplyCmd{
+	cmd := quota.ApplyCmd{
 		ResourceName: b.resource, SessionID: req.SessionID, ClientID: req.ClientID,
 		Amount: req.ApplyAmount, MinAmount: req.MinAmount, Period: b.period,
 		Lease: b.lease, FirstPeriod: true,
-	})
+	}
+	res, err := b.store.Apply(r.Context(), cmd)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -220,7 +221,7 @@ func (b *baseline) apply(w http.ResponseWriter, r *http.Request) {
 	switch res.Outcome {
 	case quota.ApplyGranted, quota.ApplyReplayed:
 		if b.ledger != nil {
-			if err := b.recordApply(r.Context(), req, res); err != nil {
+			if err := b.recordApply(r.Context(), cmd, res); err != nil {
 				writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", err.Error())
 				return
 			}

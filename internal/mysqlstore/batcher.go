@@ -11,9 +11,10 @@ import (
 )
 
 // flushConcurrency bounds the group commits of one group loop in flight at
-// once: one (the session inserts and finishes share a loop, together.go). While a group's statement and its commit (fsync)
-// run, the next group is formed by the rows that arrive meanwhile, and goes
-// out as soon as the statement returns. There is no timer: a lone row finds
+// once: one (the session inserts and finishes share a loop, together.go).
+// While a group's statement and its commit (fsync) run, the next group is
+// formed by the rows that arrive meanwhile, and goes out as soon as the
+// statement returns. There is no timer: a lone row finds
 // the slot free and is written at once, and under load each group is what
 // came while the previous statement was in flight. Two slots (the stages of
 // MySQL's binlog group commit, which this was until measured otherwise)

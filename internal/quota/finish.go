@@ -93,13 +93,15 @@ func (s *Service) finishInStore(ctx context.Context, req FinishRequest) (FinishR
 	})
 }
 
-// settle writes the ledger side of a finish the BalanceStore did (or
-// replayed) and builds the answer.
-func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res FinishResult) (FinishResponse, error) {
-	rec := UsageRecord{
-		ResourceName:   req.ResourceName,
+// FinishRecord is the settling update (FINISHED, with charged, refunded
+// and overage) of the ledger row of session sessionID of resource, for a
+// finish the balance store answered with res (done or replayed): the update
+// Service.settle writes, also written by cmd/qc-baseline's ledger mode.
+func FinishRecord(resource, sessionID string, res FinishResult) UsageRecord {
+	return UsageRecord{
+		ResourceName:   resource,
 		ClientID:       res.ClientID,
-		SessionID:      req.SessionID,
+		SessionID:      sessionID,
 		PeriodStart:    res.PeriodStart,
 		GrantedAmount:  res.Granted,
 		ChargedAmount:  res.Charged,
@@ -110,6 +112,12 @@ func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res
 		Status:         StatusFinished,
 		LeakRecovered:  res.WasLeaked,
 	}
+}
+
+// settle writes the ledger side of a finish the BalanceStore did (or
+// replayed) and builds the answer.
+func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res FinishResult) (FinishResponse, error) {
+	rec := FinishRecord(req.ResourceName, req.SessionID, res)
 	// Always settle the row, also on a replay: the first finish may have
 	// settled Redis and then failed to reach the ledger.
 	err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(ctx, rec) })

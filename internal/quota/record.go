@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// record writes the ledger row of a granted (or replayed) apply. A replay
-// writes it too, idempotently: the first request may still be writing it,
-// and a replay must not answer before the row is durable.
-func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res ApplyResult) (ApplyResponse, error) {
+// ApplyRecord is the ledger row (USING, charged = granted) of the apply
+// cmd that the balance store answered with res (granted or replayed): the
+// row Service.record writes, also written by cmd/qc-baseline's ledger mode
+// so that the benchmark's floor writes the same row.
+func ApplyRecord(cmd ApplyCmd, res ApplyResult) UsageRecord {
 	rec := UsageRecord{
 		ResourceName:  cmd.ResourceName,
 		ClientID:      cmd.ClientID,
@@ -24,9 +25,20 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 		Status:        StatusUsing,
 		Drawn:         res.Drawn,
 	}
+	if cmd.Pools != nil {
+		rec.BusinessLine = cmd.Pools.Line
+	}
+	return rec
+}
+
+// record writes the ledger row of a granted (or replayed) apply. A replay
+// writes it too, idempotently: the first request may still be writing it,
+// and a replay must not answer before the row is durable.
+func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res ApplyResult) (ApplyResponse, error) {
+	rec := ApplyRecord(cmd, res)
 	draws := ownBalance(res.Granted)
 	if cmd.Pools != nil {
-		rec.BusinessLine, draws = cmd.Pools.Line, poolDraws(res.Drawn)
+		draws = poolDraws(res.Drawn)
 	}
 	resp := ApplyResponse{
 		Decision:                 Decision{Granted: res.Granted, Drawn: draws},
