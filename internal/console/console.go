@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/admin"
+	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
@@ -117,7 +117,7 @@ func (c *Console) routes() *chi.Mux {
 	r.Use(securityHeaders, limitForms)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { notFound(w, r) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path)
+		jsonError(w, http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
 	})
 	static, _ := fs.Sub(staticFS, "static")
 	r.Handle(Prefix+"/static/*", http.StripPrefix(Prefix+"/static/", staticHandler(static)))
@@ -190,15 +190,12 @@ func staticHandler(fsys fs.FS) http.Handler {
 // notFound answers an unknown console path, or a missing static asset, the
 // way the API answers an unknown route: 404 with the JSON error body.
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, string(quota.CodeNotFound), "no such page or file: "+r.URL.Path)
+	jsonError(w, http.StatusNotFound, httpapi.CodeNotFound, "no such page or file: "+r.URL.Path)
 }
 
-// writeError writes the API's JSON error body {success:false, code,
-// message} with status (the console's answers that are not pages).
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	b, _ := json.Marshal(map[string]any{"success": false, "code": code, "message": msg})
-	w.Header().Set("Content-Type", "application/json")
+// jsonError is the API's JSON error answer (httpapi.WriteError), never
+// cached (static paths included, whose files may be cached).
+func jsonError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	httpapi.WriteError(w, status, code, msg)
 }

@@ -185,6 +185,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeBody(w, status, append(b, '\n'))
 }
 
+// WriteError writes the error body {success:false, code, message} with
+// status, as every error answer of the API is written (the message clipped
+// as quota.ClipMessage does); for handlers mounted beside the API (the
+// console's unknown paths) that answer in its shape.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, errorBody{Code: code, Message: message})
+}
+
 // writeBody writes the JSON body b (newline included) with the given status.
 func writeBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
