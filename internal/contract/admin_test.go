@@ -3,7 +3,9 @@ package contract_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/quotacenter/quota-center/internal/contract/apiclient"
 	"github.com/quotacenter/quota-center/internal/testenv"
@@ -14,6 +16,13 @@ import (
 func admin(c *checker, res string) {
 	c.do(req{method: http.MethodGet, path: "/admin/sessions?resourceName=" + res}, http.StatusOK)
 	c.do(req{method: http.MethodGet, path: "/admin/sessions?resourceName=" + res + "&status=USING&limit=1"}, http.StatusOK)
+	page := c.do(req{method: http.MethodGet, path: "/admin/sessions?resourceName=" + res + "&limit=1"}, http.StatusOK)
+	if cursor, ok := page.obj(c.t)["nextCursor"].(string); ok {
+		c.do(req{method: http.MethodGet, path: "/admin/sessions?resourceName=" + res + "&limit=1&cursor=" + url.QueryEscape(cursor)}, http.StatusOK)
+	} else {
+		c.t.Errorf("a page of 1 of several sessions has no nextCursor: %s", page.body)
+	}
+	c.do(req{method: http.MethodGet, path: "/admin/sessions?resourceName=" + res + "&cursor=not-a-cursor"}, http.StatusBadRequest)
 	c.do(req{method: http.MethodGet, path: "/admin/sessions?resourceName=" + res + "&status=NOPE"}, http.StatusBadRequest)
 	c.do(req{method: http.MethodGet, path: "/admin/sessions?resourceName=" + res + "-none"}, http.StatusNotFound)
 
@@ -30,6 +39,9 @@ func admin(c *checker, res string) {
 	for _, by := range []string{"client", "line", "hour", "day"} {
 		c.do(req{method: http.MethodGet, path: "/admin/usage?resourceName=" + res + "&groupBy=" + by}, http.StatusOK)
 	}
+	from := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	c.do(req{method: http.MethodGet, path: "/admin/usage?resourceName=" + res + "&from=" + from}, http.StatusOK)
+	c.do(req{method: http.MethodGet, path: "/admin/usage?resourceName=" + res + "&from=yesterday"}, http.StatusBadRequest)
 	c.do(req{method: http.MethodGet, path: "/admin/usage?resourceName=" + res + "&groupBy=week"}, http.StatusBadRequest)
 	c.do(req{method: http.MethodGet, path: "/admin/usage?resourceName=" + res + "-none"}, http.StatusNotFound)
 
@@ -40,6 +52,8 @@ func admin(c *checker, res string) {
 	c.do(req{method: http.MethodGet, path: "/admin/audit"}, http.StatusOK)
 	c.do(req{method: http.MethodGet, path: "/admin/audit?resourceName=" + res + "&limit=500"}, http.StatusOK)
 	c.do(req{method: http.MethodGet, path: "/admin/audit?limit=0"}, http.StatusBadRequest)
+	c.do(req{method: http.MethodGet, path: "/admin/audit?limit=1&before=1000000"}, http.StatusOK)
+	c.do(req{method: http.MethodGet, path: "/admin/audit?nope=1"}, http.StatusBadRequest)
 	reconcileEntryDecodes(c, res)
 }
 

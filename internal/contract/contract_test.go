@@ -111,6 +111,12 @@ func quotaRoutes(c *checker, res string) {
 	c.do(req{method: http.MethodPost, path: "/quota/finish", raw: hugeBody()}, http.StatusRequestEntityTooLarge)
 
 	apply(map[string]any{"resourceName": res, "applyAmount": 100, "sessionId": "contract-open"}, http.StatusOK)
+	// A partial grant: 1000 - 60 charged - 100 held leaves 840.
+	part := apply(map[string]any{"resourceName": res, "applyAmount": 900, "minAmount": 800}, http.StatusOK)
+	fin(map[string]any{"resourceName": res, "sessionId": part.str(c.t, "sessionId"), "actualUsedAmount": 0}, http.StatusOK)
+	// Changing the quota type of a period with usage needs force.
+	merge := "application/merge-patch+json"
+	c.do(req{method: http.MethodPatch, path: "/admin/policies/" + res, raw: []byte(`{"quotaType": "COUNT"}`), contentType: merge}, http.StatusConflict)
 }
 
 // hugeBody is a JSON body over the 1 MiB limit.

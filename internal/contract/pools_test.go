@@ -32,6 +32,10 @@ func poolRoutes(c *checker, res string, ledger *sqlx.DB) {
 	c.do(req{method: http.MethodGet, path: p + "/lines"}, http.StatusOK)
 	c.do(req{method: http.MethodGet, path: none + "/lines"}, http.StatusNotFound)
 	c.do(req{method: http.MethodGet, path: "/quota/status?resourceName=" + res}, http.StatusOK)
+	c.do(req{method: http.MethodGet, path: p}, http.StatusOK)
+	merge := "application/merge-patch+json"
+	c.do(req{method: http.MethodPatch, path: p, raw: []byte(`{"pools": {"borrowLimitPercent": 40}}`), contentType: merge}, http.StatusOK)
+	c.do(req{method: http.MethodPut, path: p, body: map[string]any{"quotaType": "TOKENS", "totalLimit": 10000, "pools": settings}}, http.StatusOK)
 
 	open := c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 100, "businessLine": "core"}}, http.StatusOK)
 	c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 100}}, http.StatusBadRequest)
