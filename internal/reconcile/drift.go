@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -13,6 +15,11 @@ type reading struct {
 	per quota.Period
 	bal quota.Balance
 	tot quota.PeriodTotals
+	// unrecorded: the live sessions the ledger does not count as reserved
+	// (listed between the two reads when reserved exceeded the ledger's);
+	// tooMany: more of them than one correction may name.
+	unrecorded []string
+	tooMany    bool
 }
 
 // drift is Redis minus the ledger: charged, reserved; zero while the
@@ -51,13 +58,24 @@ func (r *Reconciler) readTwice(ctx context.Context, pol quota.Policy) (first rea
 	if err != nil {
 		return first, nil, err
 	}
-	return r.readPeriodTwice(ctx, pol, per)
+	return r.readPeriodTwice(ctx, pol, per, false)
 }
 
-// readPeriodTwice is readTwice for the period per.
-func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per quota.Period) (first reading, second *reading, err error) {
+// readPeriodTwice is readTwice for the period per. With correct, it lists
+// the unrecorded sessions between the two reads (into second), for the
+// correction to keep their reservations: a row that lands meanwhile
+// changes the ledger's totals, so a quiet pair of reads agrees with the
+// list.
+func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per quota.Period, correct bool) (first reading, second *reading, err error) {
 	if first, err = r.read(ctx, pol, per); err != nil || !first.bal.Exists || first.drift() == [2]int64{} {
 		return first, nil, err
+	}
+	var ids []string
+	var tooMany bool
+	if correct {
+		if ids, tooMany, err = r.unrecorded(ctx, pol.ResourceName); err != nil {
+			return first, nil, err
+		}
 	}
 	select {
 	case <-ctx.Done():
@@ -68,7 +86,73 @@ func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per 
 	if err != nil {
 		return first, nil, err
 	}
+	again.unrecorded, again.tooMany = ids, tooMany
 	return first, &again, nil
+}
+
+// maxUnrecorded bounds the sessions one correction names (adjust.lua reads
+// each); with more, the correction waits for the orphans among them to be
+// given back (releaseOrphans, the sweeper).
+const maxUnrecorded = 1000
+
+// unrecorded lists the resource's USING sessions in Redis whose ledger row
+// is not USING (none yet, CANCELLED, settled): each holds a reservation
+// the ledger does not count, which its own give-back (finish, cancel,
+// sweep) returns once; a drift correction keeps it rather than return it
+// too (issue 22 §1). tooMany: more than maxUnrecorded (the list is cut
+// there).
+func (r *Reconciler) unrecorded(ctx context.Context, resource string) (ids []string, tooMany bool, err error) {
+	var open []string
+	// Every lease ends within the longest leak threshold of now.
+	horizon := r.now().Add(time.Duration(quota.MaxLeakThresholdSeconds)*time.Second + time.Hour)
+	if err := r.redis(func() (err error) { open, err = r.store.OpenSessionIDs(ctx, resource, horizon); return err }); err != nil {
+		return nil, false, err
+	}
+	err = inChunks(open, checkChunk, func(part []string) error {
+		rows, err := r.sessionsByID(ctx, part)
+		if err != nil {
+			return err
+		}
+		for _, id := range part {
+			if row, ok := rows[id]; !ok || row.Status != quota.StatusUsing || row.ResourceName != resource {
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	})
+	if len(ids) > maxUnrecorded {
+		return ids[:maxUnrecorded], true, err
+	}
+	return ids, false, err
+}
+
+// adjust writes the correction −d of per's balance measured on x (the
+// second of two quiet reads), keeping the reservations of x's unrecorded
+// sessions, and reports whether it changed the balance. A correction not
+// written (the drift was those reservations, or too many to name, or the
+// balance moved) is counted and reported (rep.AdjustRefused).
+func (r *Reconciler) adjust(ctx context.Context, pol quota.Policy, x reading, d [2]int64, f quota.Fence, rep *Report) (bool, error) {
+	out := quota.AdjustHeld
+	if !x.tooMany {
+		err := r.redis(func() (err error) {
+			out, err = r.store.Adjust(ctx, pol.ResourceName, x.per, quota.Adjustment{
+				Charged: -d[0], Reserved: -d[1], Seen: x.bal, Unrecorded: x.unrecorded,
+			}, f)
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	switch out {
+	case quota.AdjustHeld, quota.AdjustMoved:
+		rep.AdjustRefused = out.String()
+		r.refused.WithLabelValues(out.String()).Inc()
+		r.log.Info("reconcile left a drift for a later pass", zap.String("resource", pol.ResourceName),
+			zap.Time("period_start", x.per.Start), zap.String("reason", out.String()),
+			zap.Int64("drift_charged", d[0]), zap.Int64("drift_reserved", d[1]), zap.Int("unrecorded", len(x.unrecorded)))
+	}
+	return out == quota.AdjustApplied, nil
 }
 
 // quiet reports a pass whose drift was zero or not stable (in-flight noise)
@@ -97,7 +181,11 @@ func (r *Reconciler) exportDrift(pol quota.Policy, d [2]int64) {
 // another instance took it since, adjust.lua refuses it (quota.ErrLockLost)
 // rather than write a drift the new holder may be correcting too.
 func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report, f quota.Fence) error {
-	first, second, err := r.readTwice(ctx, pol)
+	per, err := r.sched.PeriodAt(pol, r.now())
+	if err != nil {
+		return err
+	}
+	first, second, err := r.readPeriodTwice(ctx, pol, per, true)
 	rep.PeriodStart = first.per.Start
 	if err != nil {
 		return err
@@ -114,11 +202,7 @@ func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report,
 		quiet := second.bal.Exists && second.bal.Charged == first.bal.Charged &&
 			second.bal.Reserved == first.bal.Reserved && second.tot == first.tot
 		if quiet {
-			err := r.redis(func() (err error) {
-				rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, first.per, -d[0], -d[1], f)
-				return err
-			})
-			if err != nil {
+			if rep.BalanceAdjusted, err = r.adjust(ctx, pol, *second, d, f, rep); err != nil {
 				return err
 			}
 			if rep.BalanceAdjusted {
@@ -149,16 +233,13 @@ func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur qu
 	if err != nil || prev.Start.Equal(cur.Start) {
 		return err
 	}
-	first, second, err := r.readPeriodTwice(ctx, pol, prev)
+	first, second, err := r.readPeriodTwice(ctx, pol, prev, true)
 	if err != nil || second == nil || !second.bal.Exists || second.bal != first.bal || second.tot != first.tot {
 		return err
 	}
-	d := first.drift()
-	return r.redis(func() (err error) {
-		rep.EarlierPeriodAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, prev, -d[0], -d[1], f)
-		if rep.EarlierPeriodAdjusted {
-			r.repairs.WithLabelValues(pol.ResourceName, "earlier_period_adjusted").Inc()
-		}
-		return err
-	})
+	rep.EarlierPeriodAdjusted, err = r.adjust(ctx, pol, *second, first.drift(), f, rep)
+	if rep.EarlierPeriodAdjusted {
+		r.repairs.WithLabelValues(pol.ResourceName, "earlier_period_adjusted").Inc()
+	}
+	return err
 }
