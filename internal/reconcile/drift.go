@@ -16,8 +16,8 @@ type reading struct {
 	bal quota.Balance
 	tot quota.PeriodTotals
 	// unrecorded: the live sessions the ledger does not count as reserved
-	// (listed between the two reads when reserved exceeded the ledger's);
-	// tooMany: more of them than one correction may name.
+	// (listed by recheck); tooMany: more of them than one correction may
+	// name.
 	unrecorded []string
 	tooMany    bool
 }
@@ -58,24 +58,13 @@ func (r *Reconciler) readTwice(ctx context.Context, pol quota.Policy) (first rea
 	if err != nil {
 		return first, nil, err
 	}
-	return r.readPeriodTwice(ctx, pol, per, false)
+	return r.readPeriodTwice(ctx, pol, per)
 }
 
-// readPeriodTwice is readTwice for the period per. With correct, it lists
-// the unrecorded sessions between the two reads (into second), for the
-// correction to keep their reservations: a row that lands meanwhile
-// changes the ledger's totals, so a quiet pair of reads agrees with the
-// list.
-func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per quota.Period, correct bool) (first reading, second *reading, err error) {
+// readPeriodTwice is readTwice for the period per.
+func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per quota.Period) (first reading, second *reading, err error) {
 	if first, err = r.read(ctx, pol, per); err != nil || !first.bal.Exists || first.drift() == [2]int64{} {
 		return first, nil, err
-	}
-	var ids []string
-	var tooMany bool
-	if correct {
-		if ids, tooMany, err = r.unrecorded(ctx, pol.ResourceName); err != nil {
-			return first, nil, err
-		}
 	}
 	select {
 	case <-ctx.Done():
@@ -86,8 +75,26 @@ func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per 
 	if err != nil {
 		return first, nil, err
 	}
-	again.unrecorded, again.tooMany = ids, tooMany
 	return first, &again, nil
+}
+
+// recheck is the last look before the correction of a quiet drift (x, the
+// second of two equal reads): it lists the unrecorded sessions, whose
+// grants the correction keeps, then reads the period a third time. ok is
+// false when the third read differs from x: something moved (a row that
+// landed while the list was made changes the ledger's sums, so whenever ok
+// the list and the sums agree). The list is made only for a quiet drift,
+// so a busy resource never pays for it.
+func (r *Reconciler) recheck(ctx context.Context, pol quota.Policy, x reading) (y reading, ok bool, err error) {
+	ids, tooMany, err := r.unrecorded(ctx, pol.ResourceName)
+	if err != nil {
+		return x, false, err
+	}
+	if y, err = r.read(ctx, pol, x.per); err != nil || y.bal != x.bal || y.tot != x.tot {
+		return y, false, err
+	}
+	y.unrecorded, y.tooMany = ids, tooMany
+	return y, true, nil
 }
 
 // maxUnrecorded bounds the sessions one correction names (adjust.lua reads
@@ -126,17 +133,25 @@ func (r *Reconciler) unrecorded(ctx context.Context, resource string) (ids []str
 	return ids, false, err
 }
 
-// adjust writes the correction −d of per's balance measured on x (the
-// second of two quiet reads), keeping the reservations of x's unrecorded
-// sessions, and reports whether it changed the balance. A correction not
-// written (the drift was those reservations, or too many to name, or the
-// balance moved) is counted and reported (rep.AdjustRefused).
+// adjust writes the correction −d of a period's balance measured on x (the
+// second of two quiet reads), after recheck, keeping the reservations of
+// the unrecorded sessions, and reports whether it changed the balance. A
+// correction not written (the drift was those reservations, or they were
+// too many to name; or the balance or the ledger moved) is counted and
+// reported (rep.AdjustRefused).
 func (r *Reconciler) adjust(ctx context.Context, pol quota.Policy, x reading, d [2]int64, f quota.Fence, rep *Report) (bool, error) {
-	out := quota.AdjustHeld
-	if !x.tooMany {
+	y, ok, err := r.recheck(ctx, pol, x)
+	if err != nil {
+		return false, err
+	}
+	out := quota.AdjustMoved
+	if ok {
+		out = quota.AdjustHeld
+	}
+	if ok && !y.tooMany {
 		err := r.redis(func() (err error) {
-			out, err = r.store.Adjust(ctx, pol.ResourceName, x.per, quota.Adjustment{
-				Charged: -d[0], Reserved: -d[1], Seen: x.bal, Unrecorded: x.unrecorded,
+			out, err = r.store.Adjust(ctx, pol.ResourceName, y.per, quota.Adjustment{
+				Charged: -d[0], Reserved: -d[1], Seen: y.bal, Unrecorded: y.unrecorded,
 			}, f)
 			return err
 		})
@@ -150,7 +165,7 @@ func (r *Reconciler) adjust(ctx context.Context, pol quota.Policy, x reading, d 
 		r.refused.WithLabelValues(out.String()).Inc()
 		r.log.Info("reconcile left a drift for a later pass", zap.String("resource", pol.ResourceName),
 			zap.Time("period_start", x.per.Start), zap.String("reason", out.String()),
-			zap.Int64("drift_charged", d[0]), zap.Int64("drift_reserved", d[1]), zap.Int("unrecorded", len(x.unrecorded)))
+			zap.Int64("drift_charged", d[0]), zap.Int64("drift_reserved", d[1]), zap.Int("unrecorded", len(y.unrecorded)))
 	}
 	return out == quota.AdjustApplied, nil
 }
@@ -181,11 +196,7 @@ func (r *Reconciler) exportDrift(pol quota.Policy, d [2]int64) {
 // another instance took it since, adjust.lua refuses it (quota.ErrLockLost)
 // rather than write a drift the new holder may be correcting too.
 func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report, f quota.Fence) error {
-	per, err := r.sched.PeriodAt(pol, r.now())
-	if err != nil {
-		return err
-	}
-	first, second, err := r.readPeriodTwice(ctx, pol, per, true)
+	first, second, err := r.readTwice(ctx, pol)
 	rep.PeriodStart = first.per.Start
 	if err != nil {
 		return err
@@ -233,7 +244,7 @@ func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur qu
 	if err != nil || prev.Start.Equal(cur.Start) {
 		return err
 	}
-	first, second, err := r.readPeriodTwice(ctx, pol, prev, true)
+	first, second, err := r.readPeriodTwice(ctx, pol, prev)
 	if err != nil || second == nil || !second.bal.Exists || second.bal != first.bal || second.tot != first.tot {
 		return err
 	}

@@ -151,3 +151,66 @@ func (w overgrantWorld) wantBalance(t *testing.T, per quota.Period, charged, res
 		t.Fatalf("balance %+v "+what+": want charged %d, reserved %d", append(append([]any{b}, args...), charged, reserved)...)
 	}
 }
+
+// landingLedger writes a row (the leftover's, landing late) the first time
+// reconciliation looks sessions up by id.
+type landingLedger struct {
+	*mysqlstore.Store
+	row    quota.UsageRecord
+	landed bool
+}
+
+func (l *landingLedger) SessionsByID(ctx context.Context, ids []string) (map[string]quota.UsageRecord, error) {
+	if !l.landed {
+		l.landed = true
+		if err := l.InsertSession(ctx, l.row); err != nil {
+			return nil, err
+		}
+	}
+	return l.Store.SessionsByID(ctx, ids)
+}
+
+// A ledger row that lands while the pass lists the unrecorded sessions
+// (after its two quiet reads) changes the ledger's sums: the correction,
+// measured without the row, is not written ("moved"), and the reservation
+// stays, counted once (by the row now).
+func TestARowLandingWhileTheUnrecordedSessionsAreListedStopsTheCorrection(t *testing.T) {
+	ctx := context.Background()
+	w := newOvergrantWorld(t, "dev")
+	pol, _, err := w.ledger.PutPolicy(ctx, quota.Policy{ResourceName: w.res, QuotaType: quota.TypeTokens,
+		TotalLimit: 1000, LeakThresholdSeconds: 60, Timezone: "UTC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := &period.Scheduler{}
+	svc := quota.NewService(w.store, w.ledger, w.ledger, sched, noCatchUp)
+	if _, err := svc.Status(ctx, w.res); err != nil { // seeds the balance
+		t.Fatal(err)
+	}
+	per, err := sched.PeriodAt(pol, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.store.Apply(ctx, quota.ApplyCmd{ResourceName: w.res, SessionID: "late-row", Amount: 335,
+		Period: per, Lease: pol.LeaseDuration()})
+	if err != nil || r.Outcome != quota.ApplyGranted {
+		t.Fatalf("apply: %+v %v", r, err)
+	}
+	ledger := &landingLedger{Store: w.ledger, row: quota.UsageRecord{ResourceName: w.res, SessionID: "late-row",
+		PeriodStart: per.Start, ApplyAmount: 335, GrantedAmount: 335, ChargedAmount: 335, StartTime: time.Now(),
+		Status: quota.StatusUsing}}
+	rec := reconcile.New(reconcile.Config{Grace: time.Hour, Settle: time.Millisecond}, w.store, ledger, w.ledger,
+		sched, zap.NewNop(), prometheus.NewRegistry())
+	rep, err := rec.Resource(ctx, w.res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ledger.landed || rep.BalanceAdjusted || rep.AdjustRefused != "moved" {
+		t.Fatalf("report %+v (row landed %v): want the correction refused as moved", rep, ledger.landed)
+	}
+	w.wantBalance(t, per, 0, 335, "after the pass")
+	if rep, err = rec.Resource(ctx, w.res); err != nil || rep.DriftReserved != 0 || rep.BalanceAdjusted {
+		t.Fatalf("next pass: %+v %v, want no drift", rep, err)
+	}
+	w.wantBalance(t, per, 0, 335, "after the next pass")
+}

@@ -114,7 +114,7 @@ type Report struct {
 	// §1): "held", the drift was only what live sessions without a USING
 	// ledger row (younger than Grace, say) hold, which their own give-backs
 	// return (or they were too many to name: a later pass); "moved", the
-	// balance changed after it was measured (a later pass).
+	// balance or the ledger changed after it was measured (a later pass).
 	AdjustRefused    string `json:"adjustRefused,omitempty"`
 	LimitSynced      bool   `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
 	FailOpenRecorded int    `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
@@ -164,7 +164,7 @@ func New(cfg Config, store Store, ledger Ledger, policies Policies, sched quota.
 		}, []string{"result"}),
 		refused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_adjust_refused_total",
-			Help: "Drift corrections not written, by reason: held (the drift was what live sessions without a USING ledger row hold), moved (the balance changed after it was measured), negative (charged or reserved would go below zero).",
+			Help: "Drift corrections not written, by reason: held (the drift was what live sessions without a USING ledger row hold), moved (the balance or the ledger changed after it was measured), negative (charged or reserved would go below zero).",
 		}, []string{"reason"}),
 	}
 	// Every series exists at 0 before its first count, so that increase()
