@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -213,4 +214,42 @@ func TestARowLandingWhileTheUnrecordedSessionsAreListedStopsTheCorrection(t *tes
 		t.Fatalf("next pass: %+v %v, want no drift", rep, err)
 	}
 	w.wantBalance(t, per, 0, 335, "after the next pass")
+}
+
+// More unrecorded live sessions than one correction may name: the
+// correction waits (held) rather than take reservations it cannot check.
+func TestTooManyUnrecordedSessionsHoldTheCorrection(t *testing.T) {
+	ctx := context.Background()
+	w := newOvergrantWorld(t, "dev")
+	pol, _, err := w.ledger.PutPolicy(ctx, quota.Policy{ResourceName: w.res, QuotaType: quota.TypeTokens,
+		TotalLimit: 5000, LeakThresholdSeconds: 60, Timezone: "UTC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := &period.Scheduler{}
+	if _, err := quota.NewService(w.store, w.ledger, w.ledger, sched, noCatchUp).Status(ctx, w.res); err != nil {
+		t.Fatal(err)
+	}
+	per, err := sched.PeriodAt(pol, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1001 // one more than a correction names
+	for i := range n {
+		r, err := w.store.Apply(ctx, quota.ApplyCmd{ResourceName: w.res, SessionID: fmt.Sprintf("leftover-%d", i), Amount: 1,
+			Period: per, Lease: pol.LeaseDuration()})
+		if err != nil || r.Outcome != quota.ApplyGranted {
+			t.Fatalf("apply %d: %+v %v", i, r, err)
+		}
+	}
+	rec := reconcile.New(reconcile.Config{Grace: time.Hour, Settle: time.Millisecond}, w.store, w.ledger, w.ledger,
+		sched, zap.NewNop(), prometheus.NewRegistry())
+	rep, err := rec.Resource(ctx, w.res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BalanceAdjusted || rep.AdjustRefused != "held" || rep.DriftReserved != n {
+		t.Fatalf("report %+v: want the drift of %d held", rep, n)
+	}
+	w.wantBalance(t, per, 0, n, "after the pass")
 }
