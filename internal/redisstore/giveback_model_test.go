@@ -20,6 +20,10 @@ type gbSession struct {
 	row     string // "", USING, FINISHED, LEAKED or CANCELLED
 	actual  int64
 	expired bool
+	// counted: the balance counts its reservation (its epoch is the
+	// balance's, seed.lua); a rebuild from a ledger without its row leaves
+	// it uncounted, and its give-back then takes nothing.
+	counted bool
 }
 
 // gbWorld is one period's balance driven through the scripts and through
@@ -41,7 +45,9 @@ type gbWorld struct {
 // finishes, expiries, sweeps (the sweeper's, with its give-back of
 // orphans), orphan give-backs (reconciliation's, and the sweeper's of the
 // same session), drift corrections (reconciliation's, measured fresh or
-// before another step) and corruptions of the balance through the
+// before another step), rebuilds of the balance from the ledger (a new
+// epoch: live sessions without a row are no longer counted, and their
+// give-backs take nothing) and corruptions of the balance through the
 // scripts and through the Go model (giveback.go), interleaved with lost
 // answers: an apply resent by go-redis, an apply answered 503 and
 // compensated (the compensation sent twice), an apply whose instance died
@@ -74,7 +80,7 @@ func TestGiveBacksMatchTheModel(t *testing.T) {
 		}
 		t.Logf("outcomes: %v", seen)
 		for _, k := range []string{"adjust applied", "adjust held", "adjust moved", "give-back refused", "leaked", "orphan given back",
-			"given back twice", "compensated"} {
+			"given back twice", "compensated", "rebuilt", "uncounted given back"} {
 			if seen[k] == 0 {
 				t.Errorf("the walk never reached %q: %v", k, seen)
 			}
@@ -94,7 +100,9 @@ func (w *gbWorld) note(format string, args ...any) {
 // step makes one random step; reconcile false leaves corrections out (a
 // step between a correction's measurement and its write).
 func (w *gbWorld) step(t *testing.T, reconcile bool) {
-	switch op := w.rng.IntN(20); {
+	switch op := w.rng.IntN(21); {
+	case op == 20:
+		w.rebuild(t)
 	case op < 6:
 		w.apply(t)
 	case op < 9:
@@ -143,7 +151,7 @@ func (w *gbWorld) apply(t *testing.T) {
 		w.fail(t, "apply %s: %+v %v, model: granted %d", id, r, err, amount)
 	}
 	w.reserved += amount
-	s := &gbSession{granted: amount, status: "USING", attempt: cmd.Attempt}
+	s := &gbSession{granted: amount, status: "USING", attempt: cmd.Attempt, counted: true}
 	w.s[id], w.ids = s, append(w.ids, id)
 	switch w.rng.IntN(5) {
 	case 0, 1: // recorded and answered
@@ -182,7 +190,7 @@ func (w *gbWorld) giveBack(t *testing.T, id, attempt, who string) {
 			w.fail(t, "%s %s again: %v %v, model: nothing to give back", who, id, out, err)
 		}
 		w.seen["given back twice"]++
-	case takeDecision(w.reserved, s.granted) != nil:
+	case s.counted && takeDecision(w.reserved, s.granted) != nil:
 		if !errors.Is(err, quota.ErrNegativeBalance) {
 			w.fail(t, "%s %s: %v, model: refused, reserved %d < %d", who, id, err, w.reserved, s.granted)
 		}
@@ -191,7 +199,11 @@ func (w *gbWorld) giveBack(t *testing.T, id, attempt, who string) {
 		if err != nil || out != quota.CompensateGivenBack {
 			w.fail(t, "%s %s: %v %v, model: given back", who, id, out, err)
 		}
-		w.reserved -= s.granted
+		if s.counted {
+			w.reserved -= s.granted
+		} else {
+			w.seen["uncounted given back"]++
+		}
 		s.status = "CANCELLED"
 		if s.row == "USING" {
 			s.row = "CANCELLED" // as reconciliation settles the row of a tombstone
@@ -215,7 +227,9 @@ func (w *gbWorld) finishID(t *testing.T, id string) {
 	r, err := w.e.s.Finish(ctxT(t), cmd)
 	var want error
 	if s.status == "USING" {
-		want = takeDecision(w.reserved, s.granted)
+		if s.counted {
+			want = takeDecision(w.reserved, s.granted)
+		}
 	} else {
 		want = takeDecision(w.charged, s.granted-actual)
 	}
@@ -230,7 +244,9 @@ func (w *gbWorld) finishID(t *testing.T, id string) {
 		w.fail(t, "finish %s: %+v %v, model: finished", id, r, err)
 	}
 	if s.status == "USING" {
-		w.reserved -= s.granted
+		if s.counted {
+			w.reserved -= s.granted
+		}
 		w.charged += actual
 	} else {
 		w.charged += actual - s.granted
@@ -258,7 +274,9 @@ func (w *gbWorld) sweep(t *testing.T) {
 	want := map[string]bool{}
 	for _, id := range w.ids {
 		if s := w.s[id]; s.status == "USING" && s.expired && s.row == "USING" {
-			take += s.granted
+			if s.counted {
+				take += s.granted
+			}
 			want[id] = true
 		}
 	}
@@ -286,7 +304,9 @@ func (w *gbWorld) sweep(t *testing.T) {
 			w.fail(t, "sweep leaked %+v, model: %v", l, want)
 		}
 		s := w.s[l.SessionID]
-		w.reserved -= s.granted
+		if s.counted {
+			w.reserved -= s.granted
+		}
 		w.charged += s.granted
 		s.status, s.row = "LEAKED", "LEAKED"
 		acks = append(acks, l.SessionID)
@@ -394,7 +414,7 @@ func (w *gbWorld) reconcile(t *testing.T, stale bool) {
 	for i := range 1 + w.rng.IntN(2) {
 		var held int64
 		for _, id := range unrec {
-			if s := w.s[id]; s.status == "USING" {
+			if s := w.s[id]; s.status == "USING" && s.counted {
 				held += s.granted
 			}
 		}
@@ -412,6 +432,35 @@ func (w *gbWorld) reconcile(t *testing.T, stale bool) {
 	}
 }
 
+// rebuild drops the balance and seeds it from the ledger (the repair
+// after a failover, or Redis restarted empty but for the sessions): a new
+// epoch counting the open rows; a live session without a row is left out,
+// and its give-back takes nothing from the rebuilt balance.
+func (w *gbWorld) rebuild(t *testing.T) {
+	lc, lr := w.ledger()
+	var open []quota.UsageRecord
+	for _, id := range w.ids {
+		if s := w.s[id]; s.row == "USING" {
+			open = append(open, quota.UsageRecord{ResourceName: w.e.res, SessionID: id, ClientID: "c", PeriodStart: w.per.Start,
+				ApplyAmount: s.granted, GrantedAmount: s.granted, StartTime: w.per.Start, Status: quota.StatusUsing})
+		}
+	}
+	w.note("rebuild from the ledger: charged %d reserved %d, %d open rows", lc, lr, len(open))
+	if err := w.e.s.DropBalance(ctxT(t), w.e.res, w.per, quota.Fence{}); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err := w.e.s.Seed(ctxT(t), w.e.res, w.per, w.limit, quota.PeriodTotals{Charged: lc, Reserved: lr}, open, time.Hour); err != nil || !wrote {
+		w.fail(t, "rebuild: %v %v", wrote, err)
+	}
+	w.charged, w.reserved = lc, lr
+	for _, s := range w.s {
+		if s.status == "USING" {
+			s.counted = s.row == "USING"
+		}
+	}
+	w.seen["rebuilt"]++
+}
+
 // drain settles every open session: finished when recorded, else given back.
 func (w *gbWorld) drain(t *testing.T) {
 	for _, id := range w.ids {
@@ -421,7 +470,9 @@ func (w *gbWorld) drain(t *testing.T) {
 		}
 		if s.row == "USING" {
 			w.e.finish(t, id, s.granted)
-			w.reserved -= s.granted
+			if s.counted {
+				w.reserved -= s.granted
+			}
 			w.charged += s.granted
 			s.status, s.row, s.actual = "FINISHED", "FINISHED", s.granted
 			continue
