@@ -51,8 +51,28 @@ func TestMovingOneSlotLeavesResourcesOnOtherMastersServed(t *testing.T) {
 		}
 	})
 	addrs := testcluster.Ports(base)
-	s := startOn(t, testenv.Cluster, []string{"--redis-addr", strings.Join(addrs, ","), "--redis-mode", "cluster"},
-		testenv.MustMySQL(t), "slotmove-"+testenv.RandomSuffix()+testenv.RandomSuffix())
+	dsn := testenv.MustMySQL(t)
+	// Pipelined calls go through the cluster client; with WAIT they go to
+	// the slot's master directly (no redirect followed by go-redis).
+	for _, mode := range []struct {
+		name  string
+		extra []string
+	}{
+		{"pipelined", nil},
+		{"with WAIT", []string{"--redis-wait-replicas", "1"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			s := startOn(t, testenv.Cluster, append([]string{"--redis-addr", strings.Join(addrs, ","), "--redis-mode", "cluster"}, mode.extra...),
+				dsn, "slotmove-"+testenv.RandomSuffix()+testenv.RandomSuffix())
+			moveASlotUnderLoad(t, s, addrs)
+		})
+	}
+}
+
+// moveASlotUnderLoad moves the slot of one resource to the master that
+// serves neither it nor a second resource, applying to both meanwhile (see
+// TestMovingOneSlotLeavesResourcesOnOtherMastersServed).
+func moveASlotUnderLoad(t *testing.T, s *testenv.Server, addrs []string) {
 	ctx := t.Context()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	defer rdb.Close()
