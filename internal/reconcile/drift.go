@@ -34,7 +34,7 @@ func (x reading) drift() [2]int64 {
 // read reads the current period's balance, then its ledger totals.
 func (r *Reconciler) read(ctx context.Context, pol quota.Policy, per quota.Period) (reading, error) {
 	x := reading{per: per}
-	err := r.redis(func() (err error) {
+	err := r.redis(pol.ResourceName, func() (err error) {
 		x.bal, err = r.store.Balance(ctx, pol.ResourceName, per)
 		return err
 	})
@@ -112,7 +112,7 @@ func (r *Reconciler) unrecorded(ctx context.Context, resource string) (ids []str
 	var open []string
 	// Every lease ends within the longest leak threshold of now.
 	horizon := r.now().Add(time.Duration(quota.MaxLeakThresholdSeconds)*time.Second + time.Hour)
-	if err := r.redis(func() (err error) { open, err = r.store.OpenSessionIDs(ctx, resource, horizon); return err }); err != nil {
+	if err := r.redis(resource, func() (err error) { open, err = r.store.OpenSessionIDs(ctx, resource, horizon); return err }); err != nil {
 		return nil, false, err
 	}
 	err = inChunks(open, checkChunk, func(part []string) error {
@@ -149,7 +149,7 @@ func (r *Reconciler) adjust(ctx context.Context, pol quota.Policy, x reading, d 
 		out = quota.AdjustHeld
 	}
 	if ok && !y.tooMany {
-		err := r.redis(func() (err error) {
+		err := r.redis(pol.ResourceName, func() (err error) {
 			out, err = r.store.Adjust(ctx, pol.ResourceName, y.per, quota.Adjustment{
 				Charged: -d[0], Reserved: -d[1], Seen: y.bal, Unrecorded: y.unrecorded,
 			}, f)
