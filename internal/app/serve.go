@@ -162,13 +162,14 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	var poolSource *poolctl.Source
 	bus := policysync.New(b.rdb, log.Named("policysync"),
 		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) })
-	ann := announcingLedger{Store: b.ledger, bus: bus}
+	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }}
 	// The pools' calls go through the backend breakers (poolctl.Guarded).
 	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
 	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
 	poolSource = poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL)
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
+		LedgerTimeout:    cfg.MySQL.Timeout,
 		GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,
 		Audit:            b.ledger, Breakers: brk, Pools: poolSource,
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},

@@ -22,7 +22,7 @@ func (s *Service) policyVersion(ctx context.Context, pol Policy) string {
 	b := strconv.AppendInt(buf[:0], pol.UpdatedAt.UnixMilli(), 36)
 	b = strconv.AppendInt(append(b, '.'), per.Start.UnixMilli(), 36)
 	if s.opt.Pools != nil {
-		use, err := s.opt.Pools.PoolsOf(ctx, pol.ResourceName)
+		use, err := s.policies.poolsOf(ctx, pol.ResourceName)
 		if err != nil {
 			return ""
 		}
