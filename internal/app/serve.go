@@ -62,14 +62,24 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 			zap.String("note", note))
 		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
 	}
+	// Redis unreachable at start is an outage like any other (issue 22
+	// §11): the instance starts and answers as each policy says (fail-open
+	// grants, 503s); the client connects once Redis answers.
 	rdb, err := dialRedis(ctx, cfg.Redis)
 	if err != nil {
-		return nil, err
+		log.Warn("redis unreachable at start: serving as during any Redis outage (fail-open grants, 503s) and connecting when it answers",
+			zap.Error(err))
+		rdb = newRedisClient(cfg.Redis)
 	}
+	// MySQL unreachable at start likewise, unless it is to be migrated now.
+	mopts.AllowUnreachable = !cfg.MigrateOnStart
 	ms, err := mysqlstore.Open(ctx, cfg.MySQL.DSN, mopts)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("connect mysql: %w", err)
+	}
+	if err := ms.Ping(ctx); err != nil {
+		log.Warn("mysql unreachable at start: serving as during any MySQL outage and connecting when it answers", zap.Error(err))
 	}
 	if cfg.MigrateOnStart {
 		if err := ms.Migrate(ctx); err != nil {
