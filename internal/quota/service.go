@@ -11,8 +11,9 @@ import (
 
 // Options tune a Service. Zero values take the documented defaults.
 type Options struct {
-	// PolicyCacheTTL is how long a policy read from the PolicyStore is reused
-	// (default 2s). Limits are read from the BalanceStore on every apply, so
+	// PolicyCacheTTL is how long a policy read from the PolicyStore (and a
+	// resource's PoolUse) is reused before a read in the background
+	// refreshes it (default 2s; policycache.go). Limits are read from the BalanceStore on every apply, so
 	// a limit change applies at once whatever this is; the cron, timezone and
 	// leak threshold of a changed policy reach other instances within it.
 	PolicyCacheTTL time.Duration

@@ -10,7 +10,7 @@ import (
 // limit shows within the policy cache's TTL), when its period resets (the
 // start of the period containing now), and when its pools change (a line,
 // the pool settings, a temporary grant or a buffer release; PoolUse.Version,
-// within the PoolSource's cache TTL). A client holding quota ahead of use
+// within the policy cache's TTL, read through it). A client holding quota ahead of use
 // (the Go SDK's LocalPool) returns it and applies again when the token
 // changes. "" when the period or the pools cannot be read.
 func (s *Service) policyVersion(ctx context.Context, pol Policy) string {
