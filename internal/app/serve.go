@@ -63,14 +63,24 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 			zap.String("note", note))
 		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
 	}
+	// Redis unreachable at start is an outage like any other (issue 22
+	// §11): the instance starts and answers as each policy says (fail-open
+	// grants, 503s); the client connects once Redis answers.
 	rdb, err := dialRedis(ctx, cfg.Redis)
 	if err != nil {
-		return nil, err
+		log.Warn("redis unreachable at start: serving as during any Redis outage (fail-open grants, 503s) and connecting when it answers",
+			zap.Error(err))
+		rdb = newRedisClient(cfg.Redis)
 	}
+	// MySQL unreachable at start likewise, unless it is to be migrated now.
+	mopts.AllowUnreachable = !cfg.MigrateOnStart
 	ms, err := mysqlstore.Open(ctx, cfg.MySQL.DSN, mopts)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("connect mysql: %w", err)
+	}
+	if err := ms.Ping(ctx); err != nil {
+		log.Warn("mysql unreachable at start: serving as during any MySQL outage and connecting when it answers", zap.Error(err))
 	}
 	if cfg.MigrateOnStart {
 		if err := ms.Migrate(ctx); err != nil {
@@ -154,7 +164,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// The pipelines stop before the client closes, the ledger's group
 	// commits with the ledger (b.close: Redis, then MySQL).
 	in.closers = append(in.closers, rs.Close, b.close)
-	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
+	redisBreaker, mysqlBreaker := newRedisBreaker(cfg, rs, bs, bm, log), breaker.New("mysql", bs, bm, log)
 	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
 	// Policy changes are announced on Redis pub/sub so every instance drops
@@ -163,13 +173,14 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	var poolSource *poolctl.Source
 	bus := policysync.New(b.rdb, log.Named("policysync"),
 		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) })
-	ann := announcingLedger{Store: b.ledger, bus: bus}
+	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }}
 	// The pools' calls go through the backend breakers (poolctl.Guarded).
 	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
 	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
 	poolSource = poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL)
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
+		LedgerTimeout:    cfg.MySQL.Timeout,
 		GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,
 		Audit:            b.ledger, Breakers: brk, Pools: poolSource,
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},

@@ -70,6 +70,12 @@ type Options struct {
 	// statement as it is sent: op is "insert" or "finish". It runs on the
 	// statement's goroutine and must not block (a metric, say).
 	OnGroupCommit func(op string, rows int)
+	// AllowUnreachable: Open does not fail when the server cannot be
+	// reached (its ping fails with quota.ErrUnavailable: a MySQL outage at
+	// start, issue 22 §11); the store is returned and its pool connects on
+	// first use. Other errors (a refused login, say) still fail. Ping tells
+	// whether it answers.
+	AllowUnreachable bool
 }
 
 func (o Options) withDefaults() Options {
@@ -159,7 +165,8 @@ type Store struct {
 // in UTC, the session time zone is +00:00, placeholders are interpolated
 // client-side (no prepare round trips) and ClientFoundRows is off. The server
 // is pinged within opts.QueryTimeout. Errors: a DSN parse error, or an error
-// wrapping quota.ErrUnavailable when the server cannot be reached.
+// wrapping quota.ErrUnavailable when the server cannot be reached (unless
+// opts.AllowUnreachable).
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	cfg, err := mysql.ParseDSN(dsn)
@@ -229,7 +236,7 @@ func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store
 	s.insertStmts = newGroupStmts(db.DB, prepare, insertSQL)
 	s.finishStmts = newGroupStmts(db.DB, prepare, finishSQL)
 	s.chargeStmts = newGroupStmts(db.DB, prepare, chargeSQL)
-	if err := s.Ping(ctx); err != nil {
+	if err := s.Ping(ctx); err != nil && !(opts.AllowUnreachable && errors.Is(err, quota.ErrUnavailable)) {
 		_ = db.Close()
 		return nil, err
 	}
