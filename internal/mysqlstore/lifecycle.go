@@ -183,17 +183,25 @@ func (s *Store) Preview(ctx context.Context, resource string, target, settledBef
 	return out, err
 }
 
+// lifecycleTimeout bounds one lifecycle transaction: a step of
+// QC_LEDGER_ROLLUP_BATCH rows takes far longer than one ledger query
+// (QC_MYSQL_TIMEOUT), and a step cut short commits nothing.
+const lifecycleTimeout = time.Minute
+
 // lifecycleTx runs fn in a transaction (rolled back when fn fails) and
 // translates its error.
 func (s *Store) lifecycleTx(ctx context.Context, what string, fn func(tx *sqlx.Tx) error) error {
-	ctx, cancel := s.withTimeout(ctx)
+	ctx, cancel := context.WithTimeout(ctx, max(lifecycleTimeout, s.timeout))
 	defer cancel()
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return translate("ledger lifecycle "+what, err)
 	}
 	if err := fn(tx); err != nil {
-		return translate("ledger lifecycle "+what, errors.Join(err, tx.Rollback()))
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			err = errors.Join(err, rerr)
+		}
+		return translate("ledger lifecycle "+what, errors.Join(err, ctx.Err()))
 	}
 	if err := tx.Commit(); err != nil {
 		return translate("ledger lifecycle "+what, err)

@@ -1,6 +1,7 @@
 package mysqlstore
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -308,6 +309,30 @@ func TestLifecycleTwoInstancesSumOnce(t *testing.T) {
 		}
 		if got := lcView(t, s, res); !reflect.DeepEqual(got, before) {
 			t.Fatalf("answers changed:\n got %+v\nwant %+v", got, before)
+		}
+	})
+}
+
+func TestLifecycleStepCutShortCommitsNothing(t *testing.T) {
+	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
+		res := fmt.Sprintf("lcx-%d", time.Now().UnixNano())
+		lcLedger(t, s, res, 100, 4)
+		before := lcView(t, s, res)
+		ctx, cancel := context.WithCancel(testCtx(t))
+		cancel()
+		target, settled := lcBase.Add(72*time.Hour), lcBase.Add(80*time.Hour)
+		if _, err := s.RollupStep(ctx, res, target, settled, 1000); err == nil {
+			t.Fatal("a rollup step with a cancelled context succeeded")
+		}
+		if _, err := s.DeleteStep(ctx, res, target, 1000); err == nil {
+			t.Fatal("a delete step with a cancelled context succeeded")
+		}
+		var w int64
+		if err := s.db.GetContext(testCtx(t), &w, rolledToSQL, res); err != nil || w != 0 {
+			t.Fatalf("watermark %d (%v); want 0", w, err)
+		}
+		if got := lcView(t, s, res); !reflect.DeepEqual(got, before) || lcCount(t, s, res) != 100 {
+			t.Fatalf("a failed step changed the ledger: %d rows", lcCount(t, s, res))
 		}
 	})
 }
