@@ -2,8 +2,9 @@
 # quota-center image: a static Go binary on distroless, running as non-root.
 #   docker build --build-arg VERSION=$(git describe --always --dirty) -t quota-center .
 #   docker run -p 8080:8080 -e QC_REDIS_ADDR=… -e QC_MYSQL_DSN=… quota-center
-# With neither QC_REDIS_ADDR nor QC_MYSQL_DSN the container runs in dev mode
-# (in-process backends, nothing kept). Migrations: override the entrypoint,
+# Without QC_REDIS_ADDR and QC_MYSQL_DSN the container does not start: dev mode
+# listens on loopback only and QC_HTTP_ADDR is :8080 here (issue 22 §4).
+# Migrations: override the entrypoint,
 #   docker run --entrypoint /usr/local/bin/quota-center quota-center migrate
 
 FROM golang:1.26 AS build
