@@ -19,7 +19,11 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/quota-center ./cmd/quota-center
 
-FROM gcr.io/distroless/static-debian12:nonroot
+# The runtime base is pinned by digest (the multi-arch index of :nonroot on
+# 2026-08-26; update with `crane digest gcr.io/distroless/static-debian12:nonroot`).
+# The build stage's golang:1.26 is not pinned yet (no digest verified); it
+# leaves nothing in the image but the static binary.
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 COPY --from=build /out/quota-center /usr/local/bin/quota-center
 USER nonroot:nonroot
 EXPOSE 8080
