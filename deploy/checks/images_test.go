@@ -69,3 +69,26 @@ func TestThirdPartyImagesArePinnedByDigest(t *testing.T) {
 		}
 	}
 }
+
+// The image's binary is built with -tags nodev: dev mode (miniredis, the
+// SQLite ledger, open endpoints) is not in the production image, so a
+// container started without backends exits with an error instead of
+// serving (issue 22 §4, §9).
+func TestImageIsBuiltWithoutDevMode(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	builds := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, "go build") {
+			builds++
+			if !regexp.MustCompile(`\s-tags[ =]("?)([^"\s]*,)?nodev\b`).MatchString(line) {
+				t.Errorf("the Dockerfile's build is not -tags nodev: %s", strings.TrimSpace(line))
+			}
+		}
+	}
+	if builds == 0 {
+		t.Fatal("no go build in the Dockerfile")
+	}
+}
