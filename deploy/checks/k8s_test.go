@@ -253,7 +253,7 @@ func belowLimit(e corev1.EnvVar, limit int64) error {
 	v := strings.TrimSuffix(e.Value, "B")
 	q, err := resource.ParseQuantity(v)
 	if err != nil {
-		return fmt.Errorf("GOMEMLIMIT %q: %v", e.Value, err)
+		return fmt.Errorf("GOMEMLIMIT %q: %w", e.Value, err)
 	}
 	if q.Value() > limit/100*95 {
 		return fmt.Errorf("GOMEMLIMIT %s is above 95 %% of the memory limit %d bytes", e.Value, limit)
