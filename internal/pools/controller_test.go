@@ -249,7 +249,7 @@ func checkInvariants(t *testing.T, m *Model, seed uint64, step int) {
 	for _, l := range m.Lines {
 		total += l.Used() + l.UsedGrant
 		sharedSum += l.UsedShared
-		if l.UsedShared > l.BorrowCap || l.UsedBuffer > l.Buffer || l.UsedDedicated > l.OwnDedicated() {
+		if l.UsedShared > m.SharedCap() || l.UsedBuffer > l.Buffer || l.UsedDedicated > l.OwnDedicated() {
 			t.Fatalf("seed %d step %d: line %s beyond its parts: %+v", seed, step, l.Name, l)
 		}
 		if l.Used()+l.UsedGrant != l.Reserved+l.Charged {

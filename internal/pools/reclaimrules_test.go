@@ -246,6 +246,7 @@ func TestReclaimNeverTowardsALineThatMayUseNothing(t *testing.T) {
 	if err := m.AddGrant(Grant{ID: "g", Line: "zero", Amount: 10, ExpiresMs: 1_000_000}); err != nil {
 		t.Fatal(err)
 	}
+	m.SharedUsed = m.SharedCap() // the others filled the shared pool
 	if d, _ := m.Apply(ApplyReq{SessionID: "s", Line: "zero", Amount: 10, Critical: true}); d.Granted != 10 {
 		t.Fatalf("apply %+v", d)
 	}
