@@ -273,11 +273,18 @@ func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, ha
 			lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
 			emit("LEND_REACTIVE", name, free, "rate %.0f/s is %.1f× the rate 30 s before: the remaining buffer for 5 minutes (alert)", rate, rate/prev)
 		}
-		lc.reactiveUntil, lc.burstBase = now+ReactiveHoldMs, max(prev, prevLevel)
+		// The hold, and the gentle lowering after it, only for a line that
+		// holds buffer from a reactive release: one that got none was
+		// given nothing to hold.
+		if lc.reactLent > 0 {
+			lc.reactiveUntil, lc.burstBase = now+ReactiveHoldMs, max(prev, prevLevel)
+		}
 	}
-	// Still high after the reactive release: lower the watermark gently.
+	// Still high after the reactive release: lower the watermark gently —
+	// never a CORE line's (its critical applies pass it anyway, and its
+	// previews are what the 95 % keeps).
 	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && lc.burstBase > 0 && rate >= 2*lc.burstBase &&
-		l.Watermark-WatermarkStep >= WatermarkFloor {
+		l.Tier != TierCore && l.Watermark-WatermarkStep >= WatermarkFloor {
 		l.Watermark -= WatermarkStep
 		emit("WATERMARK_LOWERED", name, l.Watermark, "rate still %.1f× its pre-burst rate 5 minutes after the release", rate/lc.burstBase)
 	}
