@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -119,6 +121,9 @@ var Version = "dev"
 // or a background loop dies.
 func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(addr string)) error {
 	cfg, _, err := config.Load("serve", args)
+	if cfg.DevMode() && !dev.Available && !errors.Is(err, flag.ErrHelp) {
+		return errors.Join(dev.ErrNotBuilt, err) // first what matters most here
+	}
 	if err != nil {
 		return err
 	}
