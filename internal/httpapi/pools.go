@@ -342,35 +342,14 @@ func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
 	}{true, CodeSuccess, evs})
 }
 
-// drawnJSON is an apply answer's "drawn": what the grant took from each pool.
-type drawnJSON struct {
-	Dedicated int64 `json:"dedicated"`
-	Shared    int64 `json:"shared"`
-	Buffer    int64 `json:"buffer"`
-	Grant     int64 `json:"grant"`
-}
-
-// drawnOf is "drawn" for a pools' grant, nil for any other.
-func drawnOf(ds []quota.Draw) *drawnJSON {
-	var d drawnJSON
-	pooled := false
-	for _, x := range ds {
-		switch x.Pool {
-		case quota.PoolDedicated:
-			d.Dedicated, pooled = x.Amount, true
-		case quota.PoolShared:
-			d.Shared, pooled = x.Amount, true
-		case quota.PoolBuffer:
-			d.Buffer, pooled = x.Amount, true
-		case quota.PoolGrant:
-			d.Grant, pooled = x.Amount, true
-		}
-	}
-	if !pooled {
+// drawnOf is an apply answer's "drawn" (what the grant took from each
+// pool: quota.PoolSplit's JSON) for a grant that drew from a line's pools
+// or a temporary grant, nil for any other.
+func drawnOf(d quota.PoolSplit) *quota.PoolSplit {
+	if !d.Pooled() {
 		return nil
 	}
-	out := d // only a pools' grant puts one on the heap
-	return &out
+	return &d // only a pools' grant puts one on the heap
 }
 
 var refusalMessage = map[quota.RefusalReason]string{

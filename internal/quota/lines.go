@@ -36,14 +36,6 @@ type PoolUse struct {
 	Version string
 }
 
-// Pool names of Draw for pools' grants.
-const (
-	PoolDedicated = "dedicated"
-	PoolShared    = "shared"
-	PoolBuffer    = "buffer"
-	PoolGrant     = "grant"
-)
-
 // Refusal reasons of resources with pools (HTTP 429 QUOTA_EXHAUSTED with
 // "reason"); see internal/pools.
 const (
@@ -110,20 +102,25 @@ func refusalReason(res ApplyResult) RefusalReason {
 	return RefusedExhausted
 }
 
-// PoolSplit is which pools a grant drew from (a comparable form of
-// pools.Drawn: Grants is "id=n;id=n").
+// PoolSplit is which pools a grant drew from, in the policy's unit: the
+// one form of it from the apply script's reply (redisstore) through
+// ApplyResult, Decision and the ledger row (UsageRecord) to the API's
+// "drawn" (its JSON: dedicated, shared, buffer, grant; Base and Grants are
+// not on the wire). A comparable form of pools.Drawn (Grants is
+// "id=n;id=n", pools.FormatGrants).
 type PoolSplit struct {
-	Base      int64 // a resource without lines: from its limit
-	Dedicated int64
-	Shared    int64
-	Buffer    int64
-	Grant     int64
-	Grants    string
+	Base      int64  `json:"-"` // a resource without lines: from its limit
+	Dedicated int64  `json:"dedicated"`
+	Shared    int64  `json:"shared"`
+	Buffer    int64  `json:"buffer"`
+	Grant     int64  `json:"grant"` // sum of Grants
+	Grants    string `json:"-"`
 }
 
-// SplitOf is the PoolSplit of d.
-func SplitOf(d pools.Drawn) PoolSplit {
-	return PoolSplit{Base: d.Base, Dedicated: d.Dedicated, Shared: d.Shared, Buffer: d.Buffer, Grant: d.Grant, Grants: pools.FormatGrants(d.Grants)}
+// Pooled reports whether the grant drew from a line's pools or a
+// temporary grant (anything but the base): the API shows "drawn" then.
+func (p PoolSplit) Pooled() bool {
+	return p.Dedicated != 0 || p.Shared != 0 || p.Buffer != 0 || p.Grant != 0
 }
 
 // Drawn is the pools.Drawn of p.
@@ -135,17 +132,6 @@ func (p PoolSplit) Drawn() pools.Drawn {
 // with temporary grants), whose split the balance store keeps with it.
 func (r UsageRecord) PoolSession() bool {
 	return r.BusinessLine != "" || r.Drawn != PoolSplit{}
-}
-
-// poolDraws lists a pools' grant by pool, omitting empty ones.
-func poolDraws(d PoolSplit) []Draw {
-	var out []Draw
-	for _, x := range []Draw{{"", d.Base}, {PoolDedicated, d.Dedicated}, {PoolShared, d.Shared}, {PoolBuffer, d.Buffer}, {PoolGrant, d.Grant}} {
-		if x.Amount > 0 {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // checkPoolsLimit refuses a limit the resource's business lines do not fit.

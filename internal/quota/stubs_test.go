@@ -70,7 +70,7 @@ func (s *stubs) n(name string) int {
 	return s.calls[name]
 }
 
-// Apply: default granted in full, remaining 100.
+// Apply: default granted in full (from the limit), remaining 100.
 func (s *stubs) Apply(ctx context.Context, c ApplyCmd) (ApplyResult, error) {
 	if err := s.enter(ctx, "Apply"); err != nil {
 		return ApplyResult{}, err
@@ -78,7 +78,7 @@ func (s *stubs) Apply(ctx context.Context, c ApplyCmd) (ApplyResult, error) {
 	if s.apply != nil {
 		return s.apply(c)
 	}
-	return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, Remaining: 100, PeriodStart: c.Period.Start}, nil
+	return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, Remaining: 100, PeriodStart: c.Period.Start, Drawn: PoolSplit{Base: c.Amount}}, nil
 }
 
 func (s *stubs) Cancel(ctx context.Context, resource, id string) error {

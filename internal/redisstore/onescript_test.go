@@ -61,7 +61,7 @@ func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // A plain apply and a pooled one (on a line, and on a resource with
 // grants but no lines) run the one apply.lua, with the same ARGV layout:
 // a plain resource is one with no lines, its grant taken whole from the
-// limit and its session keeping no split.
+// limit (the base) and its session keeping no split.
 func TestPlainAndPooledAppliesRunTheOneApplyScript(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		w := newPoolWorld(t, e, 10_000, pools.DefaultSettings(), pools.LineNames(2))
@@ -76,7 +76,7 @@ func TestPlainAndPooledAppliesRunTheOneApplyScript(t *testing.T) {
 
 		pc := plain.cmd("p1", 300, 0, w.per)
 		pr, err := s.Apply(ctxT(t), pc)
-		if err != nil || pr.Outcome != quota.ApplyGranted || pr.Granted != 300 || pr.Remaining != 9_700 || pr.Drawn != (quota.PoolSplit{}) {
+		if err != nil || pr.Outcome != quota.ApplyGranted || pr.Granted != 300 || pr.Remaining != 9_700 || pr.Drawn != (quota.PoolSplit{Base: 300}) {
 			t.Fatalf("plain apply: %+v %v", pr, err)
 		}
 		lc := e.cmd("l1", 300, 0, w.per)

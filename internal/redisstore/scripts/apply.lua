@@ -51,8 +51,8 @@
 --   charged, reserved: the period's after the apply, as Redis holds them.
 --   tight: 1 when buffer is lent to the line now (elasticity saw its quota
 --   getting tight, or an operator released it): degrade non-critical work.
---   The split sums to granted on a resource with pools (base: a resource
---   without lines, from its limit); a plain resource's is all 0.
+--   The split (codes 1 and 2) sums to granted: base is what a resource
+--   without lines drew from its limit (all of a plain resource's grant).
 -- include session.lib
 -- include pools.lib
 
@@ -190,8 +190,5 @@ end
 local lease = writeSession(sk, sid, n, remaining, split, b[3])
 if not reserved then
   reserved = redis.call('HGET', KEYS[2], 'reserved')
-end
-if not pooled then
-  d = nil
 end
 return answer(1, n, remaining, lease, now, tonumber(ARGV[4]), {limitStr, b[1], reserved}, '', tight, d, glist)
