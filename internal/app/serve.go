@@ -166,7 +166,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// The pools' calls go through the backend breakers (poolctl.Guarded).
 	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
 	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
-	poolSource = poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL)
+	poolSource = poolctl.NewSource(poolAdmin, cfg.Quota.PolicyCacheTTL)
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,

@@ -50,7 +50,7 @@ func BenchmarkApplyHandlerPlainVersusLines(b *testing.B) {
 			rs := redisstore.New(rdb)
 			sched := &period.Scheduler{}
 			admin := poolctl.NewAdmin(sql, rs, sched, nil)
-			svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, sql, rs, 0)})
+			svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, 0)})
 			srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()), Pools: admin})
 			h := srv.Handler()
 			res := "bench-" + name + "-" + strconv.Itoa(round) + "-" + strconv.Itoa(b.N) + "-" + strconv.FormatInt(int64(os.Getpid()), 10)

@@ -42,7 +42,7 @@ func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.AP
 	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
 	admin := poolctl.NewAdmin(sql, rs, sched, nil)
-	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, sql, rs, time.Millisecond)})
+	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, time.Millisecond)})
 	ops := opsadmin.New(opsadmin.Deps{Quota: svc, Live: rs, Ledger: sql, Audit: sql, Sched: sched})
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()),
 		Pools: admin, Operator: ops, Auth: httpapi.AuthConfig{APIKeys: keys}})

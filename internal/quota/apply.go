@@ -306,9 +306,6 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			if err := s.seed(ctx, pol, cmd.Period); err != nil {
 				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 			}
-			if err := s.seedPools(ctx, cmd); err != nil {
-				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
-			}
 			continue
 		case ApplyExhausted:
 			return ApplyResponse{

@@ -10,22 +10,17 @@ import (
 
 // poolSourceStub is a PoolSource in process.
 type poolSourceStub struct {
-	use                PoolUse
-	err                error
-	relayoutErr        error
-	seedErr            error
-	limitErr           error
-	relayouts, seedsOf int
+	use         PoolUse
+	err         error
+	relayoutErr error
+	limitErr    error
+	relayouts   int
 }
 
 func (p *poolSourceStub) PoolsOf(context.Context, string) (PoolUse, error) { return p.use, p.err }
 func (p *poolSourceStub) Relayout(context.Context, string) error {
 	p.relayouts++
 	return p.relayoutErr
-}
-func (p *poolSourceStub) SeedPools(context.Context, string, Period) error {
-	p.seedsOf++
-	return p.seedErr
 }
 func (p *poolSourceStub) CheckLimit(context.Context, string, int64) error { return p.limitErr }
 
@@ -145,7 +140,8 @@ func TestApplyRepairsLostPools(t *testing.T) {
 		t.Fatalf("no pools: %v", err)
 	}
 
-	// A new period: the balance is seeded, then the pools' counters.
+	// A new period: the balance is seeded, then, in the same seed step, the
+	// pools' configuration and counters.
 	seeded := false
 	st = &stubs{
 		apply: func(c ApplyCmd) (ApplyResult, error) {
@@ -162,23 +158,31 @@ func TestApplyRepairsLostPools(t *testing.T) {
 	}
 	src = &poolSourceStub{use: twoLines}
 	svc = newStubService(st, Options{Pools: src})
-	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil || src.seedsOf != 1 || src.relayouts != 1 {
-		t.Fatalf("%v; %d pool seeds, %d relayouts", err, src.seedsOf, src.relayouts)
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil ||
+		st.n("PoolTotals") != 1 || st.n("SeedPools") != 1 || src.relayouts != 1 {
+		t.Fatalf("%v; %d pool totals, %d pool seeds, %d relayouts", err, st.n("PoolTotals"), st.n("SeedPools"), src.relayouts)
 	}
-	for name, s := range map[string]*poolSourceStub{
-		"relayout": {use: twoLines, relayoutErr: ErrUnavailable},
-		"seed":     {use: twoLines, seedErr: ErrUnavailable},
+	for name, c := range map[string]struct {
+		src            *poolSourceStub
+		totals, counts error
+	}{
+		"relayout": {src: &poolSourceStub{use: twoLines, relayoutErr: ErrUnavailable}},
+		"totals":   {src: &poolSourceStub{use: twoLines}, totals: ErrUnavailable},
+		"seed":     {src: &poolSourceStub{use: twoLines}, counts: ErrUnavailable},
 	} {
 		seeded = false
-		if _, err := newStubService(st, Options{Pools: s}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) {
+		st.poolTotalsErr, st.seedPoolsErr = c.totals, c.counts
+		if _, err := newStubService(st, Options{Pools: c.src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s failed: %v", name, err)
 		}
 	}
+	st.poolTotalsErr, st.seedPoolsErr = nil, nil
 	// A plain resource's seeding touches no pools.
 	seeded = false
 	src = &poolSourceStub{}
-	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || src.seedsOf+src.relayouts != 0 {
-		t.Fatalf("plain seeding: %v; %d pool seeds", err, src.seedsOf)
+	before := st.n("SeedPools")
+	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || st.n("SeedPools") != before || src.relayouts != 0 {
+		t.Fatalf("plain seeding: %v; %d pool seeds", err, st.n("SeedPools")-before)
 	}
 }
 

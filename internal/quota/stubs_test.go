@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
 )
 
 // stubs implements BalanceStore, Ledger and PolicyStore in process for the
@@ -38,6 +40,10 @@ type stubs struct {
 	session      func(id string) (UsageRecord, error)
 	periodTotals func(resource string, start time.Time) (PeriodTotals, error)
 	openPage     func(resource string, after int64, limit int) ([]UsageRecord, int64, error)
+
+	// The pools' counters (PoolLedger, PoolCounters): these errors, else
+	// empty totals and written.
+	poolTotalsErr, seedPoolsErr error
 
 	getPolicy    func(resource string) (Policy, error)
 	listPolicies func() ([]Policy, error)
@@ -278,6 +284,20 @@ func (s *stubs) Session(ctx context.Context, id string) (UsageRecord, error) {
 		return s.session(id)
 	}
 	return UsageRecord{}, ErrSessionNotFound
+}
+
+func (s *stubs) PoolTotals(ctx context.Context, resource string, start time.Time) (pools.Totals, error) {
+	if err := s.enter(ctx, "PoolTotals"); err != nil {
+		return pools.Totals{}, err
+	}
+	return pools.Totals{}, s.poolTotalsErr
+}
+
+func (s *stubs) SeedPools(ctx context.Context, resource string, per Period, t pools.Totals) (bool, error) {
+	if err := s.enter(ctx, "SeedPools"); err != nil {
+		return false, err
+	}
+	return s.seedPoolsErr == nil, s.seedPoolsErr
 }
 
 func (s *stubs) PeriodTotals(ctx context.Context, resource string, start time.Time) (PeriodTotals, error) {
