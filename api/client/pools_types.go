@@ -80,8 +80,10 @@ type LineStatus struct {
 	Reclaimed int64 `json:"reclaimed"`
 	// Buffer is the reserve lent to it.
 	Buffer int64 `json:"buffer"`
-	// MayUse is Dedicated + BorrowLimit + Buffer: what it may use in a
-	// period, grants aside; WatermarkPercent is a percentage of it.
+	// MayUse is what it could hold now, grants aside: Dedicated + Buffer +
+	// Borrowed + what it may still borrow (the larger of BorrowLimit left
+	// and half of the free shared pool); WatermarkPercent is a percentage
+	// of it.
 	MayUse int64 `json:"mayUse"`
 	// WatermarkPercent is its reject watermark now (95, 80, 60 for CORE,
 	// GROWTH, EXPLORE, as the controller moved it).

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,44 @@ func TestPoolsLiveAgainstTheRealService(t *testing.T) {
 				t.Fatalf("output:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// --json prints one object with the figures of the three runs, each with
+// its own idle measure, the ceiling and the refusal measures; the window
+// and the seed pick other data.
+func TestPoolsJSONReport(t *testing.T) {
+	trace := writePoolsTrace(t, 4000)
+	report := func(args ...string) poolsReport {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), append([]string{"pools", "--trace", trace, "--json"}, args...), &out, &errb); err != nil {
+			t.Fatalf("run: %v\n%s", err, errb.String())
+		}
+		var r poolsReport
+		dec := json.NewDecoder(&out)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil || dec.More() {
+			t.Fatalf("not one JSON object: %v\n%s", err, out.String())
+		}
+		return r
+	}
+	r := report()
+	if r.Limit <= 0 || r.Periods == 0 || r.PeriodSeconds != 300 || r.Settings.BorrowLimitPercent != 50 {
+		t.Fatalf("report %+v", r)
+	}
+	for name, s := range map[string]schemeReport{"static": r.Static, "pools": r.Pools, "elastic": r.Elastic} {
+		if s.Requests == 0 || s.CeilingPercent <= 0 || s.CeilingPercent > 100 || s.UtilisationPercent > s.CeilingPercent+1e-9 ||
+			s.IdlePercent < 0 || s.ExploreRefusalsNonCriticalPercent < 0 || s.ExploreRefusalsNonCriticalPercent > 100 {
+			t.Errorf("%s: %+v", name, s)
+		}
+	}
+	if r.Static.CeilingPercent != r.Elastic.CeilingPercent {
+		t.Errorf("the ceiling is the workload's, not a scheme's: %v %v", r.Static.CeilingPercent, r.Elastic.CeilingPercent)
+	}
+	half := report("--from", "20")
+	other := report("--seed", "3")
+	if half.Static.Requests >= r.Static.Requests || reflect.DeepEqual(other.Static, r.Static) && reflect.DeepEqual(other.Pools, r.Pools) {
+		t.Errorf("--from 20: %d requests of %d; --seed 3 the same figures", half.Static.Requests, r.Static.Requests)
 	}
 }

@@ -16,7 +16,8 @@
 -- KEYS[6] qc:{r}:pl  layout and live moves (read only with pools): shared, sbuf
 --   (buffer released to shared) and per line L: t:L tier (CORE|GROWTH|EXPLORE),
 --   d:L dedicated part, c:L borrow cap, w:L watermark (bp), l:L lent by reclaim,
---   r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods)
+--   r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods),
+--   k:L the watermark's refusal counter (basis points, pools.LineState.RefuseAcc)
 -- KEYS[7] qc:{r}:gr  grants (read only with ARGV[11] "2"):
 --   <id> = "amount|effectiveMs|expiresMs|line", u:<id> = held (all periods)
 -- ARGV[1] amount   ARGV[2] minAmount (0 = all-or-nothing)   ARGV[3] clientId
@@ -29,7 +30,7 @@
 -- ARGV[10] scopedId ("" = none): session ids are scoped to (resource,
 --         client) (internal/quota scope.go); scoped_session.lib says whether
 --         the session is the bare or the scoped one; for the scoped one every
---         code is returned plus 10. The watermark's bucket is of the bare id.
+--         code is returned plus 10.
 -- ARGV[11] pools: "0" none (a plain resource: KEYS[6] and KEYS[7] are not
 --         read, the pool counters need not be seeded, the session keeps no
 --         split), "1" lines or grants but no grant that is not expired (the
@@ -41,7 +42,8 @@
 --   leaseMs, startMs, periodMs, nowMs, limit, charged, reserved, reason,
 --   tight, base, dedicated, shared, buffer, grant, grantList}
 --   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
---   changed; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED),
+--   changed; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
+--   limit would cover it, the shared pool does not) or EXHAUSTED),
 --   4 wrong period, 5 need balance (the balance, the limit or, with pools,
 --   the pool counters are not seeded), 6 conflict (the session id exists
 --   with other arguments), 8 unknown line (4, 5, 6, 8: nothing changed).
@@ -112,25 +114,24 @@ if line == '' then
   remaining = base + groom - n
 else
   local p = redis.call('HMGET', KEYS[6], 't:' .. line, 'd:' .. line, 'c:' .. line, 'w:' .. line,
-    'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf')
+    'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf', 'k:' .. line)
   if not p[1] then return answer(8) end
   local own = num(p[2]) - num(p[5]) + num(p[6])
   local cap, buf = num(p[3]), num(p[7])
   if buf > 0 then tight = 1 end
   local ud, us, ub, su = num(b[6]), num(b[7]), num(b[8]), num(b[10])
-  local exempt = ARGV[14] == '1' or (p[1] == 'CORE' and ARGV[13] == '1')
-  if not exempt and watermarkRefuses(ud + us + ub, own + cap + buf, num(p[4]), ARGV[7]) then
+  local critical = ARGV[13] == '1'
+  local exempt = ARGV[14] == '1' or (p[1] == 'CORE' and critical)
+  local free = math.max(0, num(p[8]) + num(p[9]) - su)
+  local availS = borrowRoom(free, cap, us, exempt)
+  if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
     return refuse('WATERMARK')
   end
-  -- Below CORE, a line may fill the shared pool only to its tier's share.
-  local scap = tierShare(p[1], num(p[8]) + num(p[9]))
   local availD = math.max(0, own - ud)
-  local borrow = math.max(0, cap - us)
-  local availS = math.max(0, math.min(borrow, scap - su))
   local availB = math.max(0, buf - ub)
   n = want(availD + availS + availB + groom)
   if not n then
-    if want(availD + borrow + availB + groom) then return refuse('POOL_EXHAUSTED') end
+    if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED') end
     return refuse('LINE_EXHAUSTED')
   end
   local rest = n
