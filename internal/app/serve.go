@@ -195,7 +195,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
 	poolRunner := poolctl.New(poolLedger, poolLive, poolLedger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
-		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
+		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Operator:     ops,
