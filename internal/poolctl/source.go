@@ -83,11 +83,11 @@ func (s *Source) PoolsOf(ctx context.Context, resource string) (quota.PoolUse, e
 
 // read reads a resource's PoolUse from the policy store and caches it.
 func (s *Source) read(ctx context.Context, resource string, now time.Time) (quota.PoolUse, error) {
-	lines, err := s.admin.cfg.Lines(ctx, resource)
+	lines, err := s.admin.lines.Lines(ctx, resource)
 	if err != nil {
 		return quota.PoolUse{}, err
 	}
-	gs, err := s.admin.cfg.Grants(ctx, resource, now.UnixMilli())
+	gs, err := s.admin.grants.Grants(ctx, resource, now.UnixMilli())
 	if err != nil {
 		return quota.PoolUse{}, err
 	}
@@ -129,7 +129,7 @@ func (s *Source) version(ctx context.Context, resource string, lines []pools.Lin
 		fmt.Fprintf(h, "l %s %s %d %d\n", l.Name, l.Tier, l.Weight, l.Dedicated)
 	}
 	if len(lines) > 0 {
-		set, _, err := s.admin.cfg.PoolSettings(ctx, resource)
+		set, _, err := s.admin.lines.PoolSettings(ctx, resource)
 		if err != nil {
 			return "", err
 		}
