@@ -153,7 +153,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// The pipelines stop before the client closes, the ledger's group
 	// commits with the ledger (b.close: Redis, then MySQL).
 	in.closers = append(in.closers, rs.Close, b.close)
-	redisBreaker, mysqlBreaker := breaker.New("redis", bs, bm, log), breaker.New("mysql", bs, bm, log)
+	redisBreaker, mysqlBreaker := newRedisBreaker(cfg, rs, bs, bm, log), breaker.New("mysql", bs, bm, log)
 	brk := quota.Breakers{Balances: redisBreaker, Ledger: mysqlBreaker}
 	sched := &period.Scheduler{}
 	// Policy changes are announced on Redis pub/sub so every instance drops

@@ -77,7 +77,7 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}
 	s.policies.drop(p.ResourceName)
-	err = GuardErr(s.redis, func() error { return s.balances.SetLimit(ctx, p.ResourceName, p.TotalLimit) })
+	err = GuardErr(s.redisFor(p.ResourceName), func() error { return s.balances.SetLimit(ctx, p.ResourceName, p.TotalLimit) })
 	if err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: set limit: %w", p.ResourceName, err)
 	}

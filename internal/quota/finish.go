@@ -85,7 +85,7 @@ func (s *Service) finish(ctx context.Context, pol Policy, req FinishRequest) (Fi
 
 // finishInStore runs the BalanceStore's side of a finish.
 func (s *Service) finishInStore(ctx context.Context, req FinishRequest) (FinishResult, error) {
-	return Guard(s.redis, func() (FinishResult, error) {
+	return Guard(s.redisFor(req.ResourceName), func() (FinishResult, error) {
 		return s.balances.Finish(ctx, FinishCmd{
 			ResourceName: req.ResourceName, SessionID: req.SessionID, ClientID: req.ClientID,
 			Actual: req.Actual, Retention: s.opt.FinishedRetention,
@@ -142,7 +142,7 @@ func (s *Service) finishLeakedFromLedger(ctx context.Context, pol Policy, req Fi
 	if row.EndTime.IsZero() || !s.opt.Now().Before(row.EndTime.Add(s.opt.FinishedRetention)) {
 		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
 	}
-	err := GuardErr(s.redis, func() error {
+	err := GuardErr(s.redisFor(req.ResourceName), func() error {
 		return s.balances.RestoreLeaked(ctx, req.ResourceName, row, s.opt.FinishedRetention)
 	})
 	if err != nil {

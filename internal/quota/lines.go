@@ -125,7 +125,7 @@ func (s *Service) seedPools(ctx context.Context, resource string, per Period) er
 	if err != nil {
 		return err
 	}
-	_, err = Guard(s.redis, func() (bool, error) { return pc.SeedPools(ctx, resource, per, t) })
+	_, err = Guard(s.redisFor(resource), func() (bool, error) { return pc.SeedPools(ctx, resource, per, t) })
 	return err
 }
 

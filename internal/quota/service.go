@@ -72,7 +72,7 @@ type Service struct {
 	policies *policyCache
 	store    PolicyStore // writes and lists; reads go through policies
 	opt      Options
-	redis    Breaker // in front of balances
+	redis    Breaker // in front of balances (see redisFor)
 	mysql    Breaker // in front of ledger and store
 
 	seeding  singleflight.Group // per resource and period
@@ -146,3 +146,7 @@ func isBackendFailure(err error) bool {
 // owns reports whether caller (a client id, "" = any) may use a session of
 // owner.
 func owns(caller, owner string) bool { return caller == "" || caller == owner }
+
+// redisFor is the balance store's breaker for resource's calls: on a Redis
+// Cluster, that of the master serving it (ForResource).
+func (s *Service) redisFor(resource string) Breaker { return ForResource(s.redis, resource) }

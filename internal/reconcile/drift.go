@@ -27,7 +27,7 @@ func (x reading) drift() [2]int64 {
 // read reads the current period's balance, then its ledger totals.
 func (r *Reconciler) read(ctx context.Context, pol quota.Policy, per quota.Period) (reading, error) {
 	x := reading{per: per}
-	err := r.redis(func() (err error) {
+	err := r.redis(pol.ResourceName, func() (err error) {
 		x.bal, err = r.store.Balance(ctx, pol.ResourceName, per)
 		return err
 	})
@@ -114,7 +114,7 @@ func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report,
 		quiet := second.bal.Exists && second.bal.Charged == first.bal.Charged &&
 			second.bal.Reserved == first.bal.Reserved && second.tot == first.tot
 		if quiet {
-			err := r.redis(func() (err error) {
+			err := r.redis(pol.ResourceName, func() (err error) {
 				rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, first.per, -d[0], -d[1], f)
 				return err
 			})
@@ -154,7 +154,7 @@ func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur qu
 		return err
 	}
 	d := first.drift()
-	return r.redis(func() (err error) {
+	return r.redis(pol.ResourceName, func() (err error) {
 		rep.EarlierPeriodAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, prev, -d[0], -d[1], f)
 		if rep.EarlierPeriodAdjusted {
 			r.repairs.WithLabelValues(pol.ResourceName, "earlier_period_adjusted").Inc()

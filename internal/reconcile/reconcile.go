@@ -250,7 +250,7 @@ func (r *Reconciler) resource(ctx context.Context, resource string, full bool) (
 	if err != nil {
 		return rep, err
 	}
-	token, err := quota.Guard(r.cfg.Breakers.Balances, func() (string, error) {
+	token, err := quota.Guard(r.cfg.Breakers.BalancesFor(resource), func() (string, error) {
 		return r.store.TryLock(ctx, resource, "reconcile", lockTTL)
 	})
 	if err != nil {
@@ -317,8 +317,11 @@ func (r Report) repaired() bool {
 		r.OrphansReleased+r.LedgerRowsSettled+r.SessionsRestored+r.FailOpenRecorded > 0
 }
 
-// redis makes one call to the balance store through its breaker.
-func (r *Reconciler) redis(fn func() error) error { return quota.GuardErr(r.cfg.Breakers.Balances, fn) }
+// redis makes one call to the balance store about resource through its
+// breaker (on a Redis Cluster, that of the master serving resource).
+func (r *Reconciler) redis(resource string, fn func() error) error {
+	return quota.GuardErr(r.cfg.Breakers.BalancesFor(resource), fn)
+}
 
 // mysql makes one call to the ledger or policy store through its breaker.
 func (r *Reconciler) mysql(fn func() error) error { return quota.GuardErr(r.cfg.Breakers.Ledger, fn) }

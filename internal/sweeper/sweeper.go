@@ -158,7 +158,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) int {
 func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int, more bool) {
 	var orphans []string
 	var heldErr error // the ledger's: not the Redis breaker's to judge
-	leaks, err := quota.Guard(s.cfg.Breakers.Balances, func() ([]quota.LeakedSession, error) {
+	leaks, err := quota.Guard(s.cfg.Breakers.BalancesFor(resource), func() ([]quota.LeakedSession, error) {
 		l, o, err := s.store.SweepHeld(ctx, resource, s.cfg.Batch, s.cfg.Retention, func(ids []string) (map[string]bool, error) {
 			h, err := s.held(ctx, resource, ids)
 			if err != nil {
@@ -199,7 +199,7 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	for i, l := range leaks {
 		ids[i] = l.SessionID
 	}
-	if err := quota.GuardErr(s.cfg.Breakers.Balances, func() error { return s.store.AckLeaks(ctx, resource, ids) }); err != nil {
+	if err := quota.GuardErr(s.cfg.Breakers.BalancesFor(resource), func() error { return s.store.AckLeaks(ctx, resource, ids) }); err != nil {
 		s.fail("ack leaks", resource, err)
 		return fresh, false
 	}
@@ -252,7 +252,7 @@ func (s *Sweeper) releaseOrphans(ctx context.Context, resource string, ids []str
 	if s.cfg.OrphanGrace <= 0 {
 		return
 	}
-	states, err := quota.Guard(s.cfg.Breakers.Balances, func() (map[string]quota.SessionState, error) {
+	states, err := quota.Guard(s.cfg.Breakers.BalancesFor(resource), func() (map[string]quota.SessionState, error) {
 		return s.store.Sessions(ctx, resource, ids)
 	})
 	if err != nil {
@@ -264,7 +264,7 @@ func (s *Sweeper) releaseOrphans(ctx context.Context, resource string, ids []str
 		if !ok || st.Status != quota.StatusUsing || time.Since(st.StartTime) < s.cfg.OrphanGrace {
 			continue
 		}
-		if err := quota.GuardErr(s.cfg.Breakers.Balances, func() error { return s.store.Cancel(ctx, resource, id) }); err != nil {
+		if err := quota.GuardErr(s.cfg.Breakers.BalancesFor(resource), func() error { return s.store.Cancel(ctx, resource, id) }); err != nil {
 			s.fail("release orphan", resource, err)
 			return
 		}
