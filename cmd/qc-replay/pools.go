@@ -34,6 +34,7 @@ type poolsConfig struct {
 	ToMin       float64    // 0 = to its end
 	Seed        uint64     // line assignment (pools.SplitOptions.Seed)
 	Equal       bool       // lines declared with equal shares (pools.SplitOptions.EqualShares)
+	Speedup     float64    // > 0: the live run on the trace\'s clock, this many times faster
 	Live        liveConfig // URL set: also replay against a running service
 }
 
@@ -66,6 +67,7 @@ func parsePoolsFlags(args []string, stderr io.Writer) (poolsConfig, error) {
 	fs.StringVar(&c.Live.AdminToken, "admin-token", "", "admin bearer token (live run)")
 	fs.StringVar(&c.Live.APIKey, "api-key", "", "client API key (live run)")
 	fs.IntVar(&c.Live.Concurrency, "concurrency", 16, "concurrent workers (live run)")
+	fs.Float64Var(&c.Speedup, "speedup", 0, "live run on the trace's clock made this many times faster (period / speedup whole seconds), elasticity OFF, compared with the model; 0 = at full speed")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -96,6 +98,8 @@ func parsePoolsFlags(args []string, stderr io.Writer) (poolsConfig, error) {
 		return c, &usageError{"--period must be at least 1s"}
 	case c.Limit < 0 || c.Limit > pools.MaxAmount:
 		return c, &usageError{"--limit must be in 0 … 2^53-1"}
+	case c.Speedup < 0:
+		return c, &usageError{"--speedup must not be negative"}
 	case c.LimitBasis != "peak" && c.LimitBasis != "mean":
 		return c, &usageError{"--limit-basis must be peak or mean"}
 	case c.LimitFactor <= 0:
@@ -167,11 +171,30 @@ func runPools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Live.URL != "" {
 		live := cfg.Live
 		live.Limit, live.Settings, live.Period = limit, cfg.Settings, cfg.Period
-		lr, err := runLive(ctx, live, w, out)
-		if err != nil {
-			return err
+		if cfg.Speedup > 0 {
+			// The service's controller ticks on its own clock, which a
+			// speed-up cannot scale: the timed run has elasticity OFF (tiers,
+			// watermarks, pools and borrowing, the whole apply), and so has
+			// the model it is compared with.
+			live.Settings.Elasticity = pools.ElasticityOff
+			model, err := pools.Simulate(w, pools.SimConfig{Scheme: pools.SchemeElastic, Limit: limit, PeriodMs: periodMs, Settings: live.Settings})
+			if err != nil {
+				return err
+			}
+			server, err := runLiveTimed(ctx, live, w, cfg.Speedup, model)
+			if err != nil {
+				return err
+			}
+			rep.Speed = newSpeedReport(cfg.Speedup, server, model)
+			fmt.Fprintf(out, "live %s at ×%g: server %+v\nmodel %+v\nlargest difference %.2f points\n", live.URL, cfg.Speedup,
+				rep.Speed.Server, rep.Speed.Model, rep.Speed.MaxDifferencePp)
+		} else {
+			lr, err := runLive(ctx, live, w, out)
+			if err != nil {
+				return err
+			}
+			rep.Live = &lr
 		}
-		rep.Live = &lr
 	}
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)

@@ -95,6 +95,7 @@ type poolsReport struct {
 	Pools         schemeReport   `json:"pools"`
 	Elastic       schemeReport   `json:"elastic"`
 	Live          *liveResult    `json:"live,omitempty"`
+	Speed         *speedReport   `json:"liveTimed,omitempty"`
 }
 
 func newSchemeReport(r pools.Result) schemeReport {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -130,5 +131,36 @@ func TestPoolsJSONReport(t *testing.T) {
 	other := report("--seed", "3")
 	if half.Static.Requests >= r.Static.Requests || reflect.DeepEqual(other.Static, r.Static) && reflect.DeepEqual(other.Pools, r.Pools) {
 		t.Errorf("--from 20: %d requests of %d; --seed 3 the same figures", half.Static.Requests, r.Static.Requests)
+	}
+}
+
+// TestPoolsTimedLiveRunAgainstTheRealService: --speedup replays the trace
+// on its own clock made faster through a real server (elasticity OFF) and
+// reports the server's figures next to the model's for the same settings;
+// every apply is answered.
+func TestPoolsTimedLiveRunAgainstTheRealService(t *testing.T) {
+	trace := writePoolsTrace(t, 60) // 42 s of trace: 4.2 s at ×10
+	for _, mode := range testenv.Modes() {
+		t.Run(string(mode), func(t *testing.T) {
+			srv := testenv.Start(t, mode)
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"pools", "--trace", trace, "--url", srv.URL, "--resource", testenv.Resource(t),
+				"--admin-token", srv.AdminToken, "--period", "20s", "--speedup", "10", "--burst", "", "--json"}, &out, &errOut)
+			if err != nil {
+				t.Fatalf("timed live run: %v\n%s", err, errOut.String())
+			}
+			var r poolsReport
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Speed == nil {
+				t.Fatalf("report: %v\n%s", err, out.String())
+			}
+			s, m := r.Speed.Server, r.Speed.Model
+			if r.Speed.Elasticity != "OFF" || s.Requests != m.Requests || s.Requests != r.Elastic.Requests || s.Refused > s.Requests {
+				t.Fatalf("server %+v, model %+v", s, m)
+			}
+		})
+	}
+	var errOut bytes.Buffer
+	if err := run(context.Background(), []string{"pools", "--trace", trace, "--url", "http://127.0.0.1:1", "--period", "15s", "--speedup", "10"}, io.Discard, &errOut); err == nil || !strings.Contains(err.Error(), "whole number of seconds") {
+		t.Fatalf("a period / speed-up of 1.5 s: %v", err)
 	}
 }

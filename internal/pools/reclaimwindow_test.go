@@ -145,3 +145,29 @@ func TestCoreGetsTheBufferWhenTheSharedPoolRunsShort(t *testing.T) {
 		t.Fatalf("not returned: %+v %+v", m.Lines["c1"], m.Lines["c2"])
 	}
 }
+
+// Buffer lent to a line below CORE that it does not hold comes back when
+// the shared pool runs short, and goes to the CORE lines: CORE's critical
+// work before a burst's.
+func TestCoreGuardTakesBackUnusedBufferFromOtherLines(t *testing.T) {
+	lay, err := Plan(1000, reactive(), []LineSpec{{Name: "c", Tier: TierCore, Weight: 1}, {Name: "g", Tier: TierGrowth, Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, c := NewModel(lay, true), NewController(reactive(), 0)
+	c.Tick(m, 0)
+	for now, n := int64(30_000), int64(10); now <= 90_000; now, n = now+SampleMs, n*4 {
+		m.Lines["g"].Consumed += n // 10, 40, 160: a doubling each sample, pressing on g's quota
+		c.Tick(m, now)
+	}
+	g := m.Lines["g"]
+	if g.Buffer != 100 {
+		t.Fatalf("no reactive release to g: %+v", g)
+	}
+	feed(t, m, "g", g.OwnDedicated()+30, "burst") // g holds 30 of the shared pool, none of its buffer
+	m.SharedUsed = 540
+	evs := c.Tick(m, 100_000)
+	if g.Buffer != 0 || m.Lines["c"].Buffer != 100 || len(eventsOf(evs, "RETURN")) != 1 {
+		t.Fatalf("shared pool short: g %+v, c %+v, events %v", g, m.Lines["c"], evs)
+	}
+}
