@@ -60,7 +60,7 @@ func TestARefusedApplysLateReservationIsGivenBackWhenRedisAnswers(t *testing.T) 
 }
 
 // TestARefusedPoolsApplysLateReservationIsGivenBack is the test above on a
-// resource with business lines (pool_apply.lua): the refused apply's late
+// resource with business lines (apply.lua): the refused apply's late
 // grant is given back to the balance and to the line's pools as soon as
 // Redis answers, and a retry is counted once, in the pools too. Before,
 // pools' applies were never compensated: the grant stayed reserved, and

@@ -182,7 +182,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// The pools' calls go through the backend breakers (poolctl.Guarded).
 	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
 	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
-	poolSource = poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL)
+	poolSource = poolctl.NewSource(poolAdmin, cfg.Quota.PolicyCacheTTL)
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		LedgerTimeout:    cfg.MySQL.Timeout,
@@ -212,7 +212,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
 	poolRunner := poolctl.New(poolLedger, poolLive, poolLedger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
-		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
+		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Operator:     ops,

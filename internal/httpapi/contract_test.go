@@ -41,7 +41,7 @@ func TestRouterMatchesTheOpenAPIDocument(t *testing.T) {
 	srv := httpapi.New(httpapi.Deps{
 		Gatherer:  prometheus.NewRegistry(),
 		Reconcile: func(context.Context, string) (any, int, error) { return nil, 0, nil },
-		Pools:     &poolctl.Admin{},
+		Pools:     httpapi.PoolAdmin{Lines: &poolctl.Admin{}, Grants: &poolctl.Admin{}, Reclaims: &poolctl.Admin{}},
 	})
 	routed := operations{}
 	err := chi.Walk(srv.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // The answers that encode themselves give exactly encoding/json's bytes,
@@ -36,9 +38,9 @@ func TestAppendersMatchEncodingJSON(t *testing.T) {
 			v := num()
 			line = &v
 		}
-		var drawn *drawnJSON
+		var drawn *quota.PoolSplit
 		if rng.IntN(2) == 0 {
-			drawn = &drawnJSON{Dedicated: num(), Shared: num(), Buffer: num(), Grant: num()}
+			drawn = &quota.PoolSplit{Base: num(), Dedicated: num(), Shared: num(), Buffer: num(), Grant: num(), Grants: str()}
 		}
 		answers := []jsonAppender{
 			applyResponse{

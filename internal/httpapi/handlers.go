@@ -47,7 +47,7 @@ type applyResponse struct {
 	FailOpen bool `json:"failOpen,omitempty"`
 	// Drawn: which pools the grant came from (resources with business lines
 	// or temporary grants only).
-	Drawn *drawnJSON `json:"drawn,omitempty"`
+	Drawn *quota.PoolSplit `json:"drawn,omitempty"`
 	// QuotaTight: buffer is lent to the line now; degrade non-critical work.
 	QuotaTight    bool   `json:"quotaTight,omitempty"`
 	PolicyVersion string `json:"policyVersion,omitempty"`

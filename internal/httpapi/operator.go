@@ -255,7 +255,7 @@ func (s *Server) handlePatchPolicy(w http.ResponseWriter, r *http.Request) {
 	var p quota.Policy
 	if only { // nothing but "pools": the policy stays as it is
 		var c poolctl.Config
-		c, err = s.pools.Config(r.Context(), name)
+		c, err = s.pools.Lines.Config(r.Context(), name)
 		p = c.Policy
 	} else {
 		p, err = s.ops.PatchPolicy(r.Context(), name, patch, force, q.Get("reason"))

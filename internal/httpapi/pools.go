@@ -14,26 +14,46 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// PoolAdmin is the pools' admin surface (internal/poolctl.Admin).
-type PoolAdmin interface {
+// PoolAdmin serves the pools' admin endpoints, by part (each one of
+// internal/poolctl.Admin's roles); a nil part has no endpoints. Lines nil:
+// no pools at all (status and policy answers carry none either).
+type PoolAdmin struct {
+	Lines    PoolLines
+	Grants   PoolGrants
+	Reclaims PoolReclaims
+}
+
+// PoolLines is the pools' configuration: business lines, pool settings and
+// the layout and live status they give.
+type PoolLines interface {
 	Config(ctx context.Context, resource string) (poolctl.Config, error)
 	PutLine(ctx context.Context, resource string, l pools.LineSpec) (pools.LineLayout, bool, error)
 	DeleteLine(ctx context.Context, resource, line string) error
 	PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error)
-	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
-	Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error)
-	VoidGrant(ctx context.Context, resource, id string) error
-	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
-	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
-	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
-	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
 	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
 	CheckLayout(ctx context.Context, resource string, limit int64, set *pools.Settings) error
 }
 
-// poolRoutes adds the pools' admin endpoints to an admin router.
+// PoolGrants is temporary grants and buffer releases.
+type PoolGrants interface {
+	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error)
+	VoidGrant(ctx context.Context, resource, id string) error
+	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+}
+
+// PoolReclaims is the controller's reclaims (confirm, cancel) and the pool
+// event stream.
+type PoolReclaims interface {
+	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
+	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
+	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
+}
+
+// poolRoutes adds the pools' admin endpoints to an admin router, those of
+// each part that is there.
 func (s *Server) poolRoutes(r chi.Router) {
-	if s.pools == nil {
+	if s.pools.Lines == nil {
 		return
 	}
 	r.Get("/admin/policies/{resourceName}/lines", s.handleLines)
@@ -41,14 +61,18 @@ func (s *Server) poolRoutes(r chi.Router) {
 	r.Delete("/admin/policies/{resourceName}/lines/{line}", s.handleDeleteLine)
 	r.Get("/admin/policies/{resourceName}/pools", s.handleLines)
 	r.Put("/admin/policies/{resourceName}/pools", s.handlePutPools)
-	r.Post("/admin/policies/{resourceName}/grants", s.handleGrantOf(false))
-	r.Get("/admin/policies/{resourceName}/grants", s.handleGrants)
-	r.Delete("/admin/policies/{resourceName}/grants/{id}", s.handleVoidGrant)
-	r.Post("/admin/policies/{resourceName}/buffer/release", s.handleGrantOf(true))
-	r.Get("/admin/policies/{resourceName}/reclaims", s.handleReclaims)
-	r.Post("/admin/policies/{resourceName}/reclaims/{id}/confirm", s.handleReclaimStep(true))
-	r.Post("/admin/policies/{resourceName}/reclaims/{id}/cancel", s.handleReclaimStep(false))
-	r.Get("/admin/policies/{resourceName}/pool-events", s.handlePoolEvents)
+	if s.pools.Grants != nil {
+		r.Post("/admin/policies/{resourceName}/grants", s.handleGrantOf(false))
+		r.Get("/admin/policies/{resourceName}/grants", s.handleGrants)
+		r.Delete("/admin/policies/{resourceName}/grants/{id}", s.handleVoidGrant)
+		r.Post("/admin/policies/{resourceName}/buffer/release", s.handleGrantOf(true))
+	}
+	if s.pools.Reclaims != nil {
+		r.Get("/admin/policies/{resourceName}/reclaims", s.handleReclaims)
+		r.Post("/admin/policies/{resourceName}/reclaims/{id}/confirm", s.handleReclaimStep(true))
+		r.Post("/admin/policies/{resourceName}/reclaims/{id}/cancel", s.handleReclaimStep(false))
+		r.Get("/admin/policies/{resourceName}/pool-events", s.handlePoolEvents)
+	}
 }
 
 type lineJSON struct {
@@ -83,7 +107,7 @@ func linesJSON(c poolctl.Config) []lineJSON {
 }
 
 func (s *Server) writePools(w http.ResponseWriter, r *http.Request, status int) {
-	c, err := s.pools.Config(r.Context(), chi.URLParam(r, "resourceName"))
+	c, err := s.pools.Lines.Config(r.Context(), chi.URLParam(r, "resourceName"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -126,7 +150,7 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		var created bool
-		if _, created, err = s.pools.PutLine(r.Context(), chi.URLParam(r, "resourceName"), spec); err == nil {
+		if _, created, err = s.pools.Lines.PutLine(r.Context(), chi.URLParam(r, "resourceName"), spec); err == nil {
 			status := http.StatusOK
 			if created {
 				status = http.StatusCreated
@@ -141,7 +165,7 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDeleteLine(w http.ResponseWriter, r *http.Request) {
 	err := noInput(r)
 	if err == nil {
-		err = s.pools.DeleteLine(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "line"))
+		err = s.pools.Lines.DeleteLine(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "line"))
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -215,9 +239,9 @@ func (s *Server) decodeGrant(r *http.Request) (poolctl.GrantRequest, error) {
 // handleGrantOf answers POST …/grants (release false) and POST
 // …/buffer/release (release true): 201 with the record under key.
 func (s *Server) handleGrantOf(release bool) http.HandlerFunc {
-	add, key := s.pools.AddGrant, "grant"
+	add, key := s.pools.Grants.AddGrant, "grant"
 	if release {
-		add, key = s.pools.Release, "release"
+		add, key = s.pools.Grants.Release, "release"
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		g, err := s.decodeGrant(r)
@@ -237,7 +261,7 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
 	err := noQuery(r)
 	var gs []pools.GrantRecord
 	if err == nil {
-		gs, err = s.pools.Grants(r.Context(), chi.URLParam(r, "resourceName"))
+		gs, err = s.pools.Grants.Grants(r.Context(), chi.URLParam(r, "resourceName"))
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -258,7 +282,7 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
 	err := noInput(r)
 	if err == nil {
-		err = s.pools.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
+		err = s.pools.Grants.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -274,7 +298,7 @@ func (s *Server) handleReclaims(w http.ResponseWriter, r *http.Request) {
 	err := noQuery(r)
 	var rs []pools.Reclaim
 	if err == nil {
-		rs, err = s.pools.Reclaims(r.Context(), chi.URLParam(r, "resourceName"))
+		rs, err = s.pools.Reclaims.Reclaims(r.Context(), chi.URLParam(r, "resourceName"))
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -301,7 +325,7 @@ func (s *Server) handleReclaimStep(confirm bool) http.HandlerFunc {
 		var rc pools.Reclaim
 		if err == nil {
 			ctx := quota.WithReason(r.Context(), q.Get("reason"))
-			rc, err = s.pools.SetReclaim(ctx, chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
+			rc, err = s.pools.Reclaims.SetReclaim(ctx, chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"), confirm)
 		}
 		if err != nil {
 			s.writeError(w, r, err)
@@ -330,7 +354,7 @@ func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	evs, err := s.pools.Events(r.Context(), chi.URLParam(r, "resourceName"), limit)
+	evs, err := s.pools.Reclaims.Events(r.Context(), chi.URLParam(r, "resourceName"), limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -342,35 +366,14 @@ func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
 	}{true, CodeSuccess, evs})
 }
 
-// drawnJSON is an apply answer's "drawn": what the grant took from each pool.
-type drawnJSON struct {
-	Dedicated int64 `json:"dedicated"`
-	Shared    int64 `json:"shared"`
-	Buffer    int64 `json:"buffer"`
-	Grant     int64 `json:"grant"`
-}
-
-// drawnOf is "drawn" for a pools' grant, nil for any other.
-func drawnOf(ds []quota.Draw) *drawnJSON {
-	var d drawnJSON
-	pooled := false
-	for _, x := range ds {
-		switch x.Pool {
-		case quota.PoolDedicated:
-			d.Dedicated, pooled = x.Amount, true
-		case quota.PoolShared:
-			d.Shared, pooled = x.Amount, true
-		case quota.PoolBuffer:
-			d.Buffer, pooled = x.Amount, true
-		case quota.PoolGrant:
-			d.Grant, pooled = x.Amount, true
-		}
-	}
-	if !pooled {
+// drawnOf is an apply answer's "drawn" (what the grant took from each
+// pool: quota.PoolSplit's JSON) for a grant that drew from a line's pools
+// or a temporary grant, nil for any other.
+func drawnOf(d quota.PoolSplit) *quota.PoolSplit {
+	if !d.Pooled() {
 		return nil
 	}
-	out := d // only a pools' grant puts one on the heap
-	return &out
+	return &d // only a pools' grant puts one on the heap
 }
 
 var refusalMessage = map[quota.RefusalReason]string{
@@ -422,10 +425,10 @@ type lineStatusJSON struct {
 }
 
 func (s *Server) poolStatus(ctx context.Context, resource string) (*poolStatusJSON, error) {
-	if s.pools == nil {
+	if s.pools.Lines == nil {
 		return nil, nil
 	}
-	st, ok, err := s.pools.Status(ctx, resource)
+	st, ok, err := s.pools.Lines.Status(ctx, resource)
 	if err != nil || !ok {
 		return nil, err
 	}

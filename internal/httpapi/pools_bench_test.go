@@ -50,8 +50,8 @@ func BenchmarkApplyHandlerPlainVersusLines(b *testing.B) {
 			rs := redisstore.New(rdb)
 			sched := &period.Scheduler{}
 			admin := poolctl.NewAdmin(sql, rs, sched, nil)
-			svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, sql, rs, 0)})
-			srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()), Pools: admin})
+			svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, 0)})
+			srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()), Pools: httpapi.PoolAdmin{Lines: admin, Grants: admin, Reclaims: admin}})
 			h := srv.Handler()
 			res := "bench-" + name + "-" + strconv.Itoa(round) + "-" + strconv.Itoa(b.N) + "-" + strconv.FormatInt(int64(os.Getpid()), 10)
 			call := func(method, path, body string) *httptest.ResponseRecorder {

@@ -21,7 +21,7 @@ func (s *Server) handlePutPools(w http.ResponseWriter, r *http.Request) {
 	body := pools.DefaultSettings()
 	err := settingsRange(decode(r, &body))
 	if err == nil {
-		if _, err = s.pools.PutSettings(r.Context(), chi.URLParam(r, "resourceName"), body); err == nil {
+		if _, err = s.pools.Lines.PutSettings(r.Context(), chi.URLParam(r, "resourceName"), body); err == nil {
 			s.writePools(w, r, http.StatusOK)
 			return
 		}
@@ -60,7 +60,7 @@ func (s *Server) parsePolicyPools(r *http.Request, resource string, limit int64,
 	if raw == nil {
 		return policyPools{}, nil
 	}
-	if s.pools == nil {
+	if s.pools.Lines == nil {
 		return policyPools{}, &quota.ValidationError{Field: "pools", Reason: "this server has no business lines and pools"}
 	}
 	if patch {
@@ -87,7 +87,7 @@ func (s *Server) parsePolicyPools(r *http.Request, resource string, limit int64,
 	if limit < 0 { // the patched limit is not a number: PatchPolicy refuses it
 		return policyPools{set: &set}, set.Validate()
 	}
-	return policyPools{set: &set}, s.pools.CheckLayout(r.Context(), resource, limit, &set)
+	return policyPools{set: &set}, s.pools.Lines.CheckLayout(r.Context(), resource, limit, &set)
 }
 
 // policyWithPools is the answer of PUT and PATCH /admin/policies/{r}: the
@@ -103,7 +103,7 @@ func (p policyPools) store(s *Server, r *http.Request, resource string, out *pol
 	if p.set == nil {
 		return nil
 	}
-	if _, err := s.pools.PutSettings(r.Context(), resource, *p.set); err != nil {
+	if _, err := s.pools.Lines.PutSettings(r.Context(), resource, *p.set); err != nil {
 		return err
 	}
 	out.Pools = p.set
@@ -122,10 +122,10 @@ func (s *Server) patchPolicyPools(r *http.Request, resource string, patch json.R
 	}
 	raw := members["pools"]
 	delete(members, "pools")
-	if s.pools == nil {
+	if s.pools.Lines == nil {
 		return nil, policyPools{}, false, &quota.ValidationError{Field: "pools", Reason: "this server has no business lines and pools"}
 	}
-	c, err := s.pools.Config(r.Context(), resource)
+	c, err := s.pools.Lines.Config(r.Context(), resource)
 	if err != nil {
 		return nil, policyPools{}, false, err
 	}

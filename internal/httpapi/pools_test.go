@@ -42,10 +42,10 @@ func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.AP
 	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
 	admin := poolctl.NewAdmin(sql, rs, sched, nil)
-	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, sql, rs, time.Millisecond)})
+	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, time.Millisecond)})
 	ops := opsadmin.New(opsadmin.Deps{Quota: svc, Live: rs, Ledger: sql, Audit: sql, Sched: sched})
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()),
-		Pools: admin, Operator: ops, Auth: httpapi.AuthConfig{APIKeys: keys}})
+		Pools: httpapi.PoolAdmin{Lines: admin, Grants: admin, Reclaims: admin}, Operator: ops, Auth: httpapi.AuthConfig{APIKeys: keys}})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &testAPI{URL: ts.URL, srv: srv}, sql, mr

@@ -76,7 +76,7 @@ type Deps struct {
 	// forecast, patch/reset/delete, forced finish); nil answers them 501.
 	Operator Operator
 	// Pools serves the business lines, grants, buffer and reclaims
-	// endpoints (nil: none).
+	// endpoints, by part (the zero value: none).
 	Pools PoolAdmin
 }
 
@@ -92,7 +92,7 @@ type Server struct {
 	auth      *auth
 	reconcile func(ctx context.Context, resource string) (any, int, error)
 	ops       Operator
-	pools     PoolAdmin // nil: no pools endpoints
+	pools     PoolAdmin // Lines nil: no pools endpoints
 	draining  atomic.Bool
 	mux       *chi.Mux
 }

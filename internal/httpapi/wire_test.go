@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/quotacenter/quota-center/api/client"
+	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // jsonFields lists the JSON names of a struct's fields.
@@ -36,7 +37,7 @@ func TestWireTypesMatchTheGoClient(t *testing.T) {
 	}{
 		{"apply request", applyRequest{}, client.ApplyRequest{}},
 		{"apply answer", applyResponse{}, client.ApplyResponse{}},
-		{"drawn", drawnJSON{}, client.Drawn{}},
+		{"drawn", quota.PoolSplit{}, client.Drawn{}},
 		{"heartbeat answer", heartbeatResponse{}, client.HeartbeatResponse{}},
 		{"finish request", sessionRequest{}, client.FinishRequest{}},
 		{"finish answer", finishResponse{}, client.FinishResponse{}},

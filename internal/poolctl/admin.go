@@ -26,8 +26,9 @@ const (
 // ErrLineBusy: a line with open sessions cannot be deleted (HTTP 409).
 var ErrLineBusy = quota.NewError(quota.CodeConflict, "business line has open sessions")
 
-// ConfigStore is the pools' part of the policy store (MySQL).
-type ConfigStore interface {
+// LineConfig is the lines' part of the policy store (MySQL): a resource's
+// policy, business lines and pool settings.
+type LineConfig interface {
 	GetPolicy(ctx context.Context, resource string) (quota.Policy, error)
 	Lines(ctx context.Context, resource string) ([]pools.LineSpec, error)
 	PutLine(ctx context.Context, resource string, l pools.LineSpec, at time.Time) (bool, error)
@@ -35,17 +36,37 @@ type ConfigStore interface {
 	OpenLineSessions(ctx context.Context, resource, line string) (int64, error)
 	PoolSettings(ctx context.Context, resource string) (pools.Settings, bool, error)
 	PutPoolSettings(ctx context.Context, resource string, s pools.Settings, at time.Time) error
+	LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error)
+}
+
+// GrantConfig is the temporary grants' (and buffer releases') part of the
+// policy store, with what the ledger's sessions hold of each.
+type GrantConfig interface {
 	Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error)
 	InsertGrant(ctx context.Context, resource string, g pools.GrantRecord) error
 	VoidGrant(ctx context.Context, resource, id string, at int64) error
+	GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error)
+}
+
+// PoolJournal is what the policy store keeps of the pools' history: the
+// reclaims, the pool events (and the moves they add up to) and the audit
+// log.
+type PoolJournal interface {
 	Reclaims(ctx context.Context, resource string, limit int) ([]pools.Reclaim, error)
 	PutReclaim(ctx context.Context, resource string, r pools.Reclaim) error
 	PoolEvents(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
 	RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error
 	RecordAudit(ctx context.Context, e quota.AuditEntry) error
 	PoolMoves(ctx context.Context, resource string) (pools.Moves, error)
-	GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error)
-	LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error)
+}
+
+// ConfigStore is one value playing the three roles of the policy store
+// the Admin uses (mysqlstore.Store; a sum, as quota.BalanceStore is: the
+// Admin keeps and calls each role on its own).
+type ConfigStore interface {
+	LineConfig
+	GrantConfig
+	PoolJournal
 }
 
 // LiveStore is the pools' part of the balance store (Redis).
@@ -63,10 +84,12 @@ type LiveStore interface {
 // input is a *quota.ValidationError and changes nothing), stored in the
 // policy store, mirrored to Redis, and audited.
 type Admin struct {
-	cfg   ConfigStore
-	live  LiveStore
-	sched Scheduler
-	now   func() time.Time
+	lines   LineConfig
+	grants  GrantConfig
+	journal PoolJournal
+	live    LiveStore
+	sched   Scheduler
+	now     func() time.Time
 	// onChange is told of every change to a resource's lines or grants
 	// (the Source's cache).
 	onChange func(resource string)
@@ -83,7 +106,7 @@ func NewAdmin(cfg ConfigStore, live LiveStore, sched Scheduler, now func() time.
 	if now == nil {
 		now = time.Now
 	}
-	return &Admin{cfg: cfg, live: live, sched: sched, now: now}
+	return &Admin{lines: cfg, grants: cfg, journal: cfg, live: live, sched: sched, now: now}
 }
 
 // asValidation turns a *pools.InputError into a *quota.ValidationError.
@@ -105,7 +128,7 @@ func (a *Admin) audit(ctx context.Context, action, resource string, before, afte
 		b, _ := json.Marshal(v)
 		return b
 	}
-	return a.cfg.RecordAudit(context.WithoutCancel(ctx), quota.AuditEntry{At: a.now().UTC().Truncate(time.Millisecond),
+	return a.journal.RecordAudit(context.WithoutCancel(ctx), quota.AuditEntry{At: a.now().UTC().Truncate(time.Millisecond),
 		Actor: quota.ActorFrom(ctx), Action: action, Resource: resource, Before: enc(before), After: enc(after),
 		Reason: quota.ReasonFrom(ctx)})
 }
@@ -121,15 +144,15 @@ type Config struct {
 // Config reads a resource's pool configuration. Errors:
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (a *Admin) Config(ctx context.Context, resource string) (Config, error) {
-	pol, err := a.cfg.GetPolicy(ctx, resource)
+	pol, err := a.lines.GetPolicy(ctx, resource)
 	if err != nil {
 		return Config{}, err
 	}
-	set, _, err := a.cfg.PoolSettings(ctx, resource)
+	set, _, err := a.lines.PoolSettings(ctx, resource)
 	if err != nil {
 		return Config{}, err
 	}
-	lines, err := a.cfg.Lines(ctx, resource)
+	lines, err := a.lines.Lines(ctx, resource)
 	if err != nil {
 		return Config{}, err
 	}
@@ -158,7 +181,7 @@ func (a *Admin) writeLayout(ctx context.Context, resource string, lay pools.Layo
 	if err != nil || ok {
 		return err
 	}
-	moves, err := a.cfg.PoolMoves(ctx, resource)
+	moves, err := a.journal.PoolMoves(ctx, resource)
 	if err != nil {
 		return err
 	}
@@ -172,7 +195,7 @@ func (a *Admin) writeLayout(ctx context.Context, resource string, lay pools.Layo
 // seeded and before a grant is added.
 func (a *Admin) RestoreGrants(ctx context.Context, resource string) error {
 	now := a.now().UnixMilli()
-	recs, err := a.cfg.Grants(ctx, resource, now)
+	recs, err := a.grants.Grants(ctx, resource, now)
 	if err != nil {
 		return err
 	}
@@ -186,7 +209,7 @@ func (a *Admin) RestoreGrants(ctx context.Context, resource string) error {
 		}
 	}
 	if len(gs) > 0 {
-		held, err := a.cfg.GrantsHeld(ctx, resource, since)
+		held, err := a.grants.GrantsHeld(ctx, resource, since)
 		if err != nil {
 			return err
 		}
@@ -223,7 +246,7 @@ func (a *Admin) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 	if err != nil {
 		return pools.LineLayout{}, false, asValidation(err)
 	}
-	created, err := a.cfg.PutLine(ctx, resource, l, a.now())
+	created, err := a.lines.PutLine(ctx, resource, l, a.now())
 	if err != nil {
 		return pools.LineLayout{}, false, err
 	}
@@ -255,7 +278,7 @@ func (a *Admin) DeleteLine(ctx context.Context, resource, line string) error {
 	if before == nil {
 		return fmt.Errorf("line %s of %s: %w", line, resource, pools.ErrUnknownLine)
 	}
-	n, err := a.cfg.OpenLineSessions(ctx, resource, line)
+	n, err := a.lines.OpenLineSessions(ctx, resource, line)
 	if err != nil {
 		return err
 	}
@@ -266,7 +289,7 @@ func (a *Admin) DeleteLine(ctx context.Context, resource, line string) error {
 	if err != nil {
 		return asValidation(err)
 	}
-	if err := a.cfg.DeleteLine(ctx, resource, line); err != nil {
+	if err := a.lines.DeleteLine(ctx, resource, line); err != nil {
 		return err
 	}
 	if err := a.writeLayout(ctx, resource, lay); err != nil {
@@ -275,7 +298,7 @@ func (a *Admin) DeleteLine(ctx context.Context, resource, line string) error {
 	a.changed(resource)
 	if len(rest) == 0 {
 		// The pools' moves went with the last line: a rebuild starts after this.
-		if err := a.cfg.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindPoolsCleared,
+		if err := a.journal.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindPoolsCleared,
 			Reason: "the last business line was removed: the pools' moves are gone"}}); err != nil {
 			return err
 		}
@@ -297,7 +320,7 @@ func (a *Admin) PutSettings(ctx context.Context, resource string, s pools.Settin
 	if err != nil {
 		return pools.Layout{}, asValidation(err)
 	}
-	if err := a.cfg.PutPoolSettings(ctx, resource, s, a.now()); err != nil {
+	if err := a.lines.PutPoolSettings(ctx, resource, s, a.now()); err != nil {
 		return pools.Layout{}, err
 	}
 	if len(c.Lines) > 0 {
@@ -319,13 +342,13 @@ func (a *Admin) CheckLayout(ctx context.Context, resource string, limit int64, s
 			return asValidation(err)
 		}
 	}
-	lines, err := a.cfg.Lines(ctx, resource)
+	lines, err := a.lines.Lines(ctx, resource)
 	if err != nil || len(lines) == 0 {
 		return err
 	}
 	s := set
 	if s == nil {
-		cur, _, err := a.cfg.PoolSettings(ctx, resource)
+		cur, _, err := a.lines.PoolSettings(ctx, resource)
 		if err != nil {
 			return err
 		}
@@ -350,11 +373,11 @@ func (a *Admin) StoreSettings(ctx context.Context, resource string, limit int64,
 	if err := a.CheckLayout(ctx, resource, limit, &set); err != nil {
 		return err
 	}
-	before, _, err := a.cfg.PoolSettings(ctx, resource)
+	before, _, err := a.lines.PoolSettings(ctx, resource)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.PutPoolSettings(ctx, resource, set, a.now()); err != nil {
+	if err := a.lines.PutPoolSettings(ctx, resource, set, a.now()); err != nil {
 		return err
 	}
 	a.changed(resource)
@@ -363,18 +386,18 @@ func (a *Admin) StoreSettings(ctx context.Context, resource string, limit int64,
 
 // Reclaims lists a resource's reclaims, newest first.
 func (a *Admin) Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error) {
-	if _, err := a.cfg.GetPolicy(ctx, resource); err != nil {
+	if _, err := a.lines.GetPolicy(ctx, resource); err != nil {
 		return nil, err
 	}
-	return a.cfg.Reclaims(ctx, resource, 100)
+	return a.journal.Reclaims(ctx, resource, 100)
 }
 
 // Events lists a resource's latest pool decisions, newest first.
 func (a *Admin) Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error) {
-	if _, err := a.cfg.GetPolicy(ctx, resource); err != nil {
+	if _, err := a.lines.GetPolicy(ctx, resource); err != nil {
 		return nil, err
 	}
-	return a.cfg.PoolEvents(ctx, resource, limit)
+	return a.journal.PoolEvents(ctx, resource, limit)
 }
 
 // SetReclaim confirms (CONFIRMED: the controller executes it at its next
@@ -399,7 +422,7 @@ func (a *Admin) SetReclaim(ctx context.Context, resource, id string, confirm boo
 			return r, fmt.Errorf("reclaim %s is %s: %w", id, r.State, pools.ErrReclaimState)
 		}
 		r.UpdateMs = a.now().UnixMilli()
-		if err := a.cfg.PutReclaim(ctx, resource, r); err != nil {
+		if err := a.journal.PutReclaim(ctx, resource, r); err != nil {
 			return r, err
 		}
 		action := ActionReclaimCancel
@@ -447,7 +470,7 @@ func (a *Admin) Status(ctx context.Context, resource string) (Status, bool, erro
 	}
 	st := Status{Settings: c.Settings, Layout: c.Layout, Model: m, Grants: gs}
 	if len(c.Lines) > 0 {
-		if st.Reserved, err = a.cfg.LineReserved(ctx, resource, per.Start); err != nil {
+		if st.Reserved, err = a.lines.LineReserved(ctx, resource, per.Start); err != nil {
 			return Status{}, false, err
 		}
 	}

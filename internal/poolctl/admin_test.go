@@ -98,8 +98,9 @@ func TestAdminLinesGrantsReleasesAndReclaims(t *testing.T) {
 		t.Fatalf("put line: %+v %v %v", ll, created, err)
 	}
 	// The layout in Redis follows: c may draw its 6 000 dedicated.
-	c := quota.ApplyCmd{ResourceName: "llm", SessionID: "c1", Amount: 6000, Period: w.per, Lease: time.Minute}
-	if r, err := w.rs.ApplyPools(w.ctx, c, "c", true, false); err != nil || r.Drawn.Dedicated != 6000 {
+	c := quota.ApplyCmd{ResourceName: "llm", SessionID: "c1", Amount: 6000, Period: w.per, Lease: time.Minute,
+		Pools: &quota.PoolsCmd{Line: "c", Critical: true}}
+	if r, err := w.rs.Apply(w.ctx, c); err != nil || r.Drawn.Dedicated != 6000 {
 		t.Fatalf("apply on the new line: %+v %v", r, err)
 	}
 	g, err := a.AddGrant(w.ctx, "llm", poolctl.GrantRequest{Amount: 500, Line: "c", ExpiresMs: w.clock.Add(time.Hour).UnixMilli(), Reason: "launch"})

@@ -12,6 +12,13 @@
 // kept in the policy store, so any instance lists, confirms or cancels
 // them, and the holder executes a confirmed one at its next tick.
 //
+// Beside the loop it still holds the operators' side of the pools (Admin:
+// lines, settings, grants, releases, reclaims; its stores are the small
+// roles LineConfig, GrantConfig, PoolJournal and LiveStore) and the
+// Service's view of which resources use pools (Source: quota.PoolSource).
+// The period's pool counters are not seeded here: quota seeds them with
+// the balance (issue 21 §1).
+//
 // It imports quota and pools (and zap, prometheus); never redisstore,
 // mysqlstore or httpapi.
 package poolctl

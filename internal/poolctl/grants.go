@@ -66,7 +66,7 @@ func (a *Admin) checkGrant(c Config, g GrantRequest, release bool) (GrantRequest
 // counted: they lend the buffer, which is part of the limit.
 // Errors: *quota.ValidationError, quota.ErrUnavailable.
 func (a *Admin) checkGrantTotal(ctx context.Context, c Config, amount int64) error {
-	gs, err := a.cfg.Grants(ctx, c.Policy.ResourceName, a.now().UnixMilli())
+	gs, err := a.grants.Grants(ctx, c.Policy.ResourceName, a.now().UnixMilli())
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 	if err := a.RestoreGrants(ctx, resource); err != nil {
 		return pools.GrantRecord{}, err // Redis lost the others: they come back first
 	}
-	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
+	if err := a.grants.InsertGrant(ctx, resource, g); err != nil {
 		return pools.GrantRecord{}, err
 	}
 	if err := a.live.PutGrant(ctx, resource, g.Grant); err != nil {
@@ -119,7 +119,7 @@ func (a *Admin) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 	if err != nil {
 		return nil, err
 	}
-	gs, err := a.cfg.Grants(ctx, resource, a.now().UnixMilli())
+	gs, err := a.grants.Grants(ctx, resource, a.now().UnixMilli())
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +142,10 @@ func (a *Admin) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 // VoidGrant ends a grant now. Errors: pools.ErrUnknownGrant,
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (a *Admin) VoidGrant(ctx context.Context, resource, id string) error {
-	if _, err := a.cfg.GetPolicy(ctx, resource); err != nil {
+	if _, err := a.lines.GetPolicy(ctx, resource); err != nil {
 		return err
 	}
-	if err := a.cfg.VoidGrant(ctx, resource, id, a.now().UnixMilli()); err != nil {
+	if err := a.grants.VoidGrant(ctx, resource, id, a.now().UnixMilli()); err != nil {
 		return err
 	}
 	if err := a.live.VoidGrant(ctx, resource, id); err != nil {
@@ -187,13 +187,13 @@ func (a *Admin) Release(ctx context.Context, resource string, req GrantRequest) 
 	}
 	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("b"), Line: req.Line, Amount: moved, EffectiveMs: req.EffectiveMs, ExpiresMs: exp},
 		Kind: pools.KindRelease, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
-	if err := a.cfg.InsertGrant(ctx, resource, g); err != nil {
+	if err := a.grants.InsertGrant(ctx, resource, g); err != nil {
 		return g, err
 	}
 	a.changed(resource)
 	// The journal's RELEASE event is what rebuilds the lent buffer after
 	// Redis loses it (PoolMoves): a failure to write it is the answer's.
-	if err := a.cfg.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: g.CreatedMs, Kind: "RELEASE", Line: req.Line, Amount: moved,
+	if err := a.journal.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: g.CreatedMs, Kind: "RELEASE", Line: req.Line, Amount: moved,
 		Reason: "operator: " + req.Reason}}); err != nil {
 		return g, err
 	}

@@ -9,21 +9,19 @@ import (
 )
 
 // Ledger is everything the pools use of the policy store and ledger
-// (MySQL): ConfigStore, Policies, Journal and the ledger's totals.
+// (MySQL): ConfigStore and Policies.
 type Ledger interface {
 	ConfigStore
 	ListPolicies(ctx context.Context) ([]quota.Policy, error)
-	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error)
 }
 
-// Live is everything the pools use of the balance store (Redis): LiveStore,
-// Store and the counter seeder.
+// Live is everything the pools use of the balance store (Redis): LiveStore
+// and the controller's lock.
 type Live interface {
 	LiveStore
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
 	RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error)
 	Unlock(ctx context.Context, resource, name, token string) error
-	SeedPools(ctx context.Context, resource string, per quota.Period, c pools.Totals) (bool, error)
 }
 
 // Guarded returns l and s behind the backend breakers (quota.Guard, as the
@@ -123,10 +121,6 @@ func (g guardedLedger) LineReserved(ctx context.Context, resource string, period
 	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.LineReserved(ctx, resource, periodStart) })
 }
 
-func (g guardedLedger) PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error) {
-	return quota.Guard(g.b, func() (pools.Totals, error) { return g.l.PoolTotals(ctx, resource, periodStart) })
-}
-
 type guardedLive struct {
 	s Live
 	b quota.Breaker
@@ -170,8 +164,4 @@ func (g guardedLive) RenewLock(ctx context.Context, resource, name, token string
 
 func (g guardedLive) Unlock(ctx context.Context, resource, name, token string) error {
 	return g.s.Unlock(ctx, resource, name, token)
-}
-
-func (g guardedLive) SeedPools(ctx context.Context, resource string, per quota.Period, c pools.Totals) (bool, error) {
-	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.SeedPools(ctx, resource, per, c) })
 }

@@ -87,8 +87,9 @@ func (s sched) PeriodAt(quota.Policy, time.Time) (quota.Period, error) { return 
 func (w *world) use(t *testing.T, line string, amount int64) {
 	t.Helper()
 	w.n++
-	c := quota.ApplyCmd{ResourceName: "llm", SessionID: "s" + time.Duration(w.n).String(), Amount: amount, Period: w.per, Lease: time.Minute}
-	r, err := w.rs.ApplyPools(w.ctx, c, line, true, true)
+	c := quota.ApplyCmd{ResourceName: "llm", SessionID: "s" + time.Duration(w.n).String(), Amount: amount, Period: w.per, Lease: time.Minute,
+		Pools: &quota.PoolsCmd{Line: line, Critical: true, Continuation: true}}
+	r, err := w.rs.Apply(w.ctx, c)
 	if err != nil || r.Reason != "" {
 		t.Fatalf("apply %s %d: %v %+v", line, amount, err, r)
 	}

@@ -13,16 +13,6 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// ledgerTotals is the ledger's part of rebuilding pool counters.
-type ledgerTotals interface {
-	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error)
-}
-
-// counterSeeder is the balance store's part of rebuilding pool counters.
-type counterSeeder interface {
-	SeedPools(ctx context.Context, resource string, per quota.Period, c pools.Totals) (bool, error)
-}
-
 // Source tells the quota Service which resources use pools
 // (quota.PoolSource), from the policy store, each answer reused for TTL
 // (changes made through this instance's Admin are seen at once). While the
@@ -32,10 +22,8 @@ type counterSeeder interface {
 // goes to Redis, which counts it live. A resource never read since the
 // instance started has no answer to serve: its lookup fails.
 type Source struct {
-	admin  *Admin
-	ledger ledgerTotals
-	seeder counterSeeder
-	ttl    time.Duration
+	admin *Admin
+	ttl   time.Duration
 
 	mu    sync.Mutex
 	cache map[string]cachedUse
@@ -50,11 +38,11 @@ type cachedUse struct {
 var _ quota.PoolSource = (*Source)(nil)
 
 // NewSource returns the Service's view of the pools; ttl ≤ 0 means 2 s.
-func NewSource(a *Admin, l ledgerTotals, s counterSeeder, ttl time.Duration) *Source {
+func NewSource(a *Admin, ttl time.Duration) *Source {
 	if ttl <= 0 {
 		ttl = 2 * time.Second
 	}
-	src := &Source{admin: a, ledger: l, seeder: s, ttl: ttl, cache: map[string]cachedUse{}}
+	src := &Source{admin: a, ttl: ttl, cache: map[string]cachedUse{}}
 	a.onChange = src.forget
 	return src
 }
@@ -95,11 +83,11 @@ func (s *Source) PoolsOf(ctx context.Context, resource string) (quota.PoolUse, e
 
 // read reads a resource's PoolUse from the policy store and caches it.
 func (s *Source) read(ctx context.Context, resource string, now time.Time) (quota.PoolUse, error) {
-	lines, err := s.admin.cfg.Lines(ctx, resource)
+	lines, err := s.admin.lines.Lines(ctx, resource)
 	if err != nil {
 		return quota.PoolUse{}, err
 	}
-	gs, err := s.admin.cfg.Grants(ctx, resource, now.UnixMilli())
+	gs, err := s.admin.grants.Grants(ctx, resource, now.UnixMilli())
 	if err != nil {
 		return quota.PoolUse{}, err
 	}
@@ -124,25 +112,13 @@ func (s *Source) read(ctx context.Context, resource string, now time.Time) (quot
 	return use, nil
 }
 
-// Relayout implements quota.PoolSource.
+// Relayout implements quota.PoolSource: the layout (Admin.Relayout), then
+// the grants when Redis lost them (Admin.RestoreGrants).
 func (s *Source) Relayout(ctx context.Context, resource string) error {
-	return s.admin.Relayout(ctx, resource)
-}
-
-// SeedPools implements quota.PoolSource: the period's counters from the
-// ledger's drawn columns (mysqlstore.PoolTotals), written if absent.
-// The resource's grants come back first (Admin.RestoreGrants), when Redis
-// lost them too.
-func (s *Source) SeedPools(ctx context.Context, resource string, per quota.Period) error {
-	if err := s.admin.RestoreGrants(ctx, resource); err != nil {
+	if err := s.admin.Relayout(ctx, resource); err != nil {
 		return err
 	}
-	t, err := s.ledger.PoolTotals(ctx, resource, per.Start)
-	if err != nil {
-		return err
-	}
-	_, err = s.seeder.SeedPools(ctx, resource, per, t)
-	return err
+	return s.admin.RestoreGrants(ctx, resource)
 }
 
 // version is PoolUse.Version: a hash of the lines, the pool settings (when
@@ -153,7 +129,7 @@ func (s *Source) version(ctx context.Context, resource string, lines []pools.Lin
 		fmt.Fprintf(h, "l %s %s %d %d\n", l.Name, l.Tier, l.Weight, l.Dedicated)
 	}
 	if len(lines) > 0 {
-		set, _, err := s.admin.cfg.PoolSettings(ctx, resource)
+		set, _, err := s.admin.lines.PoolSettings(ctx, resource)
 		if err != nil {
 			return "", err
 		}

@@ -26,7 +26,7 @@ func TestSourceServesItsLastAnswerWhileMySQLIsDown(t *testing.T) {
 	ledger := &breaker{}
 	gl, gs := poolctl.Guarded(w.db, w.rs, quota.Breakers{Ledger: ledger, Balances: &breaker{}})
 	admin := poolctl.NewAdmin(gl, gs, sched{w.per}, func() time.Time { return w.clock })
-	src := poolctl.NewSource(admin, gl, gs, time.Second)
+	src := poolctl.NewSource(admin, time.Second)
 	want := map[string]int{"llm": 2, "plain": 0}
 	for r, n := range want {
 		if use, err := src.PoolsOf(w.ctx, r); err != nil || len(use.Lines) != n {

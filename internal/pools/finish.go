@@ -123,7 +123,7 @@ func Settle(d Drawn, granted, actual int64, lined bool) Drawn {
 // row that landed after all with nothing charged). A finished or swept
 // session, or one already cancelled, is left alone: it reports false (as
 // for an unknown id). Consumed, the controller's count of everything
-// granted, keeps the grant, as pool_apply.lua's n:<line> does.
+// granted, keeps the grant, as apply.lua's n:<line> does.
 func (m *Model) Cancel(sid string) bool {
 	s, ok := m.Sessions[sid]
 	if !ok || s.Finished || s.Leaked {

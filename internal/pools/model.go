@@ -295,7 +295,7 @@ func (m *Model) applyPlain(r ApplyReq) Decision {
 // watermark and 100 %; critical applies only from that halfway point, to
 // all of them at 100 % (seed 003 §3: refuse non-critical operations first;
 // issue 21 §2). reach ≤ 0 refuses nothing here (the draw refuses). The float
-// arithmetic is the same, in the same order, as in pool_apply.lua, so both
+// arithmetic is the same, in the same order, as in apply.lua (pools.lib), so both
 // agree bit for bit.
 func RefuseShare(used, reach, wm int64, critical bool) int64 {
 	if reach <= 0 {

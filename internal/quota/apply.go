@@ -30,35 +30,23 @@ type ApplyRequest struct {
 	Continuation bool
 }
 
-// Decision is what an apply decided: a grant and the balances it drew
-// from, or a refusal and why. It is the part of the answer that grows with
-// new sources of quota (pools add their own Draws and refusal reasons).
+// Decision is what an apply decided: a grant and the pools it drew from,
+// or a refusal and why.
 type Decision struct {
 	// Granted is the amount reserved, in the policy's unit; 0 when refused.
 	Granted int64
-	// Drawn lists the balances the grant was taken from, summing to
-	// Granted. Today it is one Draw from the resource's own balance; it is
-	// empty for a refusal and for a fail-open grant that no live balance
-	// counted (FailOpen with the BalanceStore unreachable).
-	Drawn []Draw
+	// Drawn is which pools the grant was taken from, summing to Granted
+	// (a resource without lines: all of it from its limit, Base), as the
+	// balance store answered it (ApplyResult.Drawn) and as the API's
+	// "drawn" shows it. Zero for a refusal and for a fail-open grant that
+	// no live balance counted (FailOpen with the BalanceStore unreachable).
+	Drawn PoolSplit
 	// Refusal is set when nothing was granted or changed.
 	Refusal *Refusal
 }
 
 // Refused reports whether the apply was refused.
 func (d Decision) Refused() bool { return d.Refusal != nil }
-
-// Draw is the part of a grant taken from one balance.
-type Draw struct {
-	// Pool names the balance: "" is the resource's own balance of the
-	// session's period.
-	Pool   string
-	Amount int64 // in the policy's unit
-}
-
-// ownBalance is the Drawn of a grant taken whole from the resource's own
-// balance.
-func ownBalance(granted int64) []Draw { return []Draw{{Amount: granted}} }
 
 // RefusalReason says why an apply granted nothing.
 type RefusalReason string
@@ -251,9 +239,9 @@ func sameApply(row UsageRecord, cmd ApplyCmd) bool {
 // Redis no longer has the session: its grant and lease as first answered,
 // and remaining as it is now (the ledger does not keep the first answer's).
 func ledgerReplay(pol Policy, row UsageRecord, remaining int64) ApplyResponse {
-	draws := ownBalance(row.GrantedAmount)
-	if row.PoolSession() {
-		draws = poolDraws(row.Drawn)
+	draws := row.Drawn
+	if !row.PoolSession() {
+		draws = PoolSplit{Base: row.GrantedAmount} // a plain session keeps no split
 	}
 	return ApplyResponse{
 		Decision:  Decision{Granted: row.GrantedAmount, Drawn: draws},
@@ -316,9 +304,6 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			continue
 		case ApplyNeedBalance:
 			if err := s.seed(ctx, pol, cmd.Period); err != nil {
-				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
-			}
-			if err := s.seedPools(ctx, cmd); err != nil {
 				return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 			}
 			continue

@@ -53,7 +53,7 @@ func TestApplyGrantReservesAndRecords(t *testing.T) {
 		apply: func(c ApplyCmd) (ApplyResult, error) {
 			cmd = c
 			return ApplyResult{Outcome: ApplyGranted, Granted: 4, Remaining: 96, PeriodStart: c.Period.Start,
-				StartTime: start, LeaseExpiresAt: start.Add(c.Lease)}, nil
+				StartTime: start, LeaseExpiresAt: start.Add(c.Lease), Drawn: PoolSplit{Base: 4}}, nil
 		},
 		insert: func(r UsageRecord) error { row = r; return nil },
 	}
@@ -66,7 +66,7 @@ func TestApplyGrantReservesAndRecords(t *testing.T) {
 		cmd.Period != today || cmd.Lease != 30*time.Second || !cmd.FirstPeriod || cmd.Pools != nil {
 		t.Fatalf("store asked %+v", cmd)
 	}
-	if resp.Refused() || resp.Granted != 4 || len(resp.Drawn) != 1 || resp.Drawn[0] != (Draw{Amount: 4}) ||
+	if resp.Refused() || resp.Granted != 4 || resp.Drawn != (PoolSplit{Base: 4}) ||
 		resp.SessionID != "gen-1" || resp.Remaining != 96 || resp.HeartbeatIntervalSeconds != 10 ||
 		resp.QuotaType != TypeTokens || resp.Replayed || resp.FailOpen || !resp.LeaseExpiresAt.Equal(start.Add(30*time.Second)) ||
 		resp.PolicyVersion == "" {
@@ -90,7 +90,7 @@ func TestApplyRefusalRecordsNothing(t *testing.T) {
 	st := &stubs{apply: func(ApplyCmd) (ApplyResult, error) { return ApplyResult{Outcome: ApplyExhausted, Remaining: 3}, nil }}
 	resp, err := newStubService(st, Options{}).Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5})
 	if err != nil || !resp.Refused() || resp.Refusal.Reason != RefusedExhausted || !resp.Refusal.NextResetAt.Equal(today.End) ||
-		resp.Remaining != 3 || resp.Granted != 0 || resp.Drawn != nil || resp.PolicyVersion != "" || resp.QuotaType != TypeTokens {
+		resp.Remaining != 3 || resp.Granted != 0 || resp.Drawn != (PoolSplit{}) || resp.PolicyVersion != "" || resp.QuotaType != TypeTokens {
 		t.Fatalf("%+v, %v", resp, err)
 	}
 	if st.n("InsertSession")+st.n("Session")+st.n("Cancel") != 0 {
@@ -191,7 +191,7 @@ func TestApplyFailsClosedOrOpen(t *testing.T) {
 	resp, err := newStubService(st, Options{}).Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, ClientID: "c1"})
 	now := testEpoch.Add(time.Hour)
 	if err != nil || !resp.FailOpen || !resp.FailOpenRecorded || !errors.Is(resp.FailOpenCause, ErrUnavailable) ||
-		resp.Granted != 5 || resp.Remaining != -1 || resp.Drawn != nil || resp.SessionID != "gen-1" ||
+		resp.Granted != 5 || resp.Remaining != -1 || resp.Drawn != (PoolSplit{}) || resp.SessionID != "gen-1" ||
 		!resp.LeaseExpiresAt.Equal(now.Add(30*time.Second)) || resp.HeartbeatIntervalSeconds != 10 || resp.QuotaType != TypeTokens {
 		t.Fatalf("OPEN: %+v, %v", resp, err)
 	}
@@ -228,7 +228,7 @@ func TestApplyRepeatAnsweredFromTheLedger(t *testing.T) {
 	svc := newStubService(st, Options{Now: func() time.Time { return start.Add(time.Second) }})
 	resp, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1"})
 	if err != nil || !resp.Replayed || resp.Refused() || resp.Granted != 5 || resp.Remaining != 2 || resp.SessionID != "s-1" ||
-		!resp.LeaseExpiresAt.Equal(start.Add(30*time.Second)) || len(resp.Drawn) != 1 || resp.HeartbeatIntervalSeconds != 10 {
+		!resp.LeaseExpiresAt.Equal(start.Add(30*time.Second)) || resp.Drawn != (PoolSplit{Base: 5}) || resp.HeartbeatIntervalSeconds != 10 {
 		t.Fatalf("replay from the ledger: %+v, %v", resp, err)
 	}
 	if st.n("Heartbeat") != 0 {

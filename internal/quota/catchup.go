@@ -118,7 +118,7 @@ func (s *Service) stopCatchUps() {
 // the ledger did. It holds the resource's reconcile lock, so that no drift
 // correction measured before it is written after it. Pools' rows opened
 // since are counted in 'reserved' like the others (their sessions carry
-// the epoch, pool_apply.lua), but their pool counters are not touched, and
+// the epoch, apply.lua), but their pool counters are not touched, and
 // pools' rows of the snapshot settled since are not finished here: the
 // pool counters are rebuilt by a second ledger read outside the snapshot,
 // so whether that read counted a late row or its refund is not known here

@@ -67,7 +67,7 @@ func mayHaveRun(err error) bool {
 // compensateLater remembers an apply attempt answered with an error, to
 // give its reservation back once the store answers (RunCompensation).
 // Pools' applies are compensated too: their sessions carry the attempt
-// (pool_apply.lua), and the give-back returns the grant to the pools it
+// (apply.lua), and the give-back returns the grant to the pools it
 // drew from. Fail-open policies (their grant is answered 200 with a ledger
 // row) are not compensated. givenBack, when not nil, runs once the
 // reservation was given back.

@@ -66,7 +66,7 @@ func compCmd(id string) ApplyCmd {
 
 // Only attempts that carry a key, of fail-closed policies, are remembered
 // (fail-open grants are answered 200 with a ledger row); pools' applies are
-// (their sessions carry the attempt: pool_apply.lua).
+// (their sessions carry the attempt: apply.lua).
 func TestCompensateLaterRemembersOnlyKeyedFailClosedApplies(t *testing.T) {
 	svc, _, _, _ := newCompEnv(t)
 	open := testPolicy

@@ -4,25 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/quotacenter/quota-center/internal/pools"
 )
 
-// PoolSource tells the Service which resources use pools (business lines
-// or temporary grants; internal/pools) and repairs what the balance store
-// lost of them (Options.Pools; nil: no resource uses pools). Its backend
-// calls go through the backend breakers itself (poolctl.Guarded).
+// PoolSource is the pools' configuration (business lines, pool settings,
+// temporary grants; internal/pools) as the policy store holds it
+// (Options.Pools; nil: no resource uses pools). Its backend calls go
+// through the backend breakers itself (poolctl.Guarded). The period's pool
+// counters are not its job: the Service seeds them with the balance
+// (PoolLedger, PoolCounters).
 type PoolSource interface {
 	// PoolsOf says whether a resource has lines (and which) or grants.
 	PoolsOf(ctx context.Context, resource string) (PoolUse, error)
-	// Relayout writes a resource's pool layout to the balance store again.
+	// Relayout writes a resource's pool configuration to the balance store
+	// again where it lost it: the layout (with the controller's and
+	// operators' moves) and the temporary grants with what sessions hold
+	// of each. Idempotent.
 	Relayout(ctx context.Context, resource string) error
-	// SeedPools writes a period's pool counters, rebuilt from the ledger,
-	// unless they are there.
-	SeedPools(ctx context.Context, resource string, per Period) error
 	// CheckLimit says whether a resource's lines fit a new limit (their
 	// explicit dedicated amounts): nil, or a *ValidationError.
 	CheckLimit(ctx context.Context, resource string, limit int64) error
+}
+
+// PoolLedger is the ledger's part of seeding a period's pool counters
+// (mysqlstore): what the period's rows drew from each pool, by line
+// (finished rows summed, open rows one by one).
+type PoolLedger interface {
+	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error)
+}
+
+// PoolCounters is the balance store's part (redisstore): it writes the
+// period's pool counters from t unless they are there, and reports whether
+// it did; the period's balance must exist.
+type PoolCounters interface {
+	SeedPools(ctx context.Context, resource string, per Period, t pools.Totals) (bool, error)
 }
 
 // PoolUse is how a resource uses pools.
@@ -35,14 +52,6 @@ type PoolUse struct {
 	// policyVersion of apply and heartbeat answers.
 	Version string
 }
-
-// Pool names of Draw for pools' grants.
-const (
-	PoolDedicated = "dedicated"
-	PoolShared    = "shared"
-	PoolBuffer    = "buffer"
-	PoolGrant     = "grant"
-)
 
 // Refusal reasons of resources with pools (HTTP 429 QUOTA_EXHAUSTED with
 // "reason"); see internal/pools.
@@ -91,15 +100,33 @@ func (s *Service) relayout(ctx context.Context, cmd ApplyCmd, err error) bool {
 	return s.opt.Pools.Relayout(ctx, cmd.ResourceName) == nil
 }
 
-// seedPools rebuilds the period's pool counters of a pools' apply.
-func (s *Service) seedPools(ctx context.Context, cmd ApplyCmd) error {
-	if cmd.Pools == nil || s.opt.Pools == nil {
+// seedPools is the pools' part of seeding a period (seed): for a resource
+// that uses pools, its configuration back in the balance store where it
+// was lost (PoolSource.Relayout), then the period's pool counters rebuilt
+// from the ledger unless they are there. The balance must exist. Errors:
+// the stores', and an error when they cannot seed pool counters.
+func (s *Service) seedPools(ctx context.Context, resource string, per Period) error {
+	if s.opt.Pools == nil {
 		return nil
 	}
-	if err := s.opt.Pools.Relayout(ctx, cmd.ResourceName); err != nil {
+	use, err := s.opt.Pools.PoolsOf(ctx, resource) // behind its own breakers
+	if err != nil || (len(use.Lines) == 0 && !use.Grants) {
 		return err
 	}
-	return s.opt.Pools.SeedPools(ctx, cmd.ResourceName, cmd.Period)
+	pl, okL := s.ledger.(PoolLedger)
+	pc, okB := s.balances.(PoolCounters)
+	if !okL || !okB {
+		return fmt.Errorf("pools of %s: the stores cannot seed pool counters", resource)
+	}
+	if err := s.opt.Pools.Relayout(ctx, resource); err != nil {
+		return err
+	}
+	t, err := Guard(s.mysql, func() (pools.Totals, error) { return pl.PoolTotals(ctx, resource, per.Start) })
+	if err != nil {
+		return err
+	}
+	_, err = Guard(s.redisFor(resource), func() (bool, error) { return pc.SeedPools(ctx, resource, per, t) })
+	return err
 }
 
 // refusalReason is the reason of a refused apply.
@@ -110,20 +137,25 @@ func refusalReason(res ApplyResult) RefusalReason {
 	return RefusedExhausted
 }
 
-// PoolSplit is which pools a grant drew from (a comparable form of
-// pools.Drawn: Grants is "id=n;id=n").
+// PoolSplit is which pools a grant drew from, in the policy's unit: the
+// one form of it from the apply script's reply (redisstore) through
+// ApplyResult, Decision and the ledger row (UsageRecord) to the API's
+// "drawn" (its JSON: dedicated, shared, buffer, grant; Base and Grants are
+// not on the wire). A comparable form of pools.Drawn (Grants is
+// "id=n;id=n", pools.FormatGrants).
 type PoolSplit struct {
-	Base      int64 // a resource without lines: from its limit
-	Dedicated int64
-	Shared    int64
-	Buffer    int64
-	Grant     int64
-	Grants    string
+	Base      int64  `json:"-"` // a resource without lines: from its limit
+	Dedicated int64  `json:"dedicated"`
+	Shared    int64  `json:"shared"`
+	Buffer    int64  `json:"buffer"`
+	Grant     int64  `json:"grant"` // sum of Grants
+	Grants    string `json:"-"`
 }
 
-// SplitOf is the PoolSplit of d.
-func SplitOf(d pools.Drawn) PoolSplit {
-	return PoolSplit{Base: d.Base, Dedicated: d.Dedicated, Shared: d.Shared, Buffer: d.Buffer, Grant: d.Grant, Grants: pools.FormatGrants(d.Grants)}
+// Pooled reports whether the grant drew from a line's pools or a
+// temporary grant (anything but the base): the API shows "drawn" then.
+func (p PoolSplit) Pooled() bool {
+	return p.Dedicated != 0 || p.Shared != 0 || p.Buffer != 0 || p.Grant != 0
 }
 
 // Drawn is the pools.Drawn of p.
@@ -135,17 +167,6 @@ func (p PoolSplit) Drawn() pools.Drawn {
 // with temporary grants), whose split the balance store keeps with it.
 func (r UsageRecord) PoolSession() bool {
 	return r.BusinessLine != "" || r.Drawn != PoolSplit{}
-}
-
-// poolDraws lists a pools' grant by pool, omitting empty ones.
-func poolDraws(d PoolSplit) []Draw {
-	var out []Draw
-	for _, x := range []Draw{{"", d.Base}, {PoolDedicated, d.Dedicated}, {PoolShared, d.Shared}, {PoolBuffer, d.Buffer}, {PoolGrant, d.Grant}} {
-		if x.Amount > 0 {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // checkPoolsLimit refuses a limit the resource's business lines do not fit.

@@ -10,22 +10,17 @@ import (
 
 // poolSourceStub is a PoolSource in process.
 type poolSourceStub struct {
-	use                PoolUse
-	err                error
-	relayoutErr        error
-	seedErr            error
-	limitErr           error
-	relayouts, seedsOf int
+	use         PoolUse
+	err         error
+	relayoutErr error
+	limitErr    error
+	relayouts   int
 }
 
 func (p *poolSourceStub) PoolsOf(context.Context, string) (PoolUse, error) { return p.use, p.err }
 func (p *poolSourceStub) Relayout(context.Context, string) error {
 	p.relayouts++
 	return p.relayoutErr
-}
-func (p *poolSourceStub) SeedPools(context.Context, string, Period) error {
-	p.seedsOf++
-	return p.seedErr
 }
 func (p *poolSourceStub) CheckLimit(context.Context, string, int64) error { return p.limitErr }
 
@@ -66,7 +61,7 @@ func TestApplyBusinessLineRules(t *testing.T) {
 	if err != nil || cmd.Pools == nil || *cmd.Pools != (PoolsCmd{Line: "lab", Critical: false, Continuation: true, NoGrants: true}) {
 		t.Fatalf("%v; store asked %+v", err, cmd.Pools)
 	}
-	if !resp.QuotaTight || len(resp.Drawn) != 2 || resp.Drawn[0] != (Draw{PoolDedicated, 3}) || resp.Drawn[1] != (Draw{PoolShared, 2}) {
+	if !resp.QuotaTight || resp.Drawn != (PoolSplit{Dedicated: 3, Shared: 2}) {
 		t.Fatalf("answer %+v", resp)
 	}
 	if row.BusinessLine != "lab" || row.Drawn != (PoolSplit{Dedicated: 3, Shared: 2}) {
@@ -145,7 +140,8 @@ func TestApplyRepairsLostPools(t *testing.T) {
 		t.Fatalf("no pools: %v", err)
 	}
 
-	// A new period: the balance is seeded, then the pools' counters.
+	// A new period: the balance is seeded, then, in the same seed step, the
+	// pools' configuration and counters.
 	seeded := false
 	st = &stubs{
 		apply: func(c ApplyCmd) (ApplyResult, error) {
@@ -162,23 +158,31 @@ func TestApplyRepairsLostPools(t *testing.T) {
 	}
 	src = &poolSourceStub{use: twoLines}
 	svc = newStubService(st, Options{Pools: src})
-	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil || src.seedsOf != 1 || src.relayouts != 1 {
-		t.Fatalf("%v; %d pool seeds, %d relayouts", err, src.seedsOf, src.relayouts)
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil ||
+		st.n("PoolTotals") != 1 || st.n("SeedPools") != 1 || src.relayouts != 1 {
+		t.Fatalf("%v; %d pool totals, %d pool seeds, %d relayouts", err, st.n("PoolTotals"), st.n("SeedPools"), src.relayouts)
 	}
-	for name, s := range map[string]*poolSourceStub{
-		"relayout": {use: twoLines, relayoutErr: ErrUnavailable},
-		"seed":     {use: twoLines, seedErr: ErrUnavailable},
+	for name, c := range map[string]struct {
+		src            *poolSourceStub
+		totals, counts error
+	}{
+		"relayout": {src: &poolSourceStub{use: twoLines, relayoutErr: ErrUnavailable}},
+		"totals":   {src: &poolSourceStub{use: twoLines}, totals: ErrUnavailable},
+		"seed":     {src: &poolSourceStub{use: twoLines}, counts: ErrUnavailable},
 	} {
 		seeded = false
-		if _, err := newStubService(st, Options{Pools: s}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) {
+		st.poolTotalsErr, st.seedPoolsErr = c.totals, c.counts
+		if _, err := newStubService(st, Options{Pools: c.src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s failed: %v", name, err)
 		}
 	}
+	st.poolTotalsErr, st.seedPoolsErr = nil, nil
 	// A plain resource's seeding touches no pools.
 	seeded = false
 	src = &poolSourceStub{}
-	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || src.seedsOf+src.relayouts != 0 {
-		t.Fatalf("plain seeding: %v; %d pool seeds", err, src.seedsOf)
+	before := st.n("SeedPools")
+	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || st.n("SeedPools") != before || src.relayouts != 0 {
+		t.Fatalf("plain seeding: %v; %d pool seeds", err, st.n("SeedPools")-before)
 	}
 }
 
@@ -199,33 +203,22 @@ func TestRefusalReasons(t *testing.T) {
 	}
 }
 
-// A grant's split lists only the pools it drew from, and the split survives
-// the trip through its stored form.
+// A split survives the trip to the model's form, and only a split with
+// something besides the base is shown as "drawn".
 func TestPoolSplits(t *testing.T) {
-	d := pools.Drawn{Base: 1, Dedicated: 2, Shared: 3, Buffer: 4, Grant: 5, Grants: []pools.GrantDraw{{ID: "g1", Amount: 2}, {ID: "g2", Amount: 3}}}
-	s := SplitOf(d)
-	if s.Grants != "g1=2;g2=3" || s.Base != 1 || s.Buffer != 4 {
-		t.Fatalf("split %+v", s)
-	}
+	s := PoolSplit{Base: 1, Dedicated: 2, Shared: 3, Buffer: 4, Grant: 5, Grants: "g1=2;g2=3"}
 	back := s.Drawn()
-	if back.Total() != d.Total() || len(back.Grants) != 2 || back.Grants[1] != d.Grants[1] {
-		t.Fatalf("round trip %+v, want %+v", back, d)
+	if back.Total() != 15 || len(back.Grants) != 2 || back.Grants[1] != (pools.GrantDraw{ID: "g2", Amount: 3}) ||
+		pools.FormatGrants(back.Grants) != s.Grants {
+		t.Fatalf("round trip %+v of %+v", back, s)
 	}
-	draws := poolDraws(s)
-	want := []Draw{{"", 1}, {PoolDedicated, 2}, {PoolShared, 3}, {PoolBuffer, 4}, {PoolGrant, 5}}
-	if len(draws) != len(want) {
-		t.Fatalf("draws %v", draws)
-	}
-	for i := range want {
-		if draws[i] != want[i] {
-			t.Fatalf("draws %v, want %v", draws, want)
+	for _, c := range []struct {
+		s    PoolSplit
+		want bool
+	}{{s, true}, {PoolSplit{Shared: 1}, true}, {PoolSplit{Grant: 1, Grants: "g=1"}, true}, {PoolSplit{Base: 9}, false}, {PoolSplit{}, false}} {
+		if c.s.Pooled() != c.want {
+			t.Errorf("%+v: Pooled %v, want %v", c.s, !c.want, c.want)
 		}
-	}
-	if d := poolDraws(PoolSplit{Shared: 1}); len(d) != 1 || d[0] != (Draw{PoolShared, 1}) {
-		t.Fatalf("one pool: %v", d)
-	}
-	if d := poolDraws(PoolSplit{}); d != nil {
-		t.Fatalf("nothing drawn: %v", d)
 	}
 }
 

@@ -48,7 +48,7 @@ type ApplyCmd struct {
 	// it with the reservation it makes, so that Compensate can give back
 	// exactly the reservation of an attempt answered with an error, and
 	// not one a retry of the same session has since replayed (and
-	// recorded). Pools' applies keep it too (pool_apply.lua).
+	// recorded). Pools' applies keep it too (apply.lua).
 	Attempt string
 	// OtherSessionID is the other stored form of the session's id ("" =
 	// none; see scope.go): when SessionID holds no session and this one

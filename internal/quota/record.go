@@ -23,10 +23,11 @@ func ApplyRecord(cmd ApplyCmd, res ApplyResult) UsageRecord {
 		ChargedAmount: res.Granted,
 		StartTime:     res.StartTime,
 		Status:        StatusUsing,
-		Drawn:         res.Drawn,
 	}
 	if cmd.Pools != nil {
-		rec.BusinessLine = cmd.Pools.Line
+		// Only a pools' session keeps its split (a plain one's is its
+		// grant, from the limit).
+		rec.BusinessLine, rec.Drawn = cmd.Pools.Line, res.Drawn
 	}
 	return rec
 }
@@ -36,12 +37,8 @@ func ApplyRecord(cmd ApplyCmd, res ApplyResult) UsageRecord {
 // and a replay must not answer before the row is durable.
 func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res ApplyResult) (ApplyResponse, error) {
 	rec := ApplyRecord(cmd, res)
-	draws := ownBalance(res.Granted)
-	if cmd.Pools != nil {
-		draws = poolDraws(res.Drawn)
-	}
 	resp := ApplyResponse{
-		Decision:                 Decision{Granted: res.Granted, Drawn: draws},
+		Decision:                 Decision{Granted: res.Granted, Drawn: res.Drawn},
 		SessionID:                cmd.SessionID,
 		Remaining:                res.Remaining,
 		LeaseExpiresAt:           res.LeaseExpiresAt,

@@ -122,7 +122,7 @@ func TestOpenGrantWhoseRowFailsIsFlagged(t *testing.T) {
 		t.Fatalf("%+v, %v; marked %q, cancelled %v", resp, err, marked, e.cancelled)
 	}
 	e.st.markFailOpen = func(string, string) error { return ErrUnavailable }
-	if resp, err := e.apply(t); err != nil || !resp.FailOpen || resp.FailOpenRecorded || resp.Drawn != nil ||
+	if resp, err := e.apply(t); err != nil || !resp.FailOpen || resp.FailOpenRecorded || resp.Drawn != (PoolSplit{}) ||
 		resp.Remaining != -1 || len(e.cancelled) != 1 {
 		t.Fatalf("flag failed: %+v, %v, cancelled %v", resp, err, e.cancelled)
 	}

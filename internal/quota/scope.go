@@ -13,8 +13,8 @@ import (
 // A session is stored, in the balance store and the ledger alike, under its
 // bare id X while no other (resource, client) holds X, as every session was
 // before ids were scoped, and under the scoped id "<resource>/<client>/X"
-// (ScopedSessionID) when another one does: apply.lua and pool_apply.lua
-// decide it in the same atomic step as the grant (X held in Redis by a
+// (ScopedSessionID) when another one does: apply.lua (scoped_session.lib)
+// decides it in the same atomic step as the grant (X held in Redis by a
 // session of another client, of the client's own under the scoped id), and
 // the ledger's unique key on the stored id decides the rest (X's row is
 // another's: the grant made under X is given back and the apply is made

@@ -28,7 +28,10 @@ const awaitPoll = 20 * time.Millisecond
 // seed writes a period's balance from the ledger if it is not in the store:
 // at the start of every period, and after Redis lost its state (restart,
 // flush, eviction). The balance is limit − charged − reserved of the
-// period's ledger rows, and the resource's open sessions come back with it.
+// period's ledger rows, and the resource's open sessions come back with it;
+// for a resource with pools, its pool configuration and the period's pool
+// counters follow in the same step (seedPools), so every caller of seed
+// (an apply, a restore, the catch-up) gets both.
 // Within an instance one caller per period does the work (the rest wait for
 // it and share its error); across instances a Redis lock lets one seed while
 // the others wait for its balance. The seed script writes only an absent
@@ -40,7 +43,10 @@ func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
 		// cancellation, but to the seeding lock's lifetime.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), seedTimeout)
 		defer cancel()
-		return nil, s.seedOnce(sctx, pol, per)
+		if err := s.seedOnce(sctx, pol, per); err != nil {
+			return nil, err
+		}
+		return nil, s.seedPools(sctx, pol.ResourceName, per)
 	})
 	if err != nil {
 		return fmt.Errorf("seed period %d: %w", per.ID(), err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
 )
 
 // stubs implements BalanceStore, Ledger and PolicyStore in process for the
@@ -39,6 +41,10 @@ type stubs struct {
 	periodTotals func(resource string, start time.Time) (PeriodTotals, error)
 	openPage     func(resource string, after int64, limit int) ([]UsageRecord, int64, error)
 
+	// The pools' counters (PoolLedger, PoolCounters): these errors, else
+	// empty totals and written.
+	poolTotalsErr, seedPoolsErr error
+
 	getPolicy    func(resource string) (Policy, error)
 	listPolicies func() ([]Policy, error)
 	putPolicy    func(Policy) (Policy, bool, error)
@@ -70,7 +76,7 @@ func (s *stubs) n(name string) int {
 	return s.calls[name]
 }
 
-// Apply: default granted in full, remaining 100.
+// Apply: default granted in full (from the limit), remaining 100.
 func (s *stubs) Apply(ctx context.Context, c ApplyCmd) (ApplyResult, error) {
 	if err := s.enter(ctx, "Apply"); err != nil {
 		return ApplyResult{}, err
@@ -78,7 +84,7 @@ func (s *stubs) Apply(ctx context.Context, c ApplyCmd) (ApplyResult, error) {
 	if s.apply != nil {
 		return s.apply(c)
 	}
-	return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, Remaining: 100, PeriodStart: c.Period.Start}, nil
+	return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, Remaining: 100, PeriodStart: c.Period.Start, Drawn: PoolSplit{Base: c.Amount}}, nil
 }
 
 func (s *stubs) Cancel(ctx context.Context, resource, id string) error {
@@ -278,6 +284,20 @@ func (s *stubs) Session(ctx context.Context, id string) (UsageRecord, error) {
 		return s.session(id)
 	}
 	return UsageRecord{}, ErrSessionNotFound
+}
+
+func (s *stubs) PoolTotals(ctx context.Context, resource string, start time.Time) (pools.Totals, error) {
+	if err := s.enter(ctx, "PoolTotals"); err != nil {
+		return pools.Totals{}, err
+	}
+	return pools.Totals{}, s.poolTotalsErr
+}
+
+func (s *stubs) SeedPools(ctx context.Context, resource string, per Period, t pools.Totals) (bool, error) {
+	if err := s.enter(ctx, "SeedPools"); err != nil {
+		return false, err
+	}
+	return s.seedPoolsErr == nil, s.seedPoolsErr
 }
 
 func (s *stubs) PeriodTotals(ctx context.Context, resource string, start time.Time) (PeriodTotals, error) {

@@ -123,13 +123,13 @@ func TestAGiveBackTakesNothingFromABalanceRebuiltWithoutTheSession(t *testing.T)
 	})
 }
 
-// poolAttempt runs pool_apply.lua for a critical apply of n on line made by
+// poolAttempt runs apply.lua for a critical apply of n on line made by
 // the apply request attempt, in the store and in the world's model alike.
-func (w *poolWorld) poolAttempt(t *testing.T, id, line string, n int64, attempt string) PoolApply {
+func (w *poolWorld) poolAttempt(t *testing.T, id, line string, n int64, attempt string) quota.ApplyResult {
 	t.Helper()
 	c := w.e.attemptCmd(id, n, w.per, attempt)
 	c.Pools = &quota.PoolsCmd{Line: line, Critical: true, NoGrants: true}
-	got, err := w.e.s.ApplyPools(ctxT(t), c, line, true, false)
+	got, err := w.e.s.Apply(ctxT(t), c)
 	if err != nil {
 		t.Fatalf("pool apply %s/%s: %v", id, attempt, err)
 	}
@@ -142,7 +142,7 @@ func (w *poolWorld) poolAttempt(t *testing.T, id, line string, n int64, attempt 
 // A pools' apply answered 503 whose script ran (issue 11 §3.1, pools): its
 // session carries the attempt like a plain apply's, so Compensate gives
 // its grant back to the balance and to the pools it drew from, once, and
-// leaves alone a session a retry has replayed since. Before pool_apply.lua
+// leaves alone a session a retry has replayed since. Before the pools' apply
 // kept the attempt, nothing was given back until the sweeper's grace.
 func TestCompensateGivesBackAPoolsAttemptsOwnReservation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
@@ -198,11 +198,11 @@ func TestAPoolsGiveBackTakesNothingFromCountersRebuiltWithoutTheSession(t *testi
 		}
 		row := quota.UsageRecord{ResourceName: e.res, SessionID: "held", ClientID: "client-1", ApplyAmount: 300,
 			GrantedAmount: 300, ChargedAmount: 300, StartTime: time.Now(), PeriodStart: w.per.Start, Status: quota.StatusUsing,
-			BusinessLine: a, Drawn: quota.SplitOf(held.Drawn)}
+			BusinessLine: a, Drawn: held.Drawn}
 		if _, err := e.s.Seed(ctx, e.res, w.per, 10_000, quota.PeriodTotals{Reserved: 300}, []quota.UsageRecord{row}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		ledger := pools.Totals{Open: []pools.OpenDraw{{SessionID: "held", Line: a, Drawn: held.Drawn}}}
+		ledger := pools.Totals{Open: []pools.OpenDraw{{SessionID: "held", Line: a, Drawn: held.Drawn.Drawn()}}}
 		if ok, err := e.s.SeedPools(ctx, e.res, w.per, ledger); err != nil || !ok {
 			t.Fatalf("SeedPools: %v %v", ok, err)
 		}
@@ -235,11 +235,11 @@ func TestAPoolsGiveBackTakesNothingFromCountersRebuiltWithoutTheSession(t *testi
 // The catch-up after a rebuild (issue 11, G7) counts a pools' session the
 // rebuild's snapshot missed (its row landed just after): its reservation
 // was made in the balance before the rebuild, so it carries that epoch
-// (pool_apply.lua), and seed.lua's catch-up mode adds its grant to
+// (apply.lua), and seed.lua's catch-up mode adds its grant to
 // 'reserved' once, however often it runs; the pool counters, rebuilt by
 // pool_seed.lua from a later read that saw the row, are left alone; its
 // finish then takes the grant back out of the balance that now counts it.
-// Before pool_apply.lua kept the epoch, the catch-up could not tell such a
+// Before the pools' apply kept the epoch, the catch-up could not tell such a
 // session from one the balance counts, and left 'reserved' short by it.
 func TestTheCatchUpCountsAPoolsSessionTheRebuildMissed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
@@ -251,14 +251,14 @@ func TestTheCatchUpCountsAPoolsSessionTheRebuildMissed(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.seed(t, w.per, 10_000, quota.PeriodTotals{}) // the snapshot: no row of it yet
-		ledger := pools.Totals{Open: []pools.OpenDraw{{SessionID: "late", Line: a, Drawn: late.Drawn}}}
+		ledger := pools.Totals{Open: []pools.OpenDraw{{SessionID: "late", Line: a, Drawn: late.Drawn.Drawn()}}}
 		if ok, err := e.s.SeedPools(ctx, e.res, w.per, ledger); err != nil || !ok { // read after it landed
 			t.Fatalf("SeedPools: %v %v", ok, err)
 		}
 		w.check(t, 0)
 		row := quota.UsageRecord{ResourceName: e.res, SessionID: "late", ClientID: "client-1", ApplyAmount: 300,
 			GrantedAmount: 300, ChargedAmount: 300, StartTime: time.Now(), PeriodStart: w.per.Start, Status: quota.StatusUsing,
-			BusinessLine: a, Drawn: quota.SplitOf(late.Drawn)}
+			BusinessLine: a, Drawn: late.Drawn}
 		for range 2 {
 			if err := e.s.CatchUp(ctx, quota.Fence{}, e.res, w.per, []quota.UsageRecord{row}, time.Minute); err != nil {
 				t.Fatal(err)

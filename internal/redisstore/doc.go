@@ -15,7 +15,7 @@
 //	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance, reconciling)
 //	qc:{r}:adj:<token>   string  a drift correction that was applied (adjust.lua; 10 min)
 //	qc:{r}:failopen      set     fail-open sessions whose ledger rows are still to be written
-//	qc:{r}:pl            hash    pools: layout and live moves of the business lines (pool_apply.lua)
+//	qc:{r}:pl            hash    pools: layout and live moves of the business lines (apply.lua)
 //	qc:{r}:gr            hash    pools: temporary grants and what is held of each
 //
 // On Redis Cluster each call runs on the master of the resource's slot; a

@@ -15,8 +15,8 @@ var scriptVars = map[string]**redis.Script{
 	"cancel.lua": &cancelScript, "seed.lua": &seedScript, "balance.lua": &balanceScript,
 	"expired.lua": &expiredScript, "sweep.lua": &sweepScript, "unlock.lua": &unlockScript,
 	"adjust.lua": &adjustScript, "lock.lua": &lockScript, "failopen.lua": &failOpenScript,
-	"drop.lua":       &dropScript,
-	"pool_apply.lua": &poolApplyScript, "pool_layout.lua": &poolLayoutScript, "pool_seed.lua": &poolSeedScript,
+	"drop.lua":        &dropScript,
+	"pool_layout.lua": &poolLayoutScript, "pool_seed.lua": &poolSeedScript,
 	"pool_move.lua": &poolMoveScript, "pool_grants.lua": &poolGrantsScript,
 	"charge.lua": &chargeScript, "uncharge.lua": &unchargeScript,
 }

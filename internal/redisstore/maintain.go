@@ -47,7 +47,7 @@ func seedArgs(limit int64, t quota.PeriodTotals, expireAt int64, mode string, le
 		}
 		args = append(args, r.SessionID, itoa(r.ApplyAmount), itoa(r.MinAmount), r.ClientID,
 			itoa(r.GrantedAmount), itoa(r.StartTime.UnixMilli()), itoa(r.PeriodStart.UnixMilli()), status, end)
-		// The pool split (pool_apply.lua's session fields), so that a
+		// The pool split (apply.lua's session fields), so that a
 		// finish refunds the pools the grant came from.
 		d := r.Drawn
 		if !r.PoolSession() {

@@ -16,7 +16,7 @@ import (
 
 // BenchmarkApplyPlainVersusLines measures, on the real Redis, one apply of
 // a plain resource (apply.lua) against one apply of a resource with 12
-// business lines (pool_apply.lua, CORE line, watermark checked, no grant),
+// business lines (apply.lua, CORE line, watermark checked, no grant),
 // interleaved in the same run: the cost bound is lines ≤ 1.2 ×
 // plain. Each op is one round trip and one script; ns/op is the client's
 // wall time per apply.

@@ -45,7 +45,7 @@ func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []p
 	return w
 }
 
-func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolApply) {
+func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, quota.ApplyResult) {
 	t.Helper()
 	want, werr := w.model.Apply(r)
 	c := w.e.cmd(r.SessionID, r.Amount, r.Min, w.per)
@@ -57,7 +57,7 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolA
 		}
 	}
 	c.Pools = &quota.PoolsCmd{Line: r.Line, Critical: r.Critical, Continuation: r.Continuation, NoGrants: noGrants}
-	got, gerr := w.e.s.ApplyPools(ctxT(t), c, r.Line, r.Critical, r.Continuation)
+	got, gerr := w.e.s.Apply(ctxT(t), c)
 	if !errors.Is(gerr, werr) && !(werr == nil && gerr == nil) {
 		t.Fatalf("apply %+v: store error %v, model error %v", r, gerr, werr)
 	}
@@ -70,7 +70,7 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, PoolA
 	if want.Reason == "" && got.Outcome == quota.ApplyGranted {
 		w.open = append(w.open, r.SessionID)
 	}
-	if got.Reason != want.Reason || got.Granted != want.Granted || !sameDrawn(got.Drawn, want.Drawn) {
+	if got.Reason != want.Reason || got.Granted != want.Granted || !sameDrawn(got.Drawn.Drawn(), want.Drawn) {
 		t.Fatalf("apply %+v:\n store %s granted %d drawn %+v\n model %s granted %d drawn %+v",
 			r, got.Reason, got.Granted, got.Drawn, want.Reason, want.Granted, want.Drawn)
 	}
@@ -124,7 +124,7 @@ func (w *poolWorld) addGrant(t *testing.T, g pools.Grant) {
 }
 
 // TestPoolApplyMatchesTheModel drives random applies and grants through
-// pool_apply.lua and through pools.Model and demands identical decisions
+// apply.lua and through pools.Model and demands identical decisions
 // and counters, on real Redis and miniredis.
 func TestPoolApplyMatchesTheModel(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {

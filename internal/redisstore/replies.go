@@ -110,7 +110,7 @@ func (r *reply) strs(i int) []string {
 	return out
 }
 
-// scopedForm reads whether apply.lua's or pool_apply.lua's code says the
+// scopedForm reads whether apply.lua's code says the
 // session is under its scoped id (10 added to the code) and takes the 10
 // off, for code to read the code itself.
 func (r *reply) scopedForm() bool {
@@ -153,36 +153,67 @@ type applyCode int64
 const (
 	applyGranted     applyCode = 1 // reserved now
 	applyReplayed    applyCode = 2 // the session exists with these arguments: its first answer
-	applyExhausted   applyCode = 3 // not enough remains; nothing changed
+	applyRefused     applyCode = 3 // not enough remains (the reason follows); nothing changed
 	applyWrongPeriod applyCode = 4 // the store's clock is outside the period; nothing changed
-	applyNeedBalance applyCode = 5 // the period (or the limit) is not seeded; nothing changed
+	applyNeedBalance applyCode = 5 // the period, the limit or the pool counters are not seeded; nothing changed
 	applyConflict    applyCode = 6 // the session exists with other arguments
+	applyUnknownLine applyCode = 8 // the line is not in the store's layout; nothing changed
 )
 
-// applyReply is apply.lua's reply. Times are Unix ms.
+// applyLen is the length of every apply.lua reply.
+const applyLen = 18
+
+// applyReply is apply.lua's reply (session.lib's answer). Times are Unix ms.
 type applyReply struct {
-	code                                               applyCode
-	granted, remaining, lease, start, periodStart, now int64
-	hasBalance                                         bool // limit, charged, reserved were appended
-	limit, charged, reserved                           int64
-	scoped                                             bool // the session is under the scoped id (KEYS[5])
+	code                                    applyCode
+	granted, lease, start, periodStart, now int64
+	// remaining: what the line (or the resource) could still be granted;
+	// ownRemaining false: the script left it to the period's figures.
+	remaining    int64
+	ownRemaining bool
+	// hasBalance: limit, charged, reserved (the period's) were read.
+	hasBalance               bool
+	limit, charged, reserved int64
+	reason                   string
+	tight                    bool
+	drawn                    quota.PoolSplit
+	scoped                   bool // the session is under the scoped id (KEYS[5])
 }
 
+// periodRemaining is the period's limit − charged − reserved (0 when the
+// script did not read them).
+func (a applyReply) periodRemaining() int64 { return a.limit - a.charged - a.reserved }
+
+// decodeApply reads apply.lua's reply: 18 elements for every code.
 func decodeApply(v any) (applyReply, error) {
-	r := readReply("apply.lua", v, 7, 10)
+	r := readReply("apply.lua", v, applyLen, applyLen)
 	scoped := r.scopedForm()
-	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyExhausted, applyWrongPeriod, applyNeedBalance, applyConflict),
-		granted: r.int(1), remaining: r.int(2), lease: r.int(3), start: r.int(4), periodStart: r.int(5), now: r.int(6)}
-	switch n := r.len(); {
-	case n == 10:
-		a.hasBalance, a.limit, a.charged, a.reserved = true, r.int(7), r.int(8), r.int(9)
-	case n != 7 && r.err == nil:
-		r.fail("%d elements %v, want 7 or 10", n, r.arr)
+	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyRefused, applyWrongPeriod, applyNeedBalance, applyConflict, applyUnknownLine),
+		granted: r.int(1), lease: r.int(3), start: r.int(4), periodStart: r.int(5), now: r.int(6)}
+	if r.err != nil {
+		return a, r.err
 	}
-	if r.err == nil && a.code == applyExhausted && !a.hasBalance {
-		r.fail("code 3 without the balance")
+	if s, ok := r.arr[2].(string); !ok || s != "" {
+		a.remaining, a.ownRemaining = r.int(2), true
+	}
+	if r.str(7) != "" || r.str(8) != "" || r.str(9) != "" {
+		a.hasBalance = true
+		a.limit, a.charged, a.reserved = optInt(r, 7), optInt(r, 8), optInt(r, 9)
+	}
+	a.reason, a.tight = r.str(10), r.int(11) == 1
+	a.drawn = quota.PoolSplit{Base: r.int(12), Dedicated: r.int(13), Shared: r.int(14), Buffer: r.int(15), Grant: r.int(16), Grants: r.str(17)}
+	if r.err == nil && !a.ownRemaining && !a.hasBalance && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
+		r.fail("code %d with neither its remaining nor the period's", a.code)
 	}
 	return a, r.err
+}
+
+// optInt reads element i, a decimal string, "" being 0.
+func optInt(r *reply, i int) int64 {
+	if r.str(i) == "" {
+		return 0
+	}
+	return r.int(i)
 }
 
 // heartbeatCode is heartbeat.lua's first reply element.

@@ -14,7 +14,14 @@ import (
 // errMalformedReply, instead of reading zeros.
 func TestDecodersRefuseMalformedReplies(t *testing.T) {
 	t.Parallel()
-	ok7 := []any{int64(1), int64(10), int64(90), int64(5), int64(4), int64(3), int64(2)}
+	// apply.lua: 18 elements (session.lib's answer).
+	ok18 := []any{int64(1), int64(10), int64(90), int64(5), int64(4), int64(3), int64(2), "100", "0", "10", "", int64(0),
+		int64(0), int64(0), int64(0), int64(0), int64(0), ""}
+	with := func(i int, v any) []any {
+		r := append([]any{}, ok18...)
+		r[i] = v
+		return r
+	}
 	finish := func(mod func([]any)) []any {
 		r := []any{int64(1), int64(40), int64(15), int64(25), int64(0), int64(0), int64(7), int64(8), int64(9),
 			int64(0), "client-1", "100", "15", "0"}
@@ -27,12 +34,15 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 		v    any
 	}{
 		{"apply not an array", func(v any) error { _, err := decodeApply(v); return err }, int64(1)},
-		{"apply short", func(v any) error { _, err := decodeApply(v); return err }, ok7[:6]},
-		{"apply 8 elements", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok7...), "1")},
-		{"apply unknown code", func(v any) error { _, err := decodeApply(v); return err }, append([]any{int64(9)}, ok7[1:]...)},
-		{"apply text", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok7[:2]...), "x", int64(0), int64(0), int64(0), int64(0))},
-		{"apply exhausted without balance", func(v any) error { _, err := decodeApply(v); return err }, append([]any{int64(3)}, ok7[1:]...)},
-		{"apply float", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok7[:6]...), "1.5")},
+		{"apply short", func(v any) error { _, err := decodeApply(v); return err }, ok18[:17]},
+		{"apply 19 elements", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), "1")},
+		{"apply unknown code", func(v any) error { _, err := decodeApply(v); return err }, with(0, int64(9))},
+		{"apply text", func(v any) error { _, err := decodeApply(v); return err }, with(2, "x")},
+		{"apply refused without any remaining", func(v any) error { _, err := decodeApply(v); return err },
+			func() []any { r := with(0, int64(3)); r[2], r[7], r[8], r[9] = "", "", "", ""; return r }()},
+		{"apply float", func(v any) error { _, err := decodeApply(v); return err }, with(6, "1.5")},
+		{"apply grant list not a string", func(v any) error { _, err := decodeApply(v); return err }, with(17, int64(1))},
+		{"apply bad charged", func(v any) error { _, err := decodeApply(v); return err }, with(8, "1e3")},
 		{"heartbeat empty", func(v any) error { _, err := decodeHeartbeat(v); return err }, []any{}},
 		{"heartbeat renewed without lease", func(v any) error { _, err := decodeHeartbeat(v); return err }, []any{int64(2)}},
 		{"heartbeat status not a string", func(v any) error { _, err := decodeHeartbeat(v); return err }, []any{int64(1), int64(3)}},
@@ -69,7 +79,7 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 		}
 	}
 	// And reads what is well formed.
-	if a, err := decodeApply(ok7); err != nil || a.code != applyGranted || a.remaining != 90 || a.hasBalance {
+	if a, err := decodeApply(ok18); err != nil || a.code != applyGranted || a.remaining != 90 || !a.ownRemaining || a.periodRemaining() != 90 {
 		t.Errorf("apply %+v, %v", a, err)
 	}
 	if f, err := decodeFinish(finish(func([]any) {})); err != nil || f.code != finishSettled || f.charged != 15 || !f.hasBalance || f.client != "client-1" {

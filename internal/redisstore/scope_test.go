@@ -86,15 +86,15 @@ func TestApplyChoosesTheBareOrTheScopedID(t *testing.T) {
 	})
 }
 
-// pool_apply.lua chooses as apply.lua does.
+// A pools' apply chooses as a plain one does (the same apply.lua).
 func TestPoolApplyChoosesTheBareOrTheScopedID(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		w := newPoolWorld(t, e, 10_000, pools.DefaultSettings(), pools.LineNames(2))
 		line := w.names[0]
-		apply := func(c quota.ApplyCmd, want quota.ApplyOutcome, scoped bool) PoolApply {
+		apply := func(c quota.ApplyCmd, want quota.ApplyOutcome, scoped bool) quota.ApplyResult {
 			t.Helper()
 			c.Pools = &quota.PoolsCmd{Line: line, Critical: true, NoGrants: true}
-			r, err := e.s.ApplyPools(ctxT(t), c, line, true, false)
+			r, err := e.s.Apply(ctxT(t), c)
 			if err != nil || r.Outcome != want || r.OtherForm != scoped {
 				t.Fatalf("apply %s of %s: outcome %d scoped %v, %v; want outcome %d scoped %v",
 					c.SessionID, c.ClientID, r.Outcome, r.OtherForm, err, want, scoped)

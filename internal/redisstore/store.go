@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -81,7 +82,7 @@ func lockKey(r, name string) string         { return prefix(r) + "lock:" + name 
 func adjustKey(r, token string) string      { return prefix(r) + "adj:" + token }
 
 // scopedKey is the session key of c's scoped id (quota.ApplyCmd.OtherSessionID)
-// for apply.lua and pool_apply.lua, or, without one, c's own (never read).
+// for apply.lua, or, without one, c's own (never read).
 func scopedKey(r string, c quota.ApplyCmd) string {
 	if c.OtherSessionID == "" {
 		return sessionKey(r, c.SessionID)
@@ -142,23 +143,32 @@ func isTransient(err error) bool {
 	return false
 }
 
-// Apply runs apply.lua. See quota.BalanceStore.
+// Apply runs apply.lua, the one apply of every resource: c.Pools nil is a
+// plain resource (no lines, no temporary grants), else the script decides
+// which pools the grant draws from or why it is refused (ApplyResult.Drawn,
+// Reason, Tight; a replay answers the first apply's). With c.Pools.NoGrants
+// the script does not read the resource's temporary grants. Remaining is
+// the period's (limit − charged − reserved, as finish and status answer
+// it) except: a grant of a resource with pools but no lines answers what it
+// could still be granted (limit and grants), and a refusal with pools 0; a
+// grant on a line also answers LineRemaining. See quota.BalanceStore.
+// Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, failures wrapped
+// by wrap.
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
-	if c.Pools != nil {
-		p, err := s.ApplyPools(ctx, c, c.Pools.Line, c.Pools.Critical, c.Pools.Continuation)
-		p.ApplyResult.Drawn, p.ApplyResult.Reason, p.ApplyResult.Tight = quota.SplitOf(p.Drawn), p.Reason, p.Tight
-		return p.ApplyResult, err
-	}
 	r := c.ResourceName
 	per := c.Period.ID()
-	first := "0"
-	if c.FirstPeriod {
-		first = "1"
+	mode, line, critical, continuation := "0", "", false, false
+	if p := c.Pools; p != nil {
+		mode, line, critical, continuation = "2", p.Line, p.Critical, p.Continuation
+		if p.NoGrants {
+			mode = "1"
+		}
 	}
 	v, err := s.runHot(ctx, applyScript,
-		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c)},
+		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c), poolKey(r), grantsKey(r)},
 		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, first, c.Attempt, c.OtherSessionID)
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), c.Attempt, c.OtherSessionID,
+		mode, line, luaBool(critical), luaBool(continuation))
 	if err != nil {
 		return quota.ApplyResult{}, wrap("apply", err)
 	}
@@ -170,19 +180,20 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		OtherForm: a.scoped,
 		Granted:   a.granted, Remaining: a.remaining, LeaseExpiresAt: ms(a.lease), StartTime: ms(a.start),
 		PeriodStart: ms(a.periodStart), Now: ms(a.now),
+		Drawn: a.drawn, Reason: pools.Reason(a.reason), Tight: a.tight,
 	}
-	if a.hasBalance {
-		// Exhausted, or a replay of a session restored from the ledger: the
-		// current remaining, exact past 2^53.
-		res.Remaining = a.limit - a.charged - a.reserved
+	if !a.ownRemaining {
+		// A plain refusal, or a replay of a session restored from the
+		// ledger: the period's remaining, exact past 2^53.
+		res.Remaining = a.periodRemaining()
 	}
 	switch a.code {
 	case applyGranted:
 		res.Outcome = quota.ApplyGranted
-		s.periods.Store(r, per)
+		s.periods.Store(r, per) // finish and cancel guess the session's period from it
 	case applyReplayed:
 		res.Outcome = quota.ApplyReplayed
-	case applyExhausted:
+	case applyRefused:
 		res.Outcome = quota.ApplyExhausted
 	case applyWrongPeriod:
 		res.Outcome = quota.ApplyWrongPeriod
@@ -190,6 +201,13 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		res.Outcome = quota.ApplyNeedBalance
 	case applyConflict:
 		return quota.ApplyResult{}, fmt.Errorf("session %s exists with other arguments: %w", quota.PublicSessionID(c.SessionID), quota.ErrSessionConflict)
+	case applyUnknownLine:
+		return quota.ApplyResult{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
+	}
+	if line != "" && (a.code == applyGranted || a.code == applyReplayed) {
+		// remainingQuota is the period's; what the line could still be
+		// granted is LineRemaining.
+		res.LineRemaining, res.Remaining = a.remaining, a.periodRemaining()
 	}
 	return res, nil
 }

@@ -1,117 +1,195 @@
--- apply.lua: check and reserve in one step; idempotent by session id.
+-- apply.lua: check and reserve in one step; idempotent by session id. One
+-- script for every resource: a plain one (no business lines, no temporary
+-- grants) and one with pools alike; a plain resource is one with no lines
+-- whose grant is drawn whole from its limit (the base). The session
+-- protocol is session.lib's, the pools' rules pools.lib's; the rules and
+-- their reference model are in internal/pools (Model.Apply), and a
+-- randomized test holds the two together.
 -- KEYS[1] qc:{r}:limit          string, the resource's limit
--- KEYS[2] qc:{r}:b:<periodMs>   hash {charged, reserved} of the period
+-- KEYS[2] qc:{r}:b:<periodMs>   hash of the period: charged, reserved, ep (epoch,
+--         seed.lua) and, once its pool counters are seeded (ps = "1"), su shared
+--         held, ud:L us:L ub:L ug:L held from dedicated / shared / buffer / grants,
+--         gsum held from grants
 -- KEYS[3] qc:{r}:s:<sessionId>  hash, the session
 -- KEYS[4] qc:{r}:leases         zset sessionId -> lease expiry (ms)
+-- KEYS[5] qc:{r}:s:<scopedId>   the session under its scoped id (read only with ARGV[10])
+-- KEYS[6] qc:{r}:pl  layout and live moves (read only with pools): shared, sbuf
+--   (buffer released to shared) and per line L: t:L tier (CORE|GROWTH|EXPLORE),
+--   d:L dedicated part, c:L borrow cap, w:L watermark (bp), l:L lent by reclaim,
+--   r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods),
+--   k:L the watermark's refusal counter (basis points, pools.LineState.RefuseAcc)
+-- KEYS[7] qc:{r}:gr  grants (read only with ARGV[11] "2"):
+--   <id> = "amount|effectiveMs|expiresMs|line", u:<id> = held (all periods)
 -- ARGV[1] amount   ARGV[2] minAmount (0 = all-or-nothing)   ARGV[3] clientId
 -- ARGV[4] period start ms   ARGV[5] period end ms (0 = never)
 -- ARGV[6] lease ms   ARGV[7] sessionId   ARGV[8] "1" = first period (no lower bound)
 -- ARGV[9] the attempt: a token of this apply request ("" = none; go-redis
---         resends of one request carry the same). A grant keeps it in the
---         session ('att') with the balance's epoch ('bep', see seed.lua); a
---         replay by another attempt removes it: the session is then no
---         longer "only the attempt that made it", and a give-back keyed by
---         that attempt (cancel.lua ARGV[4], the compensation of an apply
---         answered 503 whose script ran late) leaves it alone. So a retry
---         that replays the session and writes its row cannot have it
---         cancelled under it (issue 11 §3.1).
--- KEYS[5] qc:{r}:s:<scopedId>  ARGV[10] scopedId ("" = none: KEYS[5] is not read)
---   Session ids are scoped to (resource, client) (internal/quota scope.go):
---   scoped_session.lib says whether the session is the bare or the scoped
---   one; for the scoped one every code is returned plus 10 (11 granted
---   under the scoped id, …).
--- Returns {code, granted, remaining, leaseExpiresMs, startMs, periodStartMs, nowMs}
---   and, for code 3 and for code 2 of a session restored from the ledger
---   (no remaining of its own), limit, charged, reserved as decimal strings appended
---   (the caller computes what remains exactly: overage can push charged past
---   2^53, where Lua's doubles round).
---   code 1 granted, 2 replayed (first answer), 3 exhausted (nothing changed),
---   4 wrong period (nothing changed), 5 need balance (nothing changed),
---   6 conflict (session id exists with other arguments).
--- Time is Redis TIME: one clock for every instance.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--         resends of one request carry the same), kept on the session it
+--         grants ('att') with the balance's epoch ('bep'); see session.lib's
+--         replay for why a replay by another attempt takes it off.
+-- ARGV[10] scopedId ("" = none): session ids are scoped to (resource,
+--         client) (internal/quota scope.go); scoped_session.lib says whether
+--         the session is the bare or the scoped one; for the scoped one every
+--         code is returned plus 10.
+-- ARGV[11] pools: "0" none (a plain resource: KEYS[6] and KEYS[7] are not
+--         read, the pool counters need not be seeded, the session keeps no
+--         split), "1" lines or grants but no grant that is not expired (the
+--         caller's cached view: KEYS[7] is not read, none is drawn), "2"
+--         lines or grants
+-- ARGV[12] businessLine ("" = none)   ARGV[13] "1" = critical
+-- ARGV[14] "1" = continuation (never refused by a watermark)
+-- Returns 18 elements (session.lib's answer): {code, granted, remaining,
+--   leaseMs, startMs, periodMs, nowMs, limit, charged, reserved, reason,
+--   tight, base, dedicated, shared, buffer, grant, grantList}
+--   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
+--   changed; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
+--   limit would cover it, the shared pool does not) or EXHAUSTED),
+--   4 wrong period, 5 need balance (the balance, the limit or, with pools,
+--   the pool counters are not seeded), 6 conflict (the session id exists
+--   with other arguments), 8 unknown line (4, 5, 6, 8: nothing changed).
+--   remaining: what the line (or the resource) could still be granted after
+--   this apply; '' = the period's, limit − charged − reserved (a plain
+--   refusal, a replay of a session restored from the ledger). limit,
+--   charged, reserved: the period's after the apply, as Redis holds them.
+--   tight: 1 when buffer is lent to the line now (elasticity saw its quota
+--   getting tight, or an operator released it): degrade non-critical work.
+--   The split (codes 1 and 2) sums to granted: base is what a resource
+--   without lines drew from its limit (all of a plain resource's grant).
+-- include session.lib
+-- include pools.lib
 
--- The resource's limit and the period's {charged, reserved}; nil when one is
--- missing (then code 5: the caller seeds the period and retries).
--- b[3] is the balance's epoch ('ep', seed.lua), kept on a granted session.
-local function balance()
-  local limit = redis.call('GET', KEYS[1])
-  local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved', 'ep')
-  if not limit or not b[1] or not b[2] then
-    return nil
-  end
-  return limit, b
-end
-
--- include scoped_session.lib
-local sk, sid, form, s = scopedSession(KEYS[3], KEYS[5], ARGV[7], ARGV[10], ARGV[3],
-  {'amount', 'min', 'client', 'granted', 'remaining', 'lease', 'start', 'period', 'status', 'att'}, 3, 9)
-if s[9] == 'CANCELLED' then
-  -- A tombstone of an apply that answered 503: a retry starts afresh.
-  redis.call('DEL', sk)
-  s[1] = false
-end
+local pooled, line = ARGV[11] ~= '0', ARGV[12]
+local sk, sid, s = openSession()
 if s[1] then
-  if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] ~= ARGV[3] then
-    return {6 + form, 0, 0, 0, 0, 0, now}
-  end
-  if s[10] and s[10] ~= ARGV[9] then
-    redis.call('HDEL', sk, 'att')
-  end
-  if s[5] then
-    return {2 + form, tonumber(s[4]), tonumber(s[5]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now}
-  end
-  -- A session restored from the ledger after Redis lost it (seed.lua): the
-  -- first answer's remaining is not known, so the replay answers the
-  -- current one, returned as limit, charged, reserved like code 3.
-  local limit, b = balance()
-  if not limit then
-    return {5 + form, 0, 0, 0, 0, 0, now}
-  end
-  return {2 + form, tonumber(s[4]), 0, tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), now, limit, b[1], b[2]}
+  return replay(sk, s, pooled)
+end
+if not inPeriod() then
+  return answer(4)
 end
 
-local pstart = tonumber(ARGV[4])
-local pend = tonumber(ARGV[5])
-if (now < pstart and ARGV[8] ~= '1') or (pend > 0 and now >= pend) then
-  return {4 + form, 0, 0, 0, 0, 0, now}
-end
-
-local limit, b = balance()
-if not limit then
-  return {5 + form, 0, 0, 0, 0, 0, now}
-end
-
-local remaining = tonumber(limit) - tonumber(b[1]) - tonumber(b[2])
-local amount = tonumber(ARGV[1])
-local min = tonumber(ARGV[2])
-local grant = amount
-if remaining < amount then
-  if min > 0 and remaining >= min then
-    grant = remaining
-  else
-    return {3 + form, 0, 0, 0, 0, 0, now, limit, b[1], b[2]}
+-- The period's counters in one read: charged, reserved, the epoch and,
+-- with pools, ps (seeded), gsum and the line's fields.
+local f = {'charged', 'reserved', 'ep'}
+if pooled then
+  f[4], f[5] = 'ps', 'gsum'
+  if line ~= '' then
+    f[6], f[7], f[8], f[9], f[10] = 'ud:' .. line, 'us:' .. line, 'ub:' .. line, 'ug:' .. line, 'su'
   end
 end
+local limitStr = redis.call('GET', KEYS[1])
+local b = redis.call('HMGET', KEYS[2], unpack(f))
+if not limitStr or not b[1] or not b[2] or (pooled and b[4] ~= '1') then
+  return answer(5)
+end
+local limit = tonumber(limitStr)
+local amount, min = tonumber(ARGV[1]), tonumber(ARGV[2])
+local function want(avail)
+  if avail >= amount then return amount end
+  if min > 0 and avail >= min then return avail end
+  return nil
+end
 
--- Numbers go back to Redis formatted with %d: Lua's default %.14g would turn
--- large amounts into 1e+15, which HINCRBY rejects.
-local lease = now + tonumber(ARGV[6])
-redis.call('HINCRBY', KEYS[2], 'reserved', string.format('%d', grant))
--- The session in one write, with the attempt and the epoch when there are.
-local w = {'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3],
-  'granted', string.format('%d', grant), 'remaining', string.format('%d', remaining - grant),
-  'lease', string.format('%d', lease), 'start', string.format('%d', now),
-  'period', ARGV[4], 'status', 'USING'}
-if ARGV[9] ~= '' then
-  w[#w + 1] = 'att'
-  w[#w + 1] = ARGV[9]
+local gs = {}
+if ARGV[11] == '2' then gs = activeGrants(line) end
+local groom = 0
+for _, g in ipairs(gs) do groom = groom + g.room end
+local tight = 0
+local function refuse(reason)
+  -- A plain refusal answers the period's remaining (''); one with pools 0.
+  local rem = ''
+  if pooled then rem = 0 end
+  return answer(3, 0, rem, 0, 0, 0, {limitStr, b[1], b[2]}, reason, tight)
 end
-if b[3] then
-  w[#w + 1] = 'bep'
-  w[#w + 1] = b[3]
+
+local d = {0, 0, 0, 0, 0} -- base, dedicated, shared, buffer, grant
+local n, remaining
+if line == '' then
+  if pooled and redis.call('HEXISTS', KEYS[6], 'shared') == 1 then return answer(8) end
+  -- The limit less what sessions hold of it (not of grants).
+  local base = limit - num(b[1]) - num(b[2])
+  if pooled then base = math.max(0, limit - (num(b[1]) + num(b[2]) - num(b[5]))) end
+  n = want(base + groom)
+  if not n then return refuse('EXHAUSTED') end
+  d[1] = math.min(n, base)
+  remaining = base + groom - n
+else
+  local p = redis.call('HMGET', KEYS[6], 't:' .. line, 'd:' .. line, 'c:' .. line, 'w:' .. line,
+    'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf', 'k:' .. line)
+  if not p[1] then return answer(8) end
+  local own = num(p[2]) - num(p[5]) + num(p[6])
+  local cap, buf = num(p[3]), num(p[7])
+  if buf > 0 then tight = 1 end
+  local ud, us, ub, su = num(b[6]), num(b[7]), num(b[8]), num(b[10])
+  local critical = ARGV[13] == '1'
+  local exempt = ARGV[14] == '1' or (p[1] == 'CORE' and critical)
+  local free = math.max(0, num(p[8]) + num(p[9]) - su)
+  local availS = borrowRoom(free, cap, us, exempt)
+  if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
+    return refuse('WATERMARK')
+  end
+  local availD = math.max(0, own - ud)
+  local availB = math.max(0, buf - ub)
+  n = want(availD + availS + availB + groom)
+  if not n then
+    if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED') end
+    return refuse('LINE_EXHAUSTED')
+  end
+  local rest = n
+  d[2] = math.min(rest, availD); rest = rest - d[2]
+  d[3] = math.min(rest, availS); rest = rest - d[3]
+  d[4] = math.min(rest, availB)
+  remaining = availD + availS + availB + groom - n
+  redis.call('HINCRBY', KEYS[6], 'n:' .. line, fmt(n))
 end
-redis.call('HSET', sk, unpack(w))
-redis.call('ZADD', KEYS[4], lease, sid)
-return {1 + form, grant, remaining - grant, lease, now, pstart, now}
+local rest = n - d[1] - d[2] - d[3] - d[4]
+local gl = {}
+for _, g in ipairs(gs) do
+  if rest == 0 then break end
+  local x = math.min(rest, g.room)
+  redis.call('HINCRBY', KEYS[7], 'u:' .. g.id, fmt(x))
+  gl[#gl + 1] = g.id .. '=' .. fmt(x)
+  d[5] = d[5] + x
+  rest = rest - x
+end
+
+-- The period's counters in one write: the values read above plus what this
+-- grant holds (exact below 2^53; past it, HINCRBY's 64-bit arithmetic).
+-- reserved: its value after this grant as Redis holds it, nil when HINCRBY
+-- wrote it (then read back below).
+local w = {}
+local function bump(field, cur, delta)
+  if delta == 0 then return cur or '0' end
+  local c = tonumber(cur or '0')
+  if c + delta < 9007199254740992 then
+    w[#w + 1] = field
+    w[#w + 1] = fmt(c + delta)
+    return fmt(c + delta)
+  end
+  redis.call('HINCRBY', KEYS[2], field, fmt(delta))
+  return nil
+end
+local reserved = bump('reserved', b[2], n)
+if pooled then
+  bump('gsum', b[5], d[5])
+  if line ~= '' then
+    bump('ud:' .. line, b[6], d[2])
+    bump('us:' .. line, b[7], d[3])
+    bump('su', b[10], d[3])
+    bump('ub:' .. line, b[8], d[4])
+    bump('ug:' .. line, b[9], d[5])
+  end
+end
+if #w > 0 then redis.call('HSET', KEYS[2], unpack(w)) end
+
+-- The session keeps its split with pools (finish.lua and cancel.lua give
+-- it back to the pools it came from); without a line 'db' holds the base.
+local glist = table.concat(gl, ';')
+local split = {}
+if pooled then
+  split = {'line', line, 'dd', fmt(d[2]), 'ds', fmt(d[3]), 'db', fmt(d[1] + d[4]), 'dg', fmt(d[5]), 'gl', glist}
+end
+local lease = writeSession(sk, sid, n, remaining, split, b[3])
+if not reserved then
+  reserved = redis.call('HGET', KEYS[2], 'reserved')
+end
+return answer(1, n, remaining, lease, now, tonumber(ARGV[4]), {limitStr, b[1], reserved}, '', tight, d, glist)

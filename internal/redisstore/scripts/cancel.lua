@@ -4,7 +4,7 @@
 -- KEYS[3] qc:{r}:b:<periodMs>    the balance of the period the caller expects
 --         the session in (its period is in the session hash, which the caller
 --         has not read: a guess, checked here)
--- KEYS[4] qc:{r}:gr   the resource's temporary grants (pools; see pool_apply.lua)
+-- KEYS[4] qc:{r}:gr   the resource's temporary grants (pools; see apply.lua)
 -- ARGV[1] sessionId   ARGV[2] tombstone retention ms   ARGV[3] periodMs of KEYS[3]
 -- ARGV[4] an apply's attempt token ("" = any): give back only the
 --         reservation that attempt made and no other apply has replayed
@@ -31,7 +31,7 @@
 -- repeated apply with the same id starts afresh.
 -- An error reply QCNEGATIVE (nothing changed) when the give-back would leave
 -- the balance's reserved below zero.
--- A pools' session (pool_apply.lua: 'dd' set) gives its whole grant back
+-- A pools' session (apply.lua: 'dd' set) gives its whole grant back
 -- to the pools it drew from (internal/pools, Model.Cancel): each temporary
 -- grant its part ('u:<id>' of KEYS[4], every period), and, when the
 -- period's pool counters are seeded ('ps') in a balance that counts the

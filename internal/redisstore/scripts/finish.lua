@@ -2,7 +2,7 @@
 -- KEYS[1] qc:{r}:s:<sessionId>   KEYS[2] qc:{r}:leases   KEYS[3] qc:{r}:limit
 -- KEYS[4] qc:{r}:b:<periodMs>    the balance of the period the caller expects
 --         the session in (a guess: the session hash holds its period; checked here)
--- KEYS[5] qc:{r}:gr   the resource's temporary grants (pools; see pool_apply.lua)
+-- KEYS[5] qc:{r}:gr   the resource's temporary grants (pools; see apply.lua)
 -- ARGV[1] actual   ARGV[2] retention ms   ARGV[3] sessionId
 -- ARGV[4] clientId of the caller ("" = any); another client's session is "not found"
 -- ARGV[5] periodMs of KEYS[4]
@@ -40,7 +40,7 @@ if s[3] ~= ARGV[5] then
   return {8, s[3]}
 end
 
--- Pools (internal/pools, Model.Finish): a session applied by pool_apply.lua
+-- Pools (internal/pools, Model.Finish): a session applied by apply.lua
 -- ('dd' set) gives its unused part back to the pools it came from, in the
 -- reverse of the draw order (grants, buffer, shared, dedicated); an overage
 -- is charged to its line's dedicated part (to the limit, for a resource

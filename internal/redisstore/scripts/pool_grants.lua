@@ -1,5 +1,5 @@
 -- pool_grants.lua: write a resource's temporary grants back after Redis lost them.
--- KEYS[1] qc:{r}:gr (see pool_apply.lua)
+-- KEYS[1] qc:{r}:gr (see apply.lua)
 -- KEYS[1 + i] qc:{r}:s:<sessionId> of the i-th open session of ARGV (i = 1..)
 -- ARGV[1] n, the number of grants; then 3 values per grant: id,
 --   "amount|effectiveMs|expiresMs|line", held by finished sessions (rebuilt

@@ -1,4 +1,4 @@
--- pool_layout.lua: write a resource's pool layout (see pool_apply.lua for the fields).
+-- pool_layout.lua: write a resource's pool layout (see apply.lua for the fields).
 -- KEYS[1] qc:{r}:pl
 -- ARGV[1] shared  ARGV[2] buffer
 -- ARGV[3] restore: "?" = none given, else n, followed by n field/value pairs:

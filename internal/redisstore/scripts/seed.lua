@@ -25,7 +25,7 @@
 --           "0"); LEAKED: a swept one restored for a late finish to true it
 --           up (finish.lua), endMs when it was swept; it gets no lease and
 --           expires at ARGV[6] ms after endMs (the finished retention)
---           pools "1": a pools' session (pool_apply.lua); line and the split
+--           pools "1": a pools' session (apply.lua); line and the split
 --           its grant drew (dedicated, shared, buffer or base, grant, grant
 --           list "id=n;id=n") come back with it, so that its finish refunds
 --           the pools it came from; "0": the six fields are ignored
