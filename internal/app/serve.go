@@ -24,6 +24,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/console"
 	"github.com/quotacenter/quota-center/internal/dev"
 	"github.com/quotacenter/quota-center/internal/httpapi"
+	"github.com/quotacenter/quota-center/internal/lifecycle"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
 	"github.com/quotacenter/quota-center/internal/policysync"
@@ -248,6 +249,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},
 		{"reconcile", rec.Run},
 		{"policysync", policyBusLoop(bus, log, cfg.Quota.PolicyCacheTTL)},
+		{"ledger-lifecycle", lifecycle.New(lifecycleConfig(cfg.Ledger), b.ledger, b.ledger, sched, log.Named("lifecycle"), reg).Run},
 	}
 
 	if in.grpc, in.gln, err = buildGateway(ctx, cfg, svc, log, reg); err != nil {
@@ -417,3 +419,9 @@ func (m *groupMetrics) groupCommit(op string, rows int) {
 }
 
 func (m *groupMetrics) pipeline(calls int) { m.pipelineCalls.Observe(float64(calls)) }
+
+// lifecycleConfig is the ledger lifecycle job's configuration.
+func lifecycleConfig(l config.Ledger) lifecycle.Config {
+	return lifecycle.Config{Interval: l.Interval, RollupAfter: l.RollupAfter, Retention: l.Retention,
+		Batch: l.Batch, DeleteBatch: l.DeleteBatch, Pause: l.Pause, DryRun: l.DryRun}
+}

@@ -21,9 +21,11 @@ type Config struct {
 	// Reconcile configures the Redis-vs-ledger reconciliation job.
 	Reconcile Reconcile
 	Quota     Quota
-	Log       Log
-	Dev       Dev
-	Auth      Auth
+	// Ledger configures the ledger's lifecycle job (internal/lifecycle).
+	Ledger Ledger
+	Log    Log
+	Dev    Dev
+	Auth   Auth
 	// GRPC is the Envoy rate limit service listener (off by default).
 	GRPC GRPC
 	// MigrateOnStart applies the ledger migrations before serving.
@@ -120,6 +122,18 @@ type Quota struct {
 	GlobalSessionIDs bool
 }
 
+// Ledger configures the ledger's lifecycle (internal/lifecycle): rollup of
+// settled rows into hourly sums, then deletion past the retention.
+type Ledger struct {
+	Interval    time.Duration // between passes
+	RollupAfter time.Duration // age (start and settling) before a row is rolled up
+	Retention   time.Duration // raw rows kept (by start); 0 = forever
+	Batch       int           // rows per rollup step
+	DeleteBatch int           // rows per delete step
+	Pause       time.Duration // between two steps
+	DryRun      bool          // report what a pass would do, write nothing
+}
+
 // Log configures zap.
 type Log struct {
 	Level  string // debug, info, warn, error
@@ -142,12 +156,14 @@ func Default() Config {
 			Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 			WriteTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxBodyBytes: 1 << 20,
 		},
-		Redis:          Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, WaitTimeout: 100 * time.Millisecond},
-		MySQL:          MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 0},
-		Sweeper:        Sweeper{Interval: 5 * time.Second, Batch: 500},
-		Breaker:        Breaker{Failures: 5, OpenFor: 5 * time.Second},
-		Reconcile:      Reconcile{Interval: time.Minute, Grace: 30 * time.Second, Settle: 3 * time.Second},
-		Quota:          Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second},
+		Redis:     Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, WaitTimeout: 100 * time.Millisecond},
+		MySQL:     MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 0},
+		Sweeper:   Sweeper{Interval: 5 * time.Second, Batch: 500},
+		Breaker:   Breaker{Failures: 5, OpenFor: 5 * time.Second},
+		Reconcile: Reconcile{Interval: time.Minute, Grace: 30 * time.Second, Settle: 3 * time.Second},
+		Quota:     Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second},
+		Ledger: Ledger{Interval: time.Hour, RollupAfter: 8 * 24 * time.Hour, Retention: 90 * 24 * time.Hour,
+			Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond},
 		Log:            Log{Level: "info", Format: "json"},
 		Dev:            Dev{SQLitePath: ":memory:"},
 		ShutdownGrace:  15 * time.Second,
@@ -223,6 +239,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 		"one session-id namespace for all clients, as before ids were scoped to client and resource (another client's id is a 409): set it while instances of an older version still serve")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish on stop")
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain, "how long /readyz answers 503 before the listener closes on stop (0 = at once)")
+	ledgerFlags(fs, &c.Ledger)
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "json or console")
 	fs.StringVar(&c.Dev.SQLitePath, "dev-sqlite-path", c.Dev.SQLitePath, "dev mode ledger file (:memory: keeps nothing)")
@@ -317,6 +334,7 @@ func (c Config) validate(backendsPaired bool) error {
 	if c.Log.Format != "json" && c.Log.Format != "console" {
 		bad("log-format must be json or console, got %q", c.Log.Format)
 	}
+	errs = append(errs, c.Ledger.validate(c.Quota.FinishedRetention)...)
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.GRPC.validate()...)
 	if backendsPaired {

@@ -320,7 +320,9 @@ func (s *Store) OpenSessionsPage(ctx context.Context, resource string, after int
 // PeriodTotals sums the ledger rows of resource in the period starting at
 // periodStart (matched to the millisecond): Reserved is the charged_amount
 // (= grant) of USING rows, Charged the charged_amount of FINISHED and LEAKED
-// rows, in the policy's unit. A period without rows gives zero totals.
+// rows, in the policy's unit; rows rolled up by the ledger's lifecycle
+// count through their sums (periodTotalsSQL), whether or not they were
+// deleted since. A period without rows gives zero totals.
 // Errors: one wrapping quota.ErrUnavailable when the database cannot be
 // reached.
 func (s *Store) PeriodTotals(ctx context.Context, resource string, periodStart time.Time) (quota.PeriodTotals, error) {
@@ -330,13 +332,26 @@ func (s *Store) PeriodTotals(ctx context.Context, resource string, periodStart t
 		Reserved int64 `db:"reserved"`
 		Charged  int64 `db:"charged"`
 	}
-	err := s.db.GetContext(ctx, &t, `SELECT
-		COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0) AS reserved,
-		COALESCE(SUM(CASE WHEN status IN ('FINISHED', 'LEAKED') THEN charged_amount ELSE 0 END), 0) AS charged
-		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ?`,
-		resource, msOf(periodStart))
+	err := s.db.GetContext(ctx, &t, periodTotalsSQL, periodTotalsArgs(resource, periodStart)...)
 	if err != nil {
 		return quota.PeriodTotals{}, translate(fmt.Sprintf("period totals %s@%d", resource, msOf(periodStart)), err)
 	}
 	return quota.PeriodTotals{Charged: t.Charged, Reserved: t.Reserved}, nil
+}
+
+// periodTotalsSQL is the period totals in one statement (one snapshot):
+// the raw rows of the period that started at or after the resource's
+// lifecycle watermark, plus the rolled-up sums of the period, which hold
+// exactly the rows before it (lifecycle.go; a rolled-up row is settled, so
+// it adds to charged only). Arguments: periodTotalsArgs.
+const periodTotalsSQL = `SELECT
+	COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0) AS reserved,
+	COALESCE(SUM(CASE WHEN status IN ('FINISHED', 'LEAKED') THEN charged_amount ELSE 0 END), 0)
+		+ (SELECT COALESCE(SUM(charged), 0) FROM quota_usage_rollup WHERE resource_name = ? AND period_start_ms = ?) AS charged
+	FROM quota_usage WHERE resource_name = ? AND period_start_ms = ? AND start_ms >= (` + rolledToSQL + `)`
+
+// periodTotalsArgs are the arguments of periodTotalsSQL.
+func periodTotalsArgs(resource string, periodStart time.Time) []any {
+	p := msOf(periodStart)
+	return []any{resource, p, resource, p, resource}
 }

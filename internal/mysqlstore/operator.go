@@ -12,7 +12,8 @@ import (
 
 // This file holds the ledger reads and policy changes of the operators'
 // surface (internal/admin): session history, usage sums, manual resets and
-// deletes. Both read over idx_quota_usage_start (migrations 00004, 00005).
+// deletes. Both read over idx_quota_usage_start (migrations 00004, 00005);
+// the usage sums are in usage.go.
 
 // SessionHistory returns a page of q.Resource's ledger rows, the latest
 // started first (ties by id, highest first), after q.Before. It reads at
@@ -54,85 +55,6 @@ func (s *Store) SessionHistory(ctx context.Context, q quota.HistoryQuery) (quota
 		page.Next = pos
 	}
 	return page, nil
-}
-
-// usageSums are the aggregate columns of Usage, the same for each grouping.
-const usageSums = `COUNT(*) AS sessions,
-	COALESCE(SUM(CASE WHEN status = 'USING' THEN 1 ELSE 0 END), 0) AS open,
-	COALESCE(SUM(granted_amount), 0) AS granted,
-	COALESCE(SUM(CASE WHEN status <> 'USING' THEN charged_amount ELSE 0 END), 0) AS charged,
-	COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0) AS reserved,
-	COALESCE(SUM(refunded_amount), 0) AS refunded,
-	COALESCE(SUM(overage_amount), 0) AS overage,
-	COALESCE(SUM(CASE WHEN status = 'LEAKED' OR leak_recovered = 1 THEN 1 ELSE 0 END), 0) AS leaked`
-
-// UsageSQL is the statement Usage runs for a grouping (client, line, hour
-// or day), with the arguments resource, from ms, to ms and the group limit. It
-// is exported for the query-plan check (docs/operations.md shows its
-// EXPLAIN).
-func UsageSQL(groupBy string) (string, error) {
-	var key string
-	switch groupBy {
-	case quota.GroupByClient:
-		key = `client_id`
-	case quota.GroupByLine:
-		key = `business_line`
-	case quota.GroupByHour:
-		key = `start_ms - start_ms % 3600000`
-	case quota.GroupByDay:
-		key = `start_ms - start_ms % 86400000`
-	default:
-		return "", fmt.Errorf("unknown grouping %q", groupBy)
-	}
-	return `SELECT ` + key + ` AS k, ` + usageSums + `
-	FROM quota_usage WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?
-	GROUP BY k ORDER BY k LIMIT ?`, nil
-}
-
-// Usage sums q.Resource's ledger rows that started in [q.From, q.To) per
-// group (see quota.UsageQuery); hours and days are UTC. It reads the index
-// idx_quota_usage_start only, never the table rows. Errors: one wrapping
-// quota.ErrUnavailable when the database cannot be reached.
-func (s *Store) Usage(ctx context.Context, q quota.UsageQuery) (quota.UsageResult, error) {
-	query, err := UsageSQL(q.GroupBy)
-	if err != nil {
-		return quota.UsageResult{}, err
-	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	var rows []struct {
-		Key      string `db:"k"`
-		Sessions int64  `db:"sessions"`
-		Open     int64  `db:"open"`
-		Granted  int64  `db:"granted"`
-		Charged  int64  `db:"charged"`
-		Reserved int64  `db:"reserved"`
-		Refunded int64  `db:"refunded"`
-		Overage  int64  `db:"overage"`
-		Leaked   int64  `db:"leaked"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, query, q.Resource, msOf(q.From), msOf(q.To), q.MaxGroups+1); err != nil {
-		return quota.UsageResult{}, translate("usage "+q.Resource, err)
-	}
-	out := quota.UsageResult{Groups: make([]quota.UsageGroup, 0, len(rows))}
-	if len(rows) > q.MaxGroups {
-		rows, out.Truncated = rows[:q.MaxGroups], true
-	}
-	for _, r := range rows {
-		g := quota.UsageGroup{Sessions: r.Sessions, Open: r.Open, Granted: r.Granted, Charged: r.Charged,
-			Reserved: r.Reserved, Refunded: r.Refunded, Overage: r.Overage, Leaked: r.Leaked}
-		if q.GroupBy == quota.GroupByClient || q.GroupBy == quota.GroupByLine {
-			g.Key = r.Key
-		} else {
-			var ms int64
-			if _, err := fmt.Sscan(r.Key, &ms); err != nil {
-				return quota.UsageResult{}, fmt.Errorf("usage %s: bucket %q: %w", q.Resource, r.Key, err)
-			}
-			g.Start = timeOf(ms)
-		}
-		out.Groups = append(out.Groups, g)
-	}
-	return out, nil
 }
 
 // ResetPeriod starts a new period sequence of resource at at (stored in

@@ -7,11 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // SeedSnapshot reads, in one read-only transaction, the totals of the
-// period starting at periodStart and every open (USING) row of resource, in
+// period starting at periodStart (as PeriodTotals: rolled-up rows through
+// their sums) and every open (USING) row of resource, in
 // id order: one consistent snapshot (REPEATABLE READ in InnoDB; a read
 // transaction in SQLite), so that a rebuild of the balance counts each open
 // row either in both (as the totals' reserved and as a session) or in
@@ -21,11 +24,7 @@ import (
 func (s *Store) SeedSnapshot(ctx context.Context, resource string, periodStart time.Time) (quota.PeriodTotals, []quota.UsageRecord, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	opts := &sql.TxOptions{ReadOnly: true}
-	if s.dialect.name == "mysql" {
-		opts.Isolation = sql.LevelRepeatableRead
-	}
-	tx, err := s.db.BeginTxx(ctx, opts)
+	tx, err := s.readTx(ctx)
 	if err != nil {
 		return quota.PeriodTotals{}, nil, translate("seed snapshot "+resource, err)
 	}
@@ -36,10 +35,7 @@ func (s *Store) SeedSnapshot(ctx context.Context, resource string, periodStart t
 		Reserved int64 `db:"reserved"`
 		Charged  int64 `db:"charged"`
 	}
-	if err := tx.GetContext(ctx, &t, `SELECT
-		COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0) AS reserved,
-		COALESCE(SUM(CASE WHEN status IN ('FINISHED', 'LEAKED') THEN charged_amount ELSE 0 END), 0) AS charged
-		FROM quota_usage WHERE resource_name = ? AND period_start_ms = ?`, resource, msOf(periodStart)); err != nil {
+	if err := tx.GetContext(ctx, &t, periodTotalsSQL, periodTotalsArgs(resource, periodStart)...); err != nil {
 		return quota.PeriodTotals{}, nil, translate(fmt.Sprintf("seed snapshot totals %s@%d", resource, msOf(periodStart)), err)
 	}
 	var open []quota.UsageRecord
@@ -66,3 +62,13 @@ func (s *Store) SeedSnapshot(ctx context.Context, resource string, periodStart t
 
 // snapshotPage is how many open rows SeedSnapshot reads per statement.
 const snapshotPage = 1000
+
+// readTx begins a read-only transaction: one consistent snapshot
+// (REPEATABLE READ in InnoDB; a read transaction in SQLite).
+func (s *Store) readTx(ctx context.Context) (*sqlx.Tx, error) {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.dialect.name == "mysql" {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	return s.db.BeginTxx(ctx, opts)
+}

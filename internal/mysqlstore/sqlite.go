@@ -24,6 +24,7 @@ var dialectSQLite = dialect{
 	goose:                goose.DialectSQLite3,
 	migrations:           mustSub(migrations.SQLite, "sqlite"),
 	insertPolicyIfAbsent: insertPolicyPrefix + ` ON CONFLICT (resource_name) DO NOTHING`,
+	lifecycle:            lifecycleSQLite,
 }
 
 const (

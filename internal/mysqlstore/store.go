@@ -105,6 +105,8 @@ type dialect struct {
 	// quota_type, total_limit, reset_cron, timezone, leak_threshold_seconds,
 	// fail_mode, created_ms, updated_ms.
 	insertPolicyIfAbsent string
+	// lifecycle holds the ledger lifecycle's dialect parts (lifecycle.go).
+	lifecycle lifecycleDialect
 }
 
 const insertPolicyPrefix = `INSERT INTO quota_policy
@@ -119,6 +121,7 @@ var (
 		// id = id changes nothing, so an existing row reports 0 rows
 		// affected (ClientFoundRows is forced off in Open).
 		insertPolicyIfAbsent: insertPolicyPrefix + ` ON DUPLICATE KEY UPDATE id = id`,
+		lifecycle:            lifecycleMySQL,
 	}
 )
 

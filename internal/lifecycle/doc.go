@@ -1,0 +1,28 @@
+// Package lifecycle gives the ledger (quota_usage, one row per session) a
+// lifecycle (issue 23 §2): a background job that, per resource,
+//
+//  1. rolls settled rows up, oldest first, into per-hour, per-period,
+//     per-client, per-line sums (quota_usage_rollup) behind a watermark:
+//     every row that started before it is summed exactly once. A row is
+//     rolled up only when it started before the previous period of the
+//     resource and more than RollupAfter ago, and is not USING and was
+//     settled more than RollupAfter ago (a row that may still change — an
+//     open session, a leaked one a late finish may still true up, a
+//     cancelled one an apply retry may revive — stops the rollup there
+//     until it may not);
+//  2. deletes rolled-up rows that started more than Retention ago (0 =
+//     keep them forever) in bounded batches, with a pause between batches.
+//
+// GET /admin/usage and the period totals of a rebuild or a reconciliation
+// read the sums below the watermark and the raw rows from it on
+// (internal/mysqlstore), so their answers are the same before and after a
+// rollup and a deletion. Two instances may run the job at once: each step
+// holds the resource's lifecycle row lock in MySQL and commits its sums
+// and the new watermark together.
+//
+// A dry run (Config.DryRun) writes nothing and reports, per resource, what
+// a pass would roll up and delete. The job exports Prometheus metrics
+// (quota_ledger_*) and logs each pass.
+//
+// It imports quota, prometheus and zap; never the adapters.
+package lifecycle

@@ -1,0 +1,224 @@
+package lifecycle
+
+import (
+	"context"
+
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// Config configures the job; Defaults gives the documented values.
+type Config struct {
+	// Interval is the time between passes over every resource.
+	Interval time.Duration
+	// RollupAfter is how old a row's start and its settling must be
+	// before it is rolled up. It must be at least the longest time a
+	// settled row may still change: QC_FINISHED_RETENTION (a late finish
+	// of a leaked session) and the 7 days a closed period's balance stays
+	// in Redis.
+	RollupAfter time.Duration
+	// Retention is how long raw rows are kept (by start time); rolled-up
+	// rows older than that are deleted. 0 keeps every row.
+	Retention time.Duration
+	// Batch bounds the rows one rollup step sums, DeleteBatch the rows one
+	// delete step deletes; Pause is the wait after each step.
+	Batch, DeleteBatch int
+	Pause              time.Duration
+	// DryRun writes nothing: each pass reports what it would do.
+	DryRun bool
+}
+
+// Defaults are the documented defaults (README, docs/operations.md).
+func Defaults() Config {
+	return Config{Interval: time.Hour, RollupAfter: 8 * 24 * time.Hour, Retention: 90 * 24 * time.Hour,
+		Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond}
+}
+
+// Policies lists the resources the job looks after.
+type Policies interface {
+	ListPolicies(ctx context.Context) ([]quota.Policy, error)
+}
+
+// Job is the ledger's lifecycle job.
+type Job struct {
+	cfg   Config
+	store Store
+	pols  Policies
+	sched quota.Scheduler
+	log   *zap.Logger
+	m     metrics
+	now   func() time.Time
+}
+
+// New returns a Job; reg may be nil (no metrics registered).
+func New(cfg Config, store Store, pols Policies, sched quota.Scheduler, log *zap.Logger, reg prometheus.Registerer) *Job {
+	return &Job{cfg: cfg, store: store, pols: pols, sched: sched, log: log, m: newMetrics(reg), now: time.Now}
+}
+
+// Report is what a pass did (or, in a dry run, would do) for one resource.
+type Report struct {
+	Resource string    `json:"resource"`
+	Target   time.Time `json:"target"`   // rows that started before it may be rolled up
+	RolledTo time.Time `json:"rolledTo"` // the watermark after the pass
+	// Blocked: the rollup stopped at RolledTo, at a row that may still change.
+	Blocked     bool   `json:"blocked"`
+	RowsRolled  int64  `json:"rowsRolledUp"`
+	RowsDeleted int64  `json:"rowsDeleted"`
+	DryRun      bool   `json:"dryRun,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Run runs a pass FirstPassAfter (or Interval, if shorter) after it starts
+// and then every Interval until ctx ends; a failed pass is logged and
+// counted, and the next one tries again. It returns ctx's error.
+func (j *Job) Run(ctx context.Context) error {
+	wait := min(FirstPassAfter, j.cfg.Interval)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		if _, err := j.Pass(ctx); err != nil && ctx.Err() == nil {
+			j.log.Warn("ledger lifecycle pass failed", zap.Error(err))
+		}
+		wait = j.cfg.Interval
+	}
+}
+
+// FirstPassAfter is how long after its start an instance runs its first
+// pass: not at once, so that a restart (or a test server) does not start
+// with a pass, nor a full Interval, so that instances restarted more often
+// than that still run it.
+const FirstPassAfter = time.Minute
+
+// Pass runs the lifecycle once over every resource with a policy and
+// returns a report per resource. A resource's failure is in its report
+// (and counted); the others go on. Errors: the policy list's, or ctx's.
+func (j *Job) Pass(ctx context.Context) ([]Report, error) {
+	pols, err := j.pols.ListPolicies(ctx)
+	if err != nil {
+		j.m.errors.Inc()
+		return nil, fmt.Errorf("ledger lifecycle: list policies: %w", err)
+	}
+	reps := make([]Report, 0, len(pols))
+	blocked := 0
+	for _, p := range pols {
+		if ctx.Err() != nil {
+			return reps, ctx.Err()
+		}
+		rep, err := j.Resource(ctx, p)
+		if err != nil {
+			rep.Error = err.Error()
+			j.m.errors.Inc()
+			j.log.Warn("ledger lifecycle failed", zap.String("resource", p.ResourceName), zap.Error(err))
+		} else if rep.RowsRolled > 0 || rep.RowsDeleted > 0 || rep.Blocked || rep.DryRun {
+			j.log.Info("ledger lifecycle", zap.String("resource", rep.Resource), zap.Bool("dryRun", rep.DryRun),
+				zap.Int64("rowsRolledUp", rep.RowsRolled), zap.Int64("rowsDeleted", rep.RowsDeleted),
+				zap.Time("rolledTo", rep.RolledTo), zap.Bool("blocked", rep.Blocked))
+		}
+		if rep.Blocked {
+			blocked++
+		}
+		reps = append(reps, rep)
+	}
+	if !j.cfg.DryRun {
+		j.m.blocked.Set(float64(blocked))
+	}
+	j.m.lastRun.SetToCurrentTime()
+	return reps, nil
+}
+
+// Resource runs the lifecycle of one resource: the rollup up to its
+// target, then the deletion of rolled-up rows past the retention.
+func (j *Job) Resource(ctx context.Context, pol quota.Policy) (Report, error) {
+	now := j.now()
+	rep := Report{Resource: pol.ResourceName, DryRun: j.cfg.DryRun}
+	target, err := j.target(pol, now)
+	if err != nil {
+		return rep, err
+	}
+	rep.Target = target
+	settled := now.Add(-j.cfg.RollupAfter)
+	var deleteBefore time.Time
+	if j.cfg.Retention > 0 {
+		deleteBefore = now.Add(-j.cfg.Retention)
+	}
+	if j.cfg.DryRun {
+		pv, err := j.store.Preview(ctx, pol.ResourceName, target, settled, deleteBefore)
+		rep.RolledTo, rep.Blocked, rep.RowsRolled, rep.RowsDeleted = pv.RollupTo, pv.Blocked, pv.RowsToRollUp, pv.RowsToDelete
+		return rep, err
+	}
+	for {
+		st, err := j.store.RollupStep(ctx, pol.ResourceName, target, settled, j.cfg.Batch)
+		if err != nil {
+			return rep, err
+		}
+		rep.RowsRolled += st.Rows
+		rep.RolledTo, rep.Blocked = st.RolledTo, st.Blocked
+		j.m.rolled.Add(float64(st.Rows))
+		if st.Done || st.Blocked {
+			break
+		}
+		if err := j.pause(ctx); err != nil {
+			return rep, err
+		}
+	}
+	if deleteBefore.IsZero() {
+		return rep, nil
+	}
+	for {
+		st, err := j.store.DeleteStep(ctx, pol.ResourceName, deleteBefore, j.cfg.DeleteBatch)
+		if err != nil {
+			return rep, err
+		}
+		rep.RowsDeleted += st.Rows
+		j.m.deleted.Add(float64(st.Rows))
+		if st.Done {
+			return rep, nil
+		}
+		if err := j.pause(ctx); err != nil {
+			return rep, err
+		}
+	}
+}
+
+// target is where pol's rollup may go now: the earlier of the start of its
+// previous period (the current and previous periods are read by rebuilds,
+// reconciliation and late finishes) and now − RollupAfter, down to the UTC
+// hour.
+func (j *Job) target(pol quota.Policy, now time.Time) (time.Time, error) {
+	cur, err := j.sched.PeriodAt(pol, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("ledger lifecycle %s: period: %w", pol.ResourceName, err)
+	}
+	prev := cur
+	if cur.Start.After(pol.PeriodAnchor()) {
+		if prev, err = j.sched.PeriodAt(pol, cur.Start.Add(-time.Millisecond)); err != nil {
+			return time.Time{}, fmt.Errorf("ledger lifecycle %s: previous period: %w", pol.ResourceName, err)
+		}
+	}
+	t := now.Add(-j.cfg.RollupAfter)
+	if prev.Start.Before(t) {
+		t = prev.Start
+	}
+	return t.UTC().Truncate(time.Hour), nil
+}
+
+// pause waits Pause between two steps.
+func (j *Job) pause(ctx context.Context) error {
+	if j.cfg.Pause <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(j.cfg.Pause):
+		return nil
+	}
+}

@@ -1,0 +1,238 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/quotacenter/quota-center/internal/lifecycle"
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
+	"github.com/quotacenter/quota-center/internal/period"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// now is the tests' clock: 2025-03-20 10:30 UTC.
+var now = time.Date(2025, 3, 20, 10, 30, 0, 0, time.UTC)
+
+// recorder is a Store that records the targets it is asked for and fails
+// for the resources in fail.
+type recorder struct {
+	targets map[string]time.Time
+	fail    map[string]bool
+}
+
+func (r *recorder) RollupStep(_ context.Context, res string, target, _ time.Time, _ int) (lifecycle.RollupStep, error) {
+	if r.fail[res] {
+		return lifecycle.RollupStep{}, fmt.Errorf("rollup %s: %w", res, quota.ErrUnavailable)
+	}
+	r.targets[res] = target
+	return lifecycle.RollupStep{Done: true, RolledTo: target}, nil
+}
+
+func (r *recorder) DeleteStep(context.Context, string, time.Time, int) (lifecycle.DeleteStep, error) {
+	return lifecycle.DeleteStep{Done: true}, nil
+}
+
+func (r *recorder) Preview(context.Context, string, time.Time, time.Time, time.Time) (lifecycle.Preview, error) {
+	return lifecycle.Preview{}, errors.New("not in this test")
+}
+
+type policies []quota.Policy
+
+func (p policies) ListPolicies(context.Context) ([]quota.Policy, error) { return p, nil }
+
+func pol(name, cron string, created time.Time) quota.Policy {
+	return quota.Policy{ResourceName: name, QuotaType: quota.TypeCount, TotalLimit: 100, ResetCron: cron,
+		Timezone: "UTC", LeakThresholdSeconds: 300, CreatedAt: created, UpdatedAt: created}
+}
+
+func job(t *testing.T, cfg lifecycle.Config, s lifecycle.Store, p policies, reg prometheus.Registerer) *lifecycle.Job {
+	t.Helper()
+	j := lifecycle.New(cfg, s, p, &period.Scheduler{}, zap.NewNop(), reg)
+	lifecycle.SetClock(j, func() time.Time { return now })
+	return j
+}
+
+func TestTargetLeavesTheCurrentAndPreviousPeriodsAndRecentRows(t *testing.T) {
+	created := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := &recorder{targets: map[string]time.Time{}}
+	reset := pol("reset", "0 0 * * *", created)
+	reset.ResetAt = now.Add(-2 * time.Hour)
+	p := policies{
+		pol("daily", "0 0 * * *", created),             // now − 8 days wins: 2025-03-12 10:00
+		pol("monthly", "0 0 1 * *", created),           // the previous period started 2025-02-01
+		pol("never", "", created),                      // one period since creation
+		pol("young", "0 0 * * *", now.Add(-time.Hour)), // created an hour ago: rows of an earlier policy of its name may be rolled up
+		reset, // reset 2 h ago: the rows are what counts, not the period
+	}
+	reg := prometheus.NewRegistry()
+	reps, err := job(t, lifecycle.Defaults(), rec, p, reg).Pass(context.Background())
+	if err != nil || len(reps) != len(p) {
+		t.Fatalf("pass: %v, %d reports", err, len(reps))
+	}
+	want := map[string]time.Time{
+		"daily":   time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
+		"monthly": time.Date(2025, 2, 1, 0, 0, 0, 0, time.UTC),
+		"never":   created,
+		"young":   time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
+		"reset":   time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
+	}
+	if !reflect.DeepEqual(rec.targets, want) {
+		t.Fatalf("targets %v\nwant    %v", rec.targets, want)
+	}
+	if got := counter(t, reg, "quota_ledger_lifecycle_last_run_timestamp_seconds"); got == 0 {
+		t.Fatal("last run not set")
+	}
+}
+
+func TestAFailedResourceIsReportedAndCountedAndTheOthersGoOn(t *testing.T) {
+	created := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := &recorder{targets: map[string]time.Time{}, fail: map[string]bool{"a": true}}
+	reg := prometheus.NewRegistry()
+	reps, err := job(t, lifecycle.Defaults(), rec, policies{pol("a", "0 0 * * *", created), pol("b", "0 0 * * *", created)}, reg).
+		Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(reps[0].Error, "unavailable") || reps[1].Error != "" || rec.targets["b"].IsZero() {
+		t.Fatalf("reports %+v, targets %v", reps, rec.targets)
+	}
+	if n := counter(t, reg, "quota_ledger_lifecycle_errors_total"); n != 1 {
+		t.Fatalf("errors counted %v; want 1", n)
+	}
+}
+
+// counter reads a counter or gauge of reg by name.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// sqliteLedger is a migrated SQLite store with one daily policy and rows
+// of it over days 1-15 of March 2025, the first of them USING (left open)
+// on day 14. It returns the store and the number of rows.
+func sqliteLedger(t *testing.T) (*mysqlstore.Store, quota.Policy, int) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := mysqlstore.OpenSQLite(ctx, ":memory:", mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := s.PutPolicy(ctx, pol("res", "0 0 * * *", time.Date(2025, 2, 1, 0, 0, 0, 0, time.UTC)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for h := range 15 * 24 {
+		start := time.Date(2025, 3, 1, h, 7, 0, 0, time.UTC)
+		status, end := "FINISHED", any(start.Add(time.Minute).UnixMilli())
+		if h == 13*24+5 {
+			status, end = "USING", nil
+		}
+		day := start.Truncate(24 * time.Hour).UnixMilli()
+		if _, err := s.DB().ExecContext(ctx, `INSERT INTO quota_usage (resource_name, client_id, session_id,
+			period_start_ms, granted_amount, charged_amount, refunded_amount, start_ms, end_ms, status)
+			VALUES ('res', ?, ?, ?, 10, 7, 3, ?, ?, ?)`, fmt.Sprintf("c%d", h%3), fmt.Sprintf("s%d", h),
+			day, start.UnixMilli(), end, status); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return s, p, n
+}
+
+func usage(t *testing.T, s *mysqlstore.Store) []quota.UsageResult {
+	t.Helper()
+	var out []quota.UsageResult
+	for _, g := range []string{quota.GroupByClient, quota.GroupByDay} {
+		u, err := s.Usage(context.Background(), quota.UsageQuery{Resource: "res", GroupBy: g, MaxGroups: 1000,
+			From: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2025, 3, 16, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func TestDryRunReportsWhatAPassThenDoes(t *testing.T) {
+	s, p, n := sqliteLedger(t)
+	before := usage(t, s)
+	cfg := lifecycle.Defaults()
+	cfg.Retention, cfg.Pause, cfg.Batch, cfg.DeleteBatch = 10*24*time.Hour, 0, 50, 40
+	cfg.DryRun = true
+	dry, err := job(t, cfg, s, policies{p}, nil).Pass(context.Background())
+	if err != nil || dry[0].Error != "" {
+		t.Fatalf("dry run: %v %+v", err, dry)
+	}
+	// Target 2025-03-12 10:00 (now − 8 days); rows start at :07 each hour:
+	// 11 days and 10 hours are rolled up; those before 2025-03-10 10:30
+	// (now − 10 days) are deleted: 9 days and 11 hours (227 rows).
+	want := lifecycle.Report{Resource: "res", Target: time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
+		RolledTo: time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC), RowsRolled: 11*24 + 10, RowsDeleted: 9*24 + 11, DryRun: true}
+	if !reflect.DeepEqual(dry[0], want) {
+		t.Fatalf("dry run %+v\nwant    %+v", dry[0], want)
+	}
+	var left int
+	if err := s.DB().Get(&left, `SELECT COUNT(*) FROM quota_usage`); err != nil || left != n {
+		t.Fatalf("the dry run changed the ledger: %d rows of %d (%v)", left, n, err)
+	}
+	cfg.DryRun = false
+	reg := prometheus.NewRegistry()
+	reps, err := job(t, cfg, s, policies{p}, reg).Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.DryRun = false
+	if !reflect.DeepEqual(reps[0], want) {
+		t.Fatalf("pass %+v\nwant %+v", reps[0], want)
+	}
+	if err := s.DB().Get(&left, `SELECT COUNT(*) FROM quota_usage`); err != nil || left != n-int(want.RowsDeleted) {
+		t.Fatalf("%d rows left; want %d (%v)", left, n-int(want.RowsDeleted), err)
+	}
+	if got := usage(t, s); !reflect.DeepEqual(got, before) {
+		t.Fatalf("usage changed:\n got %+v\nwant %+v", got, before)
+	}
+	if counter(t, reg, "quota_ledger_rows_rolled_up_total") != float64(want.RowsRolled) ||
+		counter(t, reg, "quota_ledger_rows_deleted_total") != float64(want.RowsDeleted) {
+		t.Fatal("metrics do not match the report")
+	}
+	// Eight days later the USING row of 2025-03-14 05:07 stops the rollup.
+	j := job(t, cfg, s, policies{p}, nil)
+	lifecycle.SetClock(j, func() time.Time { return now.Add(8 * 24 * time.Hour) })
+	reps, err = j.Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reps[0].Blocked || !reps[0].RolledTo.Equal(time.Date(2025, 3, 14, 5, 7, 0, 0, time.UTC)) {
+		t.Fatalf("pass %+v; want blocked at the USING row", reps[0])
+	}
+	if got := usage(t, s); !reflect.DeepEqual(got, before) {
+		t.Fatalf("usage changed:\n got %+v\nwant %+v", got, before)
+	}
+}

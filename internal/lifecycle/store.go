@@ -1,0 +1,54 @@
+package lifecycle
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the ledger side of the lifecycle (internal/mysqlstore).
+type Store interface {
+	// RollupStep sums at most about batch ledger rows of resource, the
+	// oldest not yet rolled up (start time at or after the watermark and
+	// before target), into the rollup table and moves the watermark past
+	// them, in one transaction under the resource's lifecycle row lock. It
+	// stops before the first row that is USING or settled at or after
+	// settledBefore (end time): such a row may still change. Errors: one
+	// wrapping quota.ErrUnavailable when the database cannot be reached
+	// (nothing written).
+	RollupStep(ctx context.Context, resource string, target, settledBefore time.Time, batch int) (RollupStep, error)
+	// DeleteStep deletes at most about batch ledger rows of resource that
+	// started before both before and the watermark (so they are rolled up)
+	// and are not USING. Errors: as RollupStep (nothing deleted).
+	DeleteStep(ctx context.Context, resource string, before time.Time, batch int) (DeleteStep, error)
+	// Preview counts what a pass would do without writing: the rows a
+	// rollup to target would sum and the rows that would then be deleted
+	// (started before deleteBefore; zero deleteBefore = none). It reads
+	// the whole range once: a manual check, not a per-pass query.
+	Preview(ctx context.Context, resource string, target, settledBefore, deleteBefore time.Time) (Preview, error)
+}
+
+// RollupStep is what one RollupStep did.
+type RollupStep struct {
+	Rows     int64     // ledger rows summed
+	RolledTo time.Time // the watermark after the step: rows that started before it are rolled up
+	// Done: the watermark reached target (nothing left to roll up now).
+	Done bool
+	// Blocked: a row not yet settled long enough (USING, or settled at or
+	// after settledBefore) starts at RolledTo; the rollup waits for it.
+	Blocked bool
+}
+
+// DeleteStep is what one DeleteStep did.
+type DeleteStep struct {
+	Rows int64 // ledger rows deleted
+	Done bool  // nothing left to delete below the bound
+}
+
+// Preview is a dry run's count for one resource.
+type Preview struct {
+	RolledTo     time.Time // the watermark now
+	RollupTo     time.Time // where a rollup would stop (target, or the first row it waits for)
+	Blocked      bool      // it would stop before target, at a row not yet settled long enough
+	RowsToRollUp int64
+	RowsToDelete int64 // rolled-up rows (now or after the rollup) that started before deleteBefore
+}
