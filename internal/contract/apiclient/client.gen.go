@@ -1707,17 +1707,19 @@ type PoolEventList struct {
 
 // PoolSettings defines model for PoolSettings.
 type PoolSettings struct {
-	// BorrowLimitPercent Of a line's dedicated part.
+	// BorrowLimitPercent Of a line's dedicated part: what it may always borrow while the shared pool has it; beyond it, half of what the shared pool has free.
 	BorrowLimitPercent *int                    `json:"borrowLimitPercent,omitempty"`
 	BufferPercent      *int                    `json:"bufferPercent,omitempty"`
 	DedicatedPercent   *int                    `json:"dedicatedPercent,omitempty"`
 	Elasticity         *PoolSettingsElasticity `json:"elasticity,omitempty"`
 
 	// ReclaimConfirmSeconds 0 = by hand only.
-	ReclaimConfirmSeconds   *int  `json:"reclaimConfirmSeconds,omitempty"`
-	ReclaimDryRun           *bool `json:"reclaimDryRun,omitempty"`
-	ReclaimThresholdPercent *int  `json:"reclaimThresholdPercent,omitempty"`
-	SharedPercent           *int  `json:"sharedPercent,omitempty"`
+	ReclaimConfirmSeconds *int  `json:"reclaimConfirmSeconds,omitempty"`
+	ReclaimDryRun         *bool `json:"reclaimDryRun,omitempty"`
+
+	// ReclaimThresholdPercent When the shared pool is this full, the free buffer is lent to the CORE lines. Reclaims start when a line is under pressure (at its watermark of what it can reach), whatever this threshold.
+	ReclaimThresholdPercent *int `json:"reclaimThresholdPercent,omitempty"`
+	SharedPercent           *int `json:"sharedPercent,omitempty"`
 }
 
 // PoolSettingsElasticity defines model for PoolSettings.Elasticity.
@@ -1753,7 +1755,7 @@ type PoolStatus struct {
 		// Lent Of its dedicated part, moved away by reclaims.
 		Lent *int64 `json:"lent,omitempty"`
 
-		// MayUse Dedicated now + borrowing limit + buffer lent; watermarks are fractions of it.
+		// MayUse What it could hold now, grants aside: dedicated now + buffer lent + borrowed + what it may still borrow (the larger of its borrowing limit left and half of the free shared pool); watermarks are fractions of it.
 		MayUse *int64 `json:"mayUse,omitempty"`
 
 		// Reclaimed Moved to it by reclaims.
