@@ -42,7 +42,9 @@ func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.AP
 	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
 	admin := poolctl.NewAdmin(sql, rs, sched, nil)
-	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, time.Millisecond)})
+	src := poolctl.NewSource(admin, time.Millisecond)
+	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: src})
+	src.OnChange(svc.ForgetPolicy) // as serve wires it: a pools change drops the Service's cached copy
 	ops := opsadmin.New(opsadmin.Deps{Quota: svc, Live: rs, Ledger: sql, Audit: sql, Sched: sched})
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()),
 		Pools: httpapi.PoolAdmin{Lines: admin, Grants: admin, Reclaims: admin}, Operator: ops, Auth: httpapi.AuthConfig{APIKeys: keys}})

@@ -47,6 +47,19 @@ func NewSource(a *Admin, ttl time.Duration) *Source {
 	return src
 }
 
+// OnChange adds f to what is told, after this source forgets it, of every
+// change the Admin makes to a resource's lines, pools settings or grants:
+// the Service's policy cache (quota.Service.ForgetPolicy), which keeps
+// what PoolsOf answered and would otherwise serve it stale until its own
+// TTL ran out. Not safe to call while the Admin is in use.
+func (s *Source) OnChange(f func(resource string)) {
+	prev := s.admin.onChange
+	s.admin.onChange = func(resource string) {
+		prev(resource)
+		f(resource)
+	}
+}
+
 // Forget drops what the source cached of resource (its lines and grants),
 // so that its next apply reads them again: called when another instance
 // announces a change (internal/policysync).
