@@ -26,6 +26,8 @@ type Config struct {
 	Auth      Auth
 	// GRPC is the Envoy rate limit service listener (off by default).
 	GRPC GRPC
+	// Scale: what is done per resource (active resources only).
+	Scale Scale
 	// MigrateOnStart applies the ledger migrations before serving.
 	MigrateOnStart bool
 	// ShutdownGrace bounds how long in-flight requests may finish on stop.
@@ -146,6 +148,7 @@ func Default() Config {
 		Quota:          Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second},
 		Log:            Log{Level: "info", Format: "json"},
 		Dev:            Dev{SQLitePath: ":memory:"},
+		Scale:          Scale{ActiveWindow: 15 * time.Minute},
 		ShutdownGrace:  15 * time.Second,
 		MigrateOnStart: false,
 	}
@@ -223,6 +226,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "json or console")
 	fs.StringVar(&c.Dev.SQLitePath, "dev-sqlite-path", c.Dev.SQLitePath, "dev mode ledger file (:memory: keeps nothing)")
 	grpcFlags(fs, &c.GRPC)
+	scaleFlags(fs, &c.Scale)
 	// Parsed below, for serve only, so that no flag error can quote a secret.
 	var adminTokens, apiKeys string
 	fs.StringVar(&adminTokens, "admin-tokens", "", "admin bearer tokens, comma-separated name:token (a bare token is named admin; 16+ characters); "+
@@ -313,6 +317,7 @@ func (c Config) validate(backendsPaired bool) error {
 	}
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.GRPC.validate()...)
+	errs = append(errs, c.Scale.validate()...)
 	if backendsPaired {
 		switch {
 		case !c.DevMode() && len(c.Auth.APIKeys) == 0 && !c.Auth.InsecureOpenQuota:
