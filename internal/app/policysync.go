@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quotacenter/quota-center/internal/activity"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/policysync"
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -18,13 +19,17 @@ import (
 // that every instance's caches drop the resource at once rather than
 // within the policy cache TTL. Reads go to the store unchanged; the apply
 // path never passes here.
+// A change also makes the resource active (internal/activity), so that
+// every instance's loops and series cover it for the active window.
 type announcingLedger struct {
 	*mysqlstore.Store
 	bus *policysync.Bus
+	act *activity.Tracker
 }
 
 func (l announcingLedger) announce(ctx context.Context, resource string, err error) error {
 	if err == nil {
+		l.act.Touch(resource, time.Time{})
 		l.bus.Changed(ctx, resource)
 	}
 	return err

@@ -1,8 +1,6 @@
 package app_test
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +11,7 @@ import (
 // exposes reports whether s's /metrics has exactly this sample line.
 func exposes(t *testing.T, s *testenv.Server, line string) bool {
 	t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	return strings.Contains("\n"+string(b), "\n"+line+"\n")
+	return strings.Contains("\n"+scrape(t, s), "\n"+line+"\n")
 }
 
 // The sweeper's and reconciler's per-resource counters exist at 0 for every
