@@ -90,7 +90,7 @@ func TestALongLeaseKeepsItsResourceActive(t *testing.T) {
 }
 
 // Touches are written to Redis once per tenth of the window, not per
-// request: a thousand touches of one resource cost one ZADD.
+// request: a thousand touches of one resource cost one ZADD a set.
 func TestTouchesAreWrittenOncePerTenthOfTheWindow(t *testing.T) {
 	a, _, c, mr := newPair(t)
 	ctx := context.Background()
@@ -112,16 +112,16 @@ func TestTouchesAreWrittenOncePerTenthOfTheWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := writes() - before; n != 1 {
-		t.Fatalf("%d Redis commands for 30 s of touches of one resource, want 1 (the first ZADD)", n)
+	if n := writes() - before; n != 2 {
+		t.Fatalf("%d Redis commands for 30 s of touches of one resource, want 2 (the first ZADD of each set)", n)
 	}
 	c.t = c.t.Add(31 * time.Second) // past a tenth of the window since the write
 	a.Touch("r", time.Time{})
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := writes() - before; n != 2 {
-		t.Fatalf("%d Redis commands, want 2 (written again once a tenth of the window passed)", n)
+	if n := writes() - before; n != 4 {
+		t.Fatalf("%d Redis commands, want 4 (written again once a tenth of the window passed)", n)
 	}
 }
 
@@ -152,5 +152,24 @@ func TestActiveWithRedisDownAnswersWhatItKnows(t *testing.T) {
 	c.t = c.t.Add(2 * time.Second)
 	if got := active(t, b); !slices.Equal(got, []string{"mine", "other"}) {
 		t.Fatalf("b after Redis came back: %v", got)
+	}
+}
+
+// A change makes a resource active, not used: the balance readers (Used)
+// leave it out until a request uses it.
+func TestAChangedResourceIsActiveNotUsed(t *testing.T) {
+	a, b, _, _ := newPair(t)
+	ctx := context.Background()
+	a.Changed("new")
+	a.Touch("busy", time.Time{})
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := active(t, b); !slices.Equal(got, []string{"busy", "new"}) {
+		t.Fatalf("active %v, want busy and new", got)
+	}
+	used, err := b.Used(ctx)
+	if err != nil || !slices.Equal(used, []string{"busy"}) {
+		t.Fatalf("used %v, %v; want busy only", used, err)
 	}
 }

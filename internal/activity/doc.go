@@ -9,13 +9,19 @@
 // and a scrape of 14-21 MB (issue 23 §1). They now visit the active
 // resources only: a resource idle for a window costs nothing per second.
 //
-// The set is shared by every instance through one Redis sorted set
-// (Key: member = resource, score = "active until", Unix ms), so a resource
+// A change makes a resource active but not used: Used leaves it out, for
+// the readers of balances (the burn-rate sampler, the balance and forecast
+// gauges), since reading an unused resource's balance seeds it; so 100,000
+// policies created in a burst are swept and watched for the window, their
+// balances not seeded.
+//
+// The set is shared by every instance through Redis sorted sets (Key and
+// UsedKey: member = resource, score = "active until", Unix ms), so a resource
 // used only through another instance, or through one that died, is still
 // swept and reconciled. The request path pays no Redis command: Touch
-// updates a local map, and Run writes what changed in one ZADD a second
+// updates a local map, and Run writes what changed in one ZADD a set a second
 // (a resource is written again only when its "active until" moved by more
-// than a tenth of the window). Readers get the set with one ZRANGEBYSCORE.
+// than a tenth of the window). Readers get a set with one ZRANGEBYSCORE.
 // When Redis cannot be read, Active answers the last set read joined with
 // this instance's own touches.
 //

@@ -56,7 +56,7 @@ type Deps struct {
 	Audit  quota.AuditLog // nil: actions are not audited
 	Sched  quota.Scheduler
 	Now    func() time.Time // default time.Now
-	// Active lists the policies of the active resources (internal/activity),
+	// Active lists the policies of the used resources (internal/activity),
 	// the only ones the burn-rate sampler and the forecast metrics visit;
 	// nil: every policy (Quota.Policies). An idle resource then has no
 	// samples: its forecast reads "unknown", and nothing is consumed.

@@ -79,7 +79,7 @@ const activePolicyTTL = 30 * time.Second
 // the tracker and their policies, read in one query per 500 stale names
 // and kept for activePolicyTTL. Its ListPolicies serves the sweeper, the
 // reconciler and the pool controller, Active the failover watcher,
-// Policies and Status the balance collector.
+// Policies (the used resources) and Status the balance collector.
 type activeSet struct {
 	tr     *activity.Tracker
 	store  policyReader
@@ -110,7 +110,27 @@ func (a *activeSet) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
 	if err != nil && len(names) == 0 {
 		return nil, err
 	}
+	return a.policiesOf(ctx, names, true)
+}
+
+// UsedPolicies is ListPolicies for the resources used, not only changed
+// (activity.Tracker.Used): what the balance readers visit, since reading
+// an unused resource's balance seeds it (a burst of new policies would
+// seed every one of them).
+func (a *activeSet) UsedPolicies(ctx context.Context) ([]quota.Policy, error) {
+	names, err := a.tr.Used(ctx)
+	if err != nil && len(names) == 0 {
+		return nil, err
+	}
+	return a.policiesOf(ctx, names, false)
+}
+
+// policiesOf reads names' policies, reusing those read within
+// activePolicyTTL; prune drops the kept policies of other names (names is
+// then every active resource).
+func (a *activeSet) policiesOf(ctx context.Context, names []string, prune bool) ([]quota.Policy, error) {
 	now := a.now()
+	var err error
 	var stale []string
 	a.mu.Lock()
 	for _, r := range names {
@@ -142,12 +162,14 @@ func (a *activeSet) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
 			out = append(out, c.p)
 		}
 	}
-	a.pols = keep // idle resources' policies are not kept
+	if prune {
+		a.pols = keep // idle resources' policies are not kept
+	}
 	return out, nil
 }
 
-// Policies is ListPolicies (httpapi.StatusSource).
-func (a *activeSet) Policies(ctx context.Context) ([]quota.Policy, error) { return a.ListPolicies(ctx) }
+// Policies is UsedPolicies (httpapi.StatusSource: the balance gauges).
+func (a *activeSet) Policies(ctx context.Context) ([]quota.Policy, error) { return a.UsedPolicies(ctx) }
 
 // Status is the service's status of resource (httpapi.StatusSource).
 func (a *activeSet) Status(ctx context.Context, resource string) (quota.StatusResponse, error) {

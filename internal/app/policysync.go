@@ -29,7 +29,7 @@ type announcingLedger struct {
 
 func (l announcingLedger) announce(ctx context.Context, resource string, err error) error {
 	if err == nil {
-		l.act.Touch(resource, time.Time{})
+		l.act.Changed(resource)
 		l.bus.Changed(ctx, resource)
 	}
 	return err
