@@ -9,11 +9,12 @@
 // and a scrape of 14-21 MB (issue 23 §1). They now visit the active
 // resources only: a resource idle for a window costs nothing per second.
 //
-// A change makes a resource active but not used: Used leaves it out, for
-// the readers of balances (the burn-rate sampler, the balance and forecast
-// gauges), since reading an unused resource's balance seeds it; so 100,000
-// policies created in a burst are swept and watched for the window, their
-// balances not seeded.
+// A change makes a resource active but not used. quota-center's loops
+// (sweeper, reconciliation, pool controller, burn-rate sampler) and its
+// per-resource series follow Used: a resource only changed has no session
+// to sweep, and reading its balance would seed it (100,000 policies
+// created in a burst seeded every balance and opened the Redis breaker).
+// The failover watcher follows Active (used or changed).
 //
 // The set is shared by every instance through Redis sorted sets (Key and
 // UsedKey: member = resource, score = "active until", Unix ms), so a resource

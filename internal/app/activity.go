@@ -75,11 +75,12 @@ type policyReader interface {
 const activePolicyTTL = 30 * time.Second
 
 // activeSet is what the background loops and the scrape-time collectors
-// visit instead of every policy (issue 23 §1): the active resources of
-// the tracker and their policies, read in one query per 500 stale names
-// and kept for activePolicyTTL. Its ListPolicies serves the sweeper, the
-// reconciler and the pool controller, Active the failover watcher,
-// Policies (the used resources) and Status the balance collector.
+// visit instead of every policy (issue 23 §1): the used resources of the
+// tracker and their policies, read in one query per 500 stale names and
+// kept for activePolicyTTL. Its ListPolicies serves the sweeper, the
+// reconciler, the pool controller and the burn-rate sampler, Policies and
+// Status the balance collector; Active (the used and the changed
+// resources) the failover watcher.
 type activeSet struct {
 	tr     *activity.Tracker
 	store  policyReader
@@ -102,35 +103,20 @@ func newActiveSet(tr *activity.Tracker, store policyReader, svc *quota.Service) 
 // Active lists the active resources' names (failover.Active).
 func (a *activeSet) Active(ctx context.Context) ([]string, error) { return a.tr.Active(ctx) }
 
-// ListPolicies lists the active resources' policies, sorted by name; an
-// active name without a policy (deleted) is left out. Errors: the
-// tracker's when it knows no resource, the store's.
+// ListPolicies lists the policies of the resources used within the
+// window (activity.Tracker.Used: an apply, heartbeat, finish or charge, or
+// a lease not run out), sorted by name; a name without a policy (deleted)
+// is left out. A resource only changed is not listed: it has no session
+// to sweep or reconcile, and reading its balance would seed it (100,000
+// policies created in a burst seeded every balance, and the catch-ups of
+// the seeds opened the Redis breaker; their series took 2.5 GB). Errors:
+// the tracker's when it knows no resource, the store's.
 func (a *activeSet) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
-	names, err := a.tr.Active(ctx)
-	if err != nil && len(names) == 0 {
-		return nil, err
-	}
-	return a.policiesOf(ctx, names, true)
-}
-
-// UsedPolicies is ListPolicies for the resources used, not only changed
-// (activity.Tracker.Used): what the balance readers visit, since reading
-// an unused resource's balance seeds it (a burst of new policies would
-// seed every one of them).
-func (a *activeSet) UsedPolicies(ctx context.Context) ([]quota.Policy, error) {
 	names, err := a.tr.Used(ctx)
 	if err != nil && len(names) == 0 {
 		return nil, err
 	}
-	return a.policiesOf(ctx, names, false)
-}
-
-// policiesOf reads names' policies, reusing those read within
-// activePolicyTTL; prune drops the kept policies of other names (names is
-// then every active resource).
-func (a *activeSet) policiesOf(ctx context.Context, names []string, prune bool) ([]quota.Policy, error) {
 	now := a.now()
-	var err error
 	var stale []string
 	a.mu.Lock()
 	for _, r := range names {
@@ -162,14 +148,12 @@ func (a *activeSet) policiesOf(ctx context.Context, names []string, prune bool) 
 			out = append(out, c.p)
 		}
 	}
-	if prune {
-		a.pols = keep // idle resources' policies are not kept
-	}
+	a.pols = keep // idle resources' policies are not kept
 	return out, nil
 }
 
-// Policies is UsedPolicies (httpapi.StatusSource: the balance gauges).
-func (a *activeSet) Policies(ctx context.Context) ([]quota.Policy, error) { return a.UsedPolicies(ctx) }
+// Policies is ListPolicies (httpapi.StatusSource: the balance gauges).
+func (a *activeSet) Policies(ctx context.Context) ([]quota.Policy, error) { return a.ListPolicies(ctx) }
 
 // Status is the service's status of resource (httpapi.StatusSource).
 func (a *activeSet) Status(ctx context.Context, resource string) (quota.StatusResponse, error) {
@@ -199,7 +183,7 @@ const retainSeriesEvery = time.Minute
 
 // activityLoop writes this instance's touches to the shared active set
 // every second (activity.Tracker.Run) and, every retainSeriesEvery, deletes
-// the per-resource series of the resources no longer active (forget: the
+// the per-resource series of the resources no longer used (forget: the
 // other packages' series of those resources). It returns nil when ctx ends.
 func activityLoop(a *activeSet, m *httpapi.Metrics, log *zap.Logger, forget ...func(resource string)) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
@@ -222,12 +206,13 @@ func activityLoop(a *activeSet, m *httpapi.Metrics, log *zap.Logger, forget ...f
 	}
 }
 
-// retainSeries deletes the series of the resources that are not active; it
-// deletes nothing when the active set cannot be read (Redis down).
+// retainSeries deletes the series of the resources not used within the
+// window (those of a resource only changed, made at 0 by its PUT, too); it
+// deletes nothing when the set cannot be read (Redis down).
 func retainSeries(ctx context.Context, a *activeSet, m *httpapi.Metrics, log *zap.Logger, forget ...func(resource string)) {
-	names, err := a.tr.Active(ctx)
+	names, err := a.tr.Used(ctx)
 	if err != nil {
-		log.Debug("active resources not read: idle series kept until the next pass", zap.Error(err))
+		log.Debug("used resources not read: idle series kept until the next pass", zap.Error(err))
 		return
 	}
 	active := make(map[string]bool, len(names))
@@ -242,8 +227,8 @@ func retainSeries(ctx context.Context, a *activeSet, m *httpapi.Metrics, log *za
 }
 
 // activePools is the pool controller's policy store with ListPolicies
-// limited to the active resources: an idle resource has no pool decision
-// to make.
+// limited to the used resources: an idle resource has no pool decision to
+// make.
 type activePools struct {
 	poolctl.Policies
 	active *activeSet

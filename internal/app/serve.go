@@ -192,7 +192,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// active (a PUT here, a sweep pass for the others), deleted once idle.
 	metrics := httpapi.NewMetricsWith(reg, httpapi.MetricsOptions{ResourceHistograms: cfg.Scale.ResourceHistograms})
 	httpapi.NewBalanceCollector(reg, active, 2*time.Second)
-	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.UsedPolicies})
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies})
 	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
