@@ -106,6 +106,9 @@ func NewMetricsWith(reg prometheus.Registerer, o MetricsOptions) *Metrics {
 	return m
 }
 
+// MaxKnown bounds the resources whose series Known made (see Known).
+const MaxKnown = 10_000
+
 // usedBuckets are the bounds of quota_session_used_<unit>: WholeBuckets by
 // powers of four up to 4^15.
 func usedBuckets() []float64 { return WholeBuckets(4, 1<<30) }
@@ -140,9 +143,18 @@ func failResult(err error) string {
 // dashboards show zeros, not gaps, and increase() sees the first event of
 // a counter instead of a series born at 1. Retain drops them again once
 // the resource is idle.
+//
+// At most MaxKnown resources have series made by Known at a time: beyond
+// it Known makes none (a request still makes its resource's series), so a
+// burst of 100,000 PUTs does not hold 2.2 M zero series until the next
+// Retain (it grew quota-center to 1 GB RSS and a 20 MB /metrics).
 func (m *Metrics) Known(p quota.Policy) {
 	r, u := p.ResourceName, p.QuotaType.Unit()
 	m.cache.mu.Lock()
+	if _, ok := m.cache.known[r]; !ok && len(m.cache.known) >= MaxKnown {
+		m.cache.mu.Unlock()
+		return
+	}
 	m.cache.known[r] = struct{}{}
 	m.cache.mu.Unlock()
 	for _, res := range []string{"granted", "replayed", "exhausted", "fail_open", "rejected", "error"} {

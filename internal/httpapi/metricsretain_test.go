@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,5 +77,24 @@ func TestIdleResourcesLoseTheirSeries(t *testing.T) {
 				t.Fatalf("idle used again: %d series, want the 10 a request makes", got["idle"])
 			}
 		})
+	}
+}
+
+// Known makes zero series for at most MaxKnown resources at a time; a
+// request still makes its own resource's series, and Retain frees room.
+func TestKnownIsBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetricsWith(reg, MetricsOptions{})
+	for i := range MaxKnown + 5 {
+		m.Known(quota.Policy{ResourceName: fmt.Sprintf("r%06d", i), QuotaType: quota.TypeCount})
+	}
+	if n := len(m.Resources()); n != MaxKnown {
+		t.Fatalf("%d resources with series after %d Known calls, want %d", n, MaxKnown+5, MaxKnown)
+	}
+	m.observeHeartbeat("over")
+	m.Retain(func(r string) bool { return r == "r000000" || r == "over" })
+	m.Known(quota.Policy{ResourceName: "late", QuotaType: quota.TypeCount})
+	if got := seriesOf(t, reg); got["over"] != 10 || got["late"] != 22 || got["r000001"] != 0 {
+		t.Fatalf("series: over %d, late %d, r000001 %d; want 10 (its request), 22 (room after Retain), 0", got["over"], got["late"], got["r000001"])
 	}
 }
