@@ -106,6 +106,14 @@ func NewMetricsWith(reg prometheus.Registerer, o MetricsOptions) *Metrics {
 	return m
 }
 
+// The result label values of quota_apply_total, quota_finish_total and
+// quota_heartbeat_total.
+var (
+	applyResults     = []string{"granted", "replayed", "exhausted", "fail_open", "rejected", "error"}
+	finishResults    = []string{"finished", "replayed", "recovered", "rejected", "error"}
+	heartbeatResults = []string{"ok", "not_active", "not_found", "rejected", "error"}
+)
+
 // MaxKnown bounds the resources whose series Known made (see Known).
 const MaxKnown = 10_000
 
@@ -157,15 +165,15 @@ func (m *Metrics) Known(p quota.Policy) {
 	}
 	m.cache.known[r] = struct{}{}
 	m.cache.mu.Unlock()
-	for _, res := range []string{"granted", "replayed", "exhausted", "fail_open", "rejected", "error"} {
+	for _, res := range applyResults {
 		m.apply.WithLabelValues(r, res)
 	}
 	m.exhausted.WithLabelValues(r)
 	m.failOpen.WithLabelValues(r)
-	for _, res := range []string{"finished", "replayed", "recovered", "rejected", "error"} {
+	for _, res := range finishResults {
 		m.finish.WithLabelValues(r, res)
 	}
-	for _, res := range []string{"ok", "not_active", "not_found", "rejected", "error"} {
+	for _, res := range heartbeatResults {
 		m.heartbeat.WithLabelValues(r, res)
 	}
 	if u == "" {

@@ -54,18 +54,23 @@ func (m *Metrics) forget(resource string) {
 		}
 	}
 	c.mu.Unlock()
-	l := prometheus.Labels{"resource": resource}
-	for _, v := range []*prometheus.CounterVec{m.apply, m.failOpen, m.exhausted, m.finish, m.heartbeat} {
-		v.DeletePartialMatch(l)
+	// By exact label values: DeletePartialMatch scans every series of the
+	// vector, so deleting many resources at once was quadratic.
+	for v, results := range map[*prometheus.CounterVec][]string{m.apply: applyResults, m.finish: finishResults, m.heartbeat: heartbeatResults} {
+		for _, res := range results {
+			v.DeleteLabelValues(resource, res)
+		}
 	}
+	m.exhausted.DeleteLabelValues(resource)
+	m.failOpen.DeleteLabelValues(resource)
 	for _, u := range []map[string]*prometheus.CounterVec{m.granted, m.charged, m.refunded, m.overage} {
 		for _, v := range u {
-			v.DeletePartialMatch(l)
+			v.DeleteLabelValues(resource)
 		}
 	}
 	if m.perResourceUsed {
 		for _, v := range m.used {
-			v.DeletePartialMatch(l)
+			v.DeleteLabelValues(resource)
 		}
 	}
 }
