@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // FallbackMode names what a Manager does on a resource when the center
@@ -164,23 +166,41 @@ func (p *pending) len() int {
 // the resource has nothing left (429) it waits, to be charged when quota
 // frees up or the period resets, like the debt of CockroachDB's tenant
 // token bucket.
-func (p *pending) flush(ctx context.Context) {
+//
+// While the breaker is open, the first report goes to the center as a probe,
+// past the breaker: if the center answers it, the breaker closes at once
+// (Manager.probeOK) and the rest follow, so fail-open usage and new calls do
+// not wait out the breaker's open time once the center is back (issue 22,
+// item 7). Reports wait at most one report interval, and Close's last send
+// is such a probe too.
+//
+// It returns the error that stopped it with reports left (the center away,
+// ctx's end, or the resource exhausted), nil once none is left.
+func (p *pending) flush(ctx context.Context) error {
 	p.fl.Lock()
 	defer p.fl.Unlock()
 	for {
 		p.mu.Lock()
 		if len(p.q) == 0 {
 			p.mu.Unlock()
-			return
+			return nil
 		}
 		r := p.q[0]
 		p.mu.Unlock()
-		err := p.m.deliver(ctx, r)
+		b := p.m.breaker.Load()
+		probe := b.State() == gobreaker.StateOpen
+		err := p.m.deliver(withProbe(ctx, probe), r)
 		if r.orphan && errors.Is(err, ErrSessionNotFound) {
 			err = nil // the apply never arrived: nothing to settle
 		}
+		if probe && !isCenterFailure(err) && ctx.Err() == nil {
+			p.m.probeOK(b)
+		}
 		if err != nil && (errors.Is(err, ErrUnavailable) || errors.Is(err, ErrQuotaExhausted) || ctx.Err() != nil) {
-			return
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w (%w)", ctx.Err(), err)
+			}
+			return err
 		}
 		result := "delivered"
 		if err != nil {
@@ -220,3 +240,18 @@ func (m *Manager) deliver(ctx context.Context, r report) error {
 	}
 	return err
 }
+
+// probeKey marks a context whose calls go past the breaker (withProbe).
+type probeKey struct{}
+
+// withProbe is ctx with its calls sent past the breaker when probe is set:
+// the probe of pending.flush.
+func withProbe(ctx context.Context, probe bool) context.Context {
+	if !probe {
+		return ctx
+	}
+	return context.WithValue(ctx, probeKey{}, true)
+}
+
+// isProbe reports whether ctx's calls go past the breaker.
+func isProbe(ctx context.Context) bool { v, _ := ctx.Value(probeKey{}).(bool); return v }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,7 +39,7 @@ const (
 type Manager struct {
 	c       *Client
 	cfg     managerConfig
-	breaker *gobreaker.CircuitBreaker[struct{}]
+	breaker atomic.Pointer[gobreaker.CircuitBreaker[struct{}]] // swapped for a closed one by a good probe (probeOK)
 	met     *metrics
 	log     *slog.Logger
 
@@ -282,19 +283,7 @@ func NewManager(baseURL string, opts ...ManagerOption) (*Manager, error) {
 			return nil, optionError("WithRegistry", "%v", err)
 		}
 	}
-	m.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        "quota-center",
-		MaxRequests: 1,
-		Timeout:     cfg.breakerOpenFor,
-		ReadyToTrip: func(counts gobreaker.Counts) bool {
-			return int64(counts.ConsecutiveFailures) >= int64(cfg.breakerFailures)
-		},
-		IsSuccessful: func(err error) bool { return !isCenterFailure(err) },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			m.met.breakerState.Set(float64(to))
-			m.log.Warn("quota-center client: circuit breaker", "from", from.String(), "to", to.String())
-		},
-	})
+	m.breaker.Store(m.newBreaker())
 	m.pending = newPending(m)
 	if m.spool != nil {
 		m.pending.addLoaded(m.spool.adopt()...)
@@ -309,7 +298,34 @@ func NewManager(baseURL string, opts ...ManagerOption) (*Manager, error) {
 func (m *Manager) Client() *Client { return m.c }
 
 // BreakerState returns the breaker's state: "closed", "half-open" or "open".
-func (m *Manager) BreakerState() string { return m.breaker.State().String() }
+func (m *Manager) BreakerState() string { return m.breaker.Load().State().String() }
+
+// newBreaker makes a closed breaker as WithBreaker says.
+func (m *Manager) newBreaker() *gobreaker.CircuitBreaker[struct{}] {
+	return gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "quota-center",
+		MaxRequests: 1,
+		Timeout:     m.cfg.breakerOpenFor,
+		ReadyToTrip: func(counts gobreaker.Counts) bool {
+			return int64(counts.ConsecutiveFailures) >= int64(m.cfg.breakerFailures)
+		},
+		IsSuccessful: func(err error) bool { return !isCenterFailure(err) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			m.met.breakerState.Set(float64(to))
+			m.log.Warn("quota-center client: circuit breaker", "from", from.String(), "to", to.String())
+		},
+	})
+}
+
+// probeOK closes the breaker b after a probe the center answered (see
+// pending.flush): b is replaced by a closed breaker unless another probe
+// did so already.
+func (m *Manager) probeOK(b *gobreaker.CircuitBreaker[struct{}]) {
+	if m.breaker.CompareAndSwap(b, m.newBreaker()) {
+		m.met.breakerState.Set(float64(gobreaker.StateClosed))
+		m.log.Warn("quota-center client: circuit breaker", "from", b.State().String(), "to", "closed", "why", "a usage report reached the center")
+	}
+}
 
 // PendingReports returns how many usage reports wait for the center
 // (fail-open leases and finishes it did not take yet, and, with
@@ -361,13 +377,16 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	close(m.stop)
 	m.wg.Wait()
-	m.pending.flush(ctx)
+	why := m.pending.flush(ctx)
 	if n := m.pending.len(); n > 0 {
 		kept := "lost"
 		if m.spool != nil {
 			kept = "kept in " + m.spool.path + " for the next Manager on " + m.spool.dir
 		}
-		errs = append(errs, fmt.Errorf("quota-center client: %d usage reports not delivered (%s): %w", n, kept, ctx.Err()))
+		if why == nil { // not expected: flush stops early only on an error
+			why = ErrUnavailable
+		}
+		errs = append(errs, fmt.Errorf("quota-center client: %d usage reports not delivered (%s): %w", n, kept, why))
 	}
 	if m.spool != nil {
 		m.spool.close()

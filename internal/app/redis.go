@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quotacenter/quota-center/internal/breaker"
 	"github.com/quotacenter/quota-center/internal/config"
 	"github.com/quotacenter/quota-center/internal/failover"
 	"github.com/quotacenter/quota-center/internal/quota"
@@ -64,6 +65,21 @@ func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls i
 		MaxCalls: c.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
 		Timeout: timeout, OnPipeline: onPipeline,
 	})
+}
+
+// newRedisBreaker is the circuit breaker in front of the balance store: on a
+// Redis Cluster one per master (breaker.PerNode, keyed by the master serving
+// each resource's slot, so that one master's trouble or one slot's move does
+// not fail the resources of the others: issue 22, item 6), else one for the
+// server or the Sentinel-managed master.
+func newRedisBreaker(cfg config.Config, rs *redisstore.Store, s breaker.Settings, m *breaker.Metrics, log *zap.Logger) interface {
+	quota.Breaker
+	State() string
+} {
+	if cfg.Redis.Mode == config.RedisCluster && !cfg.DevMode() {
+		return breaker.NewPerNode("redis", s, m, log, rs)
+	}
+	return breaker.New("redis", s, m, log)
 }
 
 // OpenRedis is quota-center serve's Redis path for c, without the rest of

@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,16 +19,32 @@ type Settings struct {
 	OpenFor  time.Duration // how long it stays open before a probe (default 5s)
 }
 
-// Breaker guards one backend.
+// withDefaults is s with its defaults filled in.
+func (s Settings) withDefaults() Settings {
+	if s.Failures == 0 {
+		s.Failures = 5
+	}
+	if s.OpenFor <= 0 {
+		s.OpenFor = 5 * time.Second
+	}
+	return s
+}
+
+// Breaker guards one backend, or one node of it (see PerNode).
 type Breaker struct {
 	name    string
 	openFor time.Duration
 	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
+	gone    atomic.Bool // dropped by PerNode: its state is no longer exported
 }
 
 // Metrics are the breaker gauges and counters, shared by every breaker:
-// quota_circuit_breaker_state{backend} (0 closed, 1 half-open, 2 open) and
-// quota_circuit_breaker_transitions_total{backend,to}.
+// quota_circuit_breaker_state{backend,node} (0 closed, 1 half-open, 2 open)
+// and quota_circuit_breaker_transitions_total{backend,node,to}. node is ""
+// for a breaker of a whole backend (MySQL, one Redis server or a
+// Sentinel-managed master) and a master's host:port for the per-master
+// breakers of a Redis Cluster (PerNode): the labels stay bounded by the
+// masters, never by resources.
 type Metrics struct {
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
@@ -37,11 +54,11 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "quota_circuit_breaker_state", Help: "Circuit breaker state per backend: 0 closed, 1 half-open, 2 open.",
-		}, []string{"backend"}),
+			Name: "quota_circuit_breaker_state", Help: "Circuit breaker state per backend (and Redis Cluster master, node): 0 closed, 1 half-open, 2 open.",
+		}, []string{"backend", "node"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "quota_circuit_breaker_transitions_total", Help: "Circuit breaker state changes per backend and new state.",
-		}, []string{"backend", "to"}),
+			Name: "quota_circuit_breaker_transitions_total", Help: "Circuit breaker state changes per backend (and Redis Cluster master, node) and new state.",
+		}, []string{"backend", "node", "to"}),
 	}
 	reg.MustRegister(m.state, m.transitions)
 	return m
@@ -49,15 +66,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // New makes the breaker of one backend ("redis" or "mysql").
 func New(name string, s Settings, m *Metrics, log *zap.Logger) *Breaker {
-	if s.Failures == 0 {
-		s.Failures = 5
-	}
-	if s.OpenFor <= 0 {
-		s.OpenFor = 5 * time.Second
-	}
-	m.state.WithLabelValues(name).Set(0)
+	return newBreaker(name, "", s, m, log)
+}
+
+// newBreaker makes the breaker of one node of a backend ("" for all of it).
+func newBreaker(name, node string, s Settings, m *Metrics, log *zap.Logger) *Breaker {
+	s = s.withDefaults()
+	b := &Breaker{name: name, openFor: s.OpenFor}
+	m.state.WithLabelValues(name, node).Set(0)
 	for _, to := range []string{"closed", "half-open", "open"} {
-		m.transitions.WithLabelValues(name, to)
+		m.transitions.WithLabelValues(name, node, to)
 	}
 	cb := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        name,
@@ -67,15 +85,23 @@ func New(name string, s Settings, m *Metrics, log *zap.Logger) *Breaker {
 		IsSuccessful: func(err error) bool {
 			return err == nil || !errors.Is(err, quota.ErrUnavailable)
 		},
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		// A cancelled caller says nothing about the backend, nor does a
+		// cluster slot moving between healthy masters (issue 22, item 6).
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, context.Canceled) || errors.Is(err, quota.ErrSlotMoving)
+		},
 		OnStateChange: func(name string, from, to gobreaker.State) {
-			m.state.WithLabelValues(name).Set(float64(to))
-			m.transitions.WithLabelValues(name, to.String()).Inc()
-			log.Warn("circuit breaker changed state", zap.String("backend", name),
+			if b.gone.Load() {
+				return
+			}
+			m.state.WithLabelValues(name, node).Set(float64(to))
+			m.transitions.WithLabelValues(name, node, to.String()).Inc()
+			log.Warn("circuit breaker changed state", zap.String("backend", name), zap.String("node", node),
 				zap.String("from", from.String()), zap.String("to", to.String()))
 		},
 	})
-	return &Breaker{name: name, openFor: s.OpenFor, cb: cb}
+	b.cb = cb
+	return b
 }
 
 // State is the breaker's state now: "closed", "half-open" or "open".

@@ -62,7 +62,7 @@ func TestBreakerOpensAfterConsecutiveBackendFailuresAndFailsFast(t *testing.T) {
 	if inner.calls != 3 {
 		t.Fatalf("the open breaker called the backend: %d calls, want 3", inner.calls)
 	}
-	want := "# HELP quota_circuit_breaker_state Circuit breaker state per backend: 0 closed, 1 half-open, 2 open.\n# TYPE quota_circuit_breaker_state gauge\nquota_circuit_breaker_state{backend=\"redis\"} 2\n"
+	want := "# HELP quota_circuit_breaker_state Circuit breaker state per backend (and Redis Cluster master, node): 0 closed, 1 half-open, 2 open.\n# TYPE quota_circuit_breaker_state gauge\nquota_circuit_breaker_state{backend=\"redis\",node=\"\"} 2\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "quota_circuit_breaker_state"); err != nil {
 		t.Fatal(err)
 	}

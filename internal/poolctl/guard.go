@@ -30,7 +30,9 @@ type Live interface {
 // Service, the sweeper and reconciliation call their stores): every call of
 // the admin surface, the Service's PoolSource and the controller counts
 // towards, and is refused by, the breaker of its backend. Unlock goes
-// straight through (releasing a lock is cleanup; it expires anyway).
+// straight through (releasing a lock is cleanup; it expires anyway). s's
+// calls meet the breaker of their resource (quota.ForResource: on a Redis
+// Cluster, that of the master serving it).
 func Guarded(l Ledger, s Live, b quota.Breakers) (Ledger, Live) {
 	return guardedLedger{l: l, b: b.Ledger}, guardedLive{s: s, b: b.Balances}
 }
@@ -131,23 +133,23 @@ type guardedLive struct {
 }
 
 func (g guardedLive) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error) {
-	return quota.Guard(g.b, func() (bool, error) { return g.s.SetPoolLayout(ctx, resource, lay, moves) })
+	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.SetPoolLayout(ctx, resource, lay, moves) })
 }
 
 func (g guardedLive) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {
-	return quota.Guard(g.b, func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs, open) })
+	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs, open) })
 }
 
 func (g guardedLive) PutGrant(ctx context.Context, resource string, gr pools.Grant) error {
-	return quota.GuardErr(g.b, func() error { return g.s.PutGrant(ctx, resource, gr) })
+	return quota.GuardErr(quota.ForResource(g.b, resource), func() error { return g.s.PutGrant(ctx, resource, gr) })
 }
 
 func (g guardedLive) VoidGrant(ctx context.Context, resource, id string) error {
-	return quota.GuardErr(g.b, func() error { return g.s.VoidGrant(ctx, resource, id) })
+	return quota.GuardErr(quota.ForResource(g.b, resource), func() error { return g.s.VoidGrant(ctx, resource, id) })
 }
 
 func (g guardedLive) MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error) {
-	moved, err = quota.Guard(g.b, func() (n int64, err error) {
+	moved, err = quota.Guard(quota.ForResource(g.b, resource), func() (n int64, err error) {
 		n, free, err = g.s.MovePools(ctx, resource, per, m)
 		return n, err
 	})
@@ -155,15 +157,15 @@ func (g guardedLive) MovePools(ctx context.Context, resource string, per quota.P
 }
 
 func (g guardedLive) PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error) {
-	return quota.Guard(g.b, func() (*pools.Model, error) { return g.s.PoolModel(ctx, resource, per, lay) })
+	return quota.Guard(quota.ForResource(g.b, resource), func() (*pools.Model, error) { return g.s.PoolModel(ctx, resource, per, lay) })
 }
 
 func (g guardedLive) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
-	return quota.Guard(g.b, func() (string, error) { return g.s.TryLock(ctx, resource, name, ttl) })
+	return quota.Guard(quota.ForResource(g.b, resource), func() (string, error) { return g.s.TryLock(ctx, resource, name, ttl) })
 }
 
 func (g guardedLive) RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error) {
-	return quota.Guard(g.b, func() (bool, error) { return g.s.RenewLock(ctx, resource, name, token, ttl) })
+	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.RenewLock(ctx, resource, name, token, ttl) })
 }
 
 func (g guardedLive) Unlock(ctx context.Context, resource, name, token string) error {
@@ -171,5 +173,5 @@ func (g guardedLive) Unlock(ctx context.Context, resource, name, token string) e
 }
 
 func (g guardedLive) SeedPools(ctx context.Context, resource string, per quota.Period, c pools.Totals) (bool, error) {
-	return quota.Guard(g.b, func() (bool, error) { return g.s.SeedPools(ctx, resource, per, c) })
+	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.SeedPools(ctx, resource, per, c) })
 }

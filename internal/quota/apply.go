@@ -289,7 +289,7 @@ func (s *Service) failOpen(ctx context.Context, pol Policy, cmd ApplyCmd, cause 
 // apply runs the check-and-reserve loop across period roll-over and seeding.
 func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyResponse, error) {
 	for range maxAttempts {
-		res, err := Guard(s.redis, func() (ApplyResult, error) { return s.balances.Apply(ctx, cmd) })
+		res, err := Guard(s.redisFor(cmd.ResourceName), func() (ApplyResult, error) { return s.balances.Apply(ctx, cmd) })
 		if err != nil && s.relayout(ctx, cmd, err) {
 			continue
 		}

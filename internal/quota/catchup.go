@@ -158,7 +158,7 @@ func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []Us
 			break
 		}
 	}
-	err = GuardErr(s.redis, func() error {
+	err = GuardErr(s.redisFor(pol.ResourceName), func() error {
 		return s.balances.CatchUp(ctx, fence, pol.ResourceName, per, opened, pol.LeaseDuration())
 	})
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []Us
 			if !ok || row.Status != StatusFinished {
 				continue
 			}
-			_, err := Guard(s.redis, func() (FinishResult, error) {
+			_, err := Guard(s.redisFor(pol.ResourceName), func() (FinishResult, error) {
 				return s.balances.Finish(ctx, FinishCmd{ResourceName: pol.ResourceName, SessionID: id,
 					Actual: row.ChargedAmount, Retention: s.opt.FinishedRetention})
 			})
@@ -203,7 +203,7 @@ func (s *Service) catchUp(ctx context.Context, pol Policy, per Period, snap []Us
 // catchUpLockTTL/40 while another holder has it, until ctx ends.
 func (s *Service) waitLock(ctx context.Context, resource, name string) (string, error) {
 	for {
-		token, err := Guard(s.redis, func() (string, error) {
+		token, err := Guard(s.redisFor(resource), func() (string, error) {
 			return s.balances.TryLock(ctx, resource, name, catchUpLockTTL)
 		})
 		if err != nil || token != "" {

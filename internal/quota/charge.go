@@ -207,7 +207,7 @@ func (s *Service) plainResource(ctx context.Context, pol Policy) error {
 	if s.opt.Pools == nil {
 		return nil
 	}
-	use, err := s.opt.Pools.PoolsOf(ctx, pol.ResourceName) // behind its own breakers (poolctl.Guarded)
+	use, err := s.policies.poolsOf(ctx, pol.ResourceName)
 	if err != nil {
 		return fmt.Errorf("charge %s: pools: %w", pol.ResourceName, err)
 	}
@@ -245,7 +245,7 @@ func (s *Service) chargeOne(ctx context.Context, pol Policy, amount, need int64)
 	}
 	for range maxAttempts {
 		cmd := ChargeCmd{ResourceName: pol.ResourceName, Amount: amount, Need: need, Period: per, FirstPeriod: isFirstPeriod(pol, per)}
-		res, err := Guard(s.redis, func() (ChargeResult, error) { return s.opt.Charges.Balances.Charge(ctx, cmd) })
+		res, err := Guard(s.redisFor(pol.ResourceName), func() (ChargeResult, error) { return s.opt.Charges.Balances.Charge(ctx, cmd) })
 		if err != nil {
 			return ChargeResult{}, fmt.Errorf("charge %s: %w", pol.ResourceName, err)
 		}
@@ -297,7 +297,7 @@ func (s *Service) undoCharges(groups map[string]*chargeGroup, order []string) {
 			continue
 		}
 		g.done = false
-		_ = GuardErr(s.redis, func() error {
+		_ = GuardErr(s.redisFor(r), func() error {
 			return s.opt.Charges.Balances.Uncharge(ctx, r, g.res.Period, g.total)
 		})
 	}

@@ -138,7 +138,7 @@ func (s *Service) compensatePending(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, compensateCallTimeout)
-		out, err := Guard(s.redis, func() (CompensateOutcome, error) {
+		out, err := Guard(s.redisFor(p.resource), func() (CompensateOutcome, error) {
 			return s.balances.Compensate(cctx, p.resource, p.sessionID, p.attempt)
 		})
 		cancel()

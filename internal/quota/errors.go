@@ -29,6 +29,13 @@ var (
 	// not answer in time; nothing was changed, or what was changed was rolled
 	// back (HTTP 503 BACKEND_UNAVAILABLE).
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrSlotMoving: a Redis Cluster slot was moving between masters (the
+	// node answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN Hash slot not served)
+	// for longer than the balance store's retries: the call did not run. It
+	// matches ErrUnavailable as well, so it is answered like an outage (HTTP
+	// 503 BACKEND_UNAVAILABLE, or a fail-open grant), but a circuit breaker
+	// does not count it: the masters are healthy (issue 22, item 6).
+	ErrSlotMoving = fmt.Errorf("%w: cluster slot moving", ErrUnavailable)
 	// ErrCircuitOpen: a circuit breaker in front of a backend is open; the
 	// call was not attempted (HTTP 503 CIRCUIT_BREAKER_OPEN).
 	ErrCircuitOpen = errors.New("circuit breaker open")

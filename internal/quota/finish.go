@@ -85,7 +85,7 @@ func (s *Service) finish(ctx context.Context, pol Policy, req FinishRequest) (Fi
 
 // finishInStore runs the BalanceStore's side of a finish.
 func (s *Service) finishInStore(ctx context.Context, req FinishRequest) (FinishResult, error) {
-	return Guard(s.redis, func() (FinishResult, error) {
+	return Guard(s.redisFor(req.ResourceName), func() (FinishResult, error) {
 		return s.balances.Finish(ctx, FinishCmd{
 			ResourceName: req.ResourceName, SessionID: req.SessionID, ClientID: req.ClientID,
 			Actual: req.Actual, Retention: s.opt.FinishedRetention,
@@ -120,7 +120,9 @@ func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res
 	rec := FinishRecord(req.ResourceName, req.SessionID, res)
 	// Always settle the row, also on a replay: the first finish may have
 	// settled Redis and then failed to reach the ledger.
-	err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(ctx, rec) })
+	lctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
+	defer cancel()
+	err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(lctx, rec) })
 	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: record: %w", req.ResourceName, err)
 	}
@@ -142,7 +144,7 @@ func (s *Service) finishLeakedFromLedger(ctx context.Context, pol Policy, req Fi
 	if row.EndTime.IsZero() || !s.opt.Now().Before(row.EndTime.Add(s.opt.FinishedRetention)) {
 		return FinishResponse{}, &NotActiveError{SessionID: req.SessionID, Status: row.Status}
 	}
-	err := GuardErr(s.redis, func() error {
+	err := GuardErr(s.redisFor(req.ResourceName), func() error {
 		return s.balances.RestoreLeaked(ctx, req.ResourceName, row, s.opt.FinishedRetention)
 	})
 	if err != nil {

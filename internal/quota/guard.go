@@ -16,6 +16,28 @@ type Breakers struct {
 	Ledger   Breaker // the ledger, policy store and audit log (MySQL)
 }
 
+// NodeBreaker is a Breaker made of one breaker per node of a backend
+// (internal/breaker's per-master breakers of a Redis Cluster): For is the
+// one in front of the node serving resource now. Its own Allow is for calls
+// tied to no resource.
+type NodeBreaker interface {
+	Breaker
+	For(resource string) Breaker
+}
+
+// ForResource is the breaker that guards resource's calls behind b:
+// b.For(resource) when b is a NodeBreaker, else b itself (nil stays nil).
+func ForResource(b Breaker, resource string) Breaker {
+	if nb, ok := b.(NodeBreaker); ok {
+		return nb.For(resource)
+	}
+	return b
+}
+
+// BalancesFor is the balance store's breaker for resource's calls
+// (ForResource): on a Redis Cluster, that of the master serving it.
+func (b Breakers) BalancesFor(resource string) Breaker { return ForResource(b.Balances, resource) }
+
 // Guard makes one backend call, fn, through b (nil: no breaker). It is the
 // one place a breaker is applied: every consumer of a store (the Service,
 // the sweeper, reconciliation) calls the store through it, so a new store

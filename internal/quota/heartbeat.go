@@ -63,7 +63,7 @@ func (s *Service) Heartbeat(ctx context.Context, resource, sessionID, clientID s
 func (s *Service) heartbeat(ctx context.Context, pol Policy, sessionID, clientID string) (HeartbeatResponse, error) {
 	resource := pol.ResourceName
 	renew := func() (time.Time, error) {
-		return Guard(s.redis, func() (time.Time, error) {
+		return Guard(s.redisFor(resource), func() (time.Time, error) {
 			return s.balances.Heartbeat(ctx, resource, sessionID, clientID, pol.LeaseDuration())
 		})
 	}

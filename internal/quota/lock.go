@@ -25,7 +25,8 @@ type Fence struct {
 // works (issue 11 §3.4). The returned context is ctx, cancelled when the
 // lock is found held by another token (the holder must stop: it lost it),
 // with ErrLockLost as its cause (see LockLost); a renewal that fails (the
-// store unreachable) is retried at the next tick. Renewals go through b.
+// store unreachable) is retried at the next tick. Renewals go through b
+// (resource's breaker, see ForResource).
 // stop waits for the renewing goroutine to end.
 func KeepLock(ctx context.Context, l Locker, b Breaker, resource, name, token string, ttl time.Duration) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -41,7 +42,7 @@ func KeepLock(ctx context.Context, l Locker, b Breaker, resource, name, token st
 			case <-t.C:
 			}
 			rctx, rcancel := context.WithTimeout(ctx, ttl/3+time.Millisecond)
-			held, err := Guard(b, func() (bool, error) { return l.RenewLock(rctx, resource, name, token, ttl) })
+			held, err := Guard(ForResource(b, resource), func() (bool, error) { return l.RenewLock(rctx, resource, name, token, ttl) })
 			rcancel()
 			if err == nil && !held {
 				cancel(ErrLockLost)

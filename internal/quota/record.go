@@ -146,7 +146,7 @@ var errScoped = errors.New("the session id's row is another session's")
 func (s *Service) markFailOpen(ctx context.Context, cmd ApplyCmd) error {
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	return GuardErr(s.redis, func() error { return s.balances.MarkFailOpen(mctx, cmd.ResourceName, cmd.SessionID) })
+	return GuardErr(s.redisFor(cmd.ResourceName), func() error { return s.balances.MarkFailOpen(mctx, cmd.ResourceName, cmd.SessionID) })
 }
 
 // landed reports whether rec's row is in the ledger after an insert whose
@@ -169,7 +169,7 @@ func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 	// the apply replayed it meanwhile), or else by the sweeper after its
 	// lease and the grace; the caller got an error, so it is never used.
 	// givenBack (nil: nothing) runs once the reservation was given back.
-	err := GuardErr(s.redis, func() error { return s.balances.Cancel(ctx, cmd.ResourceName, cmd.SessionID) })
+	err := GuardErr(s.redisFor(cmd.ResourceName), func() error { return s.balances.Cancel(ctx, cmd.ResourceName, cmd.SessionID) })
 	if err != nil {
 		s.compensateLater(pol, cmd, givenBack)
 		return
@@ -179,13 +179,19 @@ func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 	}
 }
 
-// insertSession writes a new ledger row, through the ledger's breaker.
+// insertSession writes a new ledger row, through the ledger's breaker,
+// within Options.LedgerTimeout.
 func (s *Service) insertSession(ctx context.Context, rec UsageRecord) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
+	defer cancel()
 	return GuardErr(s.mysql, func() error { return s.ledger.InsertSession(ctx, rec) })
 }
 
-// session reads a ledger row, through the ledger's breaker.
+// session reads a ledger row, through the ledger's breaker, within
+// Options.LedgerTimeout.
 func (s *Service) session(ctx context.Context, id string) (UsageRecord, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
+	defer cancel()
 	return Guard(s.mysql, func() (UsageRecord, error) { return s.ledger.Session(ctx, id) })
 }
 
@@ -204,5 +210,5 @@ func (s *Service) sessionOf(ctx context.Context, cmd ApplyCmd) (UsageRecord, err
 
 // balance reads a period's balance, through the balance store's breaker.
 func (s *Service) balance(ctx context.Context, resource string, per Period) (Balance, error) {
-	return Guard(s.redis, func() (Balance, error) { return s.balances.Balance(ctx, resource, per) })
+	return Guard(s.redisFor(resource), func() (Balance, error) { return s.balances.Balance(ctx, resource, per) })
 }

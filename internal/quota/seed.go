@@ -54,7 +54,7 @@ func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
 func (s *Service) seedOnce(ctx context.Context, pol Policy, per Period) error {
 	lock := "seed:" + strconv.FormatInt(per.ID(), 10)
 	for {
-		token, err := Guard(s.redis, func() (string, error) {
+		token, err := Guard(s.redisFor(pol.ResourceName), func() (string, error) {
 			return s.balances.TryLock(ctx, pol.ResourceName, lock, seedLockTTL)
 		})
 		if err != nil {
@@ -95,7 +95,7 @@ func (s *Service) seedHolding(ctx context.Context, pol Policy, per Period, lock,
 		// bare context.Canceled from the ledger answered 500.
 		return LockLost(ctx, err)
 	}
-	wrote, err := Guard(s.redis, func() (bool, error) {
+	wrote, err := Guard(s.redisFor(pol.ResourceName), func() (bool, error) {
 		return s.balances.SeedFenced(ctx, Fence{Name: lock, Token: token}, pol.ResourceName, per, pol.TotalLimit, totals, open, pol.LeaseDuration())
 	})
 	if err == nil && wrote && snapshot {
@@ -201,11 +201,11 @@ func (s *Service) restoreSession(ctx context.Context, pol Policy, row UsageRecor
 		return s.seed(ctx, pol, per)
 	}
 	if row.PeriodStart.Equal(per.Start) && !row.PoolSession() {
-		return GuardErr(s.redis, func() error {
+		return GuardErr(s.redisFor(pol.ResourceName), func() error {
 			return s.balances.CatchUp(ctx, Fence{}, pol.ResourceName, per, []UsageRecord{row}, pol.LeaseDuration())
 		})
 	}
-	return GuardErr(s.redis, func() error {
+	return GuardErr(s.redisFor(pol.ResourceName), func() error {
 		return s.balances.RestoreSessions(ctx, pol.ResourceName, []UsageRecord{row}, pol.LeaseDuration())
 	})
 }

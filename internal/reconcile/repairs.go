@@ -14,7 +14,7 @@ import (
 func (r *Reconciler) recordFailOpen(ctx context.Context, pol quota.Policy, rep *Report) error {
 	resource := pol.ResourceName
 	var ids []string
-	err := r.redis(func() (err error) { ids, err = r.store.FailOpenSessions(ctx, resource); return err })
+	err := r.redis(pol.ResourceName, func() (err error) { ids, err = r.store.FailOpenSessions(ctx, resource); return err })
 	if err != nil || len(ids) == 0 {
 		return err
 	}
@@ -61,7 +61,7 @@ func (r *Reconciler) recordFailOpen(ctx context.Context, pol quota.Policy, rep *
 		rep.FailOpenRecorded++
 		r.repairs.WithLabelValues(resource, "fail_open_recorded").Inc()
 	}
-	return r.redis(func() error { return r.store.AckFailOpen(ctx, resource, done) })
+	return r.redis(pol.ResourceName, func() error { return r.store.AckFailOpen(ctx, resource, done) })
 }
 
 // syncLimit makes Redis' limit the policy's: concurrent PUTs of one policy
@@ -72,7 +72,7 @@ func (r *Reconciler) syncLimit(ctx context.Context, pol quota.Policy, rep *Repor
 		return err
 	}
 	var bal quota.Balance
-	err = r.redis(func() (err error) { bal, err = r.store.Balance(ctx, pol.ResourceName, per); return err })
+	err = r.redis(pol.ResourceName, func() (err error) { bal, err = r.store.Balance(ctx, pol.ResourceName, per); return err })
 	if err != nil || bal.Limit == pol.TotalLimit || (!bal.Exists && bal.Limit == 0) {
 		return err
 	}
@@ -81,7 +81,7 @@ func (r *Reconciler) syncLimit(ctx context.Context, pol quota.Policy, rep *Repor
 	if err != nil || cur.TotalLimit == bal.Limit {
 		return err
 	}
-	if err := r.redis(func() error { return r.store.SetLimit(ctx, pol.ResourceName, cur.TotalLimit) }); err != nil {
+	if err := r.redis(pol.ResourceName, func() error { return r.store.SetLimit(ctx, pol.ResourceName, cur.TotalLimit) }); err != nil {
 		return err
 	}
 	rep.LimitSynced = true
@@ -114,7 +114,7 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *
 	// Only sessions untouched (no apply, no heartbeat) for Grace can be
 	// orphans: their lease ends before now + lease − Grace.
 	var ids []string
-	err := r.redis(func() (err error) {
+	err := r.redis(pol.ResourceName, func() (err error) {
 		ids, err = r.store.OpenSessionIDs(ctx, resource, r.now().Add(pol.LeaseDuration()-r.cfg.Grace))
 		return err
 	})
@@ -149,7 +149,7 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, pol quota.Policy, rep *
 			if again, err := r.sessionsByID(ctx, []string{id}); err != nil || (len(again) > 0 && again[id].Status != quota.StatusCancelled) {
 				continue
 			}
-			if err := r.redis(func() error { return r.store.Cancel(ctx, resource, id) }); err != nil {
+			if err := r.redis(pol.ResourceName, func() error { return r.store.Cancel(ctx, resource, id) }); err != nil {
 				return err
 			}
 			rep.OrphansReleased++
@@ -236,7 +236,7 @@ func (r *Reconciler) settleChunk(ctx context.Context, pol quota.Policy, open []q
 		r.repairs.WithLabelValues(resource, "ledger_settled").Add(float64(len(leaked)))
 	}
 	if len(lost) > 0 {
-		if err := r.redis(func() error { return r.store.RestoreSessions(ctx, resource, lost, pol.LeaseDuration()) }); err != nil {
+		if err := r.redis(pol.ResourceName, func() error { return r.store.RestoreSessions(ctx, resource, lost, pol.LeaseDuration()) }); err != nil {
 			return err
 		}
 		rep.SessionsRestored += len(lost)
@@ -247,7 +247,7 @@ func (r *Reconciler) settleChunk(ctx context.Context, pol quota.Policy, open []q
 
 // sessions reads Redis sessions by id, through the balance store's breaker.
 func (r *Reconciler) sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {
-	return quota.Guard(r.cfg.Breakers.Balances, func() (map[string]quota.SessionState, error) {
+	return quota.Guard(r.cfg.Breakers.BalancesFor(resource), func() (map[string]quota.SessionState, error) {
 		return r.store.Sessions(ctx, resource, ids)
 	})
 }

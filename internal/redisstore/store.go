@@ -64,7 +64,7 @@ func (s *Store) Close() {
 // auto-pipelining is on.
 func (s *Store) runHot(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	if s.pipe != nil {
-		return s.pipe.run(ctx, script, keys, args...)
+		return retryMoving(ctx, func() (any, error) { return s.pipe.run(ctx, script, keys, args...) })
 	}
 	return s.run(ctx, script, keys, args...)
 }
@@ -101,21 +101,30 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 // wrap translates Redis failures at the boundary: timeouts, refused
 // connections, a closed client and the transient states of a server or a
 // cluster (loading, busy, failing over, slots moving) become
-// quota.ErrUnavailable.
+// quota.ErrUnavailable; a slot moving between cluster masters becomes
+// quota.ErrSlotMoving (which matches ErrUnavailable too), see slotMoving.
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ne net.Error
 	switch {
+	case slotMoving(err):
+		return fmt.Errorf("redis %s: %w: %w", op, quota.ErrSlotMoving, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, redis.ErrClosed), errors.As(err, &ne),
 		errors.Is(err, redis.ErrPoolTimeout), isTransient(err),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("redis %s: %w: %w", op, quota.ErrUnavailable, err)
+	case redis.HasErrorPrefix(err, negativePrefix):
+		return fmt.Errorf("redis %s: %w: %w", op, quota.ErrNegativeBalance, err)
 	}
 	return fmt.Errorf("redis %s: %w", op, err)
 }
+
+// negativePrefix starts the error reply of a script that refused to leave
+// a balance's charged or reserved below zero (quota.ErrNegativeBalance).
+const negativePrefix = "QCNEGATIVE"
 
 // transientPrefixes are the Redis error replies of a server that cannot
 // answer now but will: loading its data, running a long script, a replica

@@ -45,7 +45,12 @@ func (s *Store) WithWait(w Wait) *Store {
 
 // run runs a state-changing script like script.Run, followed by WAIT when
 // s.wait is on.
+// A call refused because its slot is moving is sent again (retryMoving).
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	return retryMoving(ctx, func() (any, error) { return s.runOnce(ctx, script, keys, args...) })
+}
+
+func (s *Store) runOnce(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	if !s.wait.on() {
 		v, err := script.Run(ctx, s.rdb, keys, args...).Result()
 		if err != nil {
@@ -59,12 +64,15 @@ func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, ar
 }
 
 // read runs a script that changes nothing (no WAIT needed).
+// A call refused because its slot is moving is sent again (retryMoving).
 func (s *Store) read(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
-	if err != nil {
-		relearnSlots(ctx, s.rdb, err)
-	}
-	return v, err
+	return retryMoving(ctx, func() (any, error) {
+		v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+		if err != nil {
+			relearnSlots(ctx, s.rdb, err)
+		}
+		return v, err
+	})
 }
 
 // masterFor returns a client whose pipelines run on one connection to the

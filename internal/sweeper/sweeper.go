@@ -67,6 +67,7 @@ type Sweeper struct {
 	leaked   *prometheus.CounterVec
 	orphans  *prometheus.CounterVec
 	errors   prometheus.Counter
+	negative prometheus.Counter
 	duration prometheus.Histogram
 }
 
@@ -91,6 +92,10 @@ func New(cfg Config, p Policies, s Store, l Ledger, log *zap.Logger, reg prometh
 		}, []string{"resource"}),
 		errors: f.NewCounter(prometheus.CounterOpts{
 			Name: "quota_sweep_errors_total", Help: "Sweep passes or steps that failed (retried on the next pass).",
+		}),
+		negative: f.NewCounter(prometheus.CounterOpts{
+			Name: "quota_sweep_negative_refused_total",
+			Help: "Sweep steps the balance store refused because a give-back would leave a balance's reserved below zero (also in quota_sweep_errors_total).",
 		}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "quota_sweep_duration_seconds", Help: "Duration of one sweep pass over all resources.",
@@ -158,7 +163,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) int {
 func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int, more bool) {
 	var orphans []string
 	var heldErr error // the ledger's: not the Redis breaker's to judge
-	leaks, err := quota.Guard(s.cfg.Breakers.Balances, func() ([]quota.LeakedSession, error) {
+	leaks, err := quota.Guard(s.cfg.Breakers.BalancesFor(resource), func() ([]quota.LeakedSession, error) {
 		l, o, err := s.store.SweepHeld(ctx, resource, s.cfg.Batch, s.cfg.Retention, func(ids []string) (map[string]bool, error) {
 			h, err := s.held(ctx, resource, ids)
 			if err != nil {
@@ -199,7 +204,7 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	for i, l := range leaks {
 		ids[i] = l.SessionID
 	}
-	if err := quota.GuardErr(s.cfg.Breakers.Balances, func() error { return s.store.AckLeaks(ctx, resource, ids) }); err != nil {
+	if err := quota.GuardErr(s.cfg.Breakers.BalancesFor(resource), func() error { return s.store.AckLeaks(ctx, resource, ids) }); err != nil {
 		s.fail("ack leaks", resource, err)
 		return fresh, false
 	}
@@ -252,7 +257,7 @@ func (s *Sweeper) releaseOrphans(ctx context.Context, resource string, ids []str
 	if s.cfg.OrphanGrace <= 0 {
 		return
 	}
-	states, err := quota.Guard(s.cfg.Breakers.Balances, func() (map[string]quota.SessionState, error) {
+	states, err := quota.Guard(s.cfg.Breakers.BalancesFor(resource), func() (map[string]quota.SessionState, error) {
 		return s.store.Sessions(ctx, resource, ids)
 	})
 	if err != nil {
@@ -264,7 +269,7 @@ func (s *Sweeper) releaseOrphans(ctx context.Context, resource string, ids []str
 		if !ok || st.Status != quota.StatusUsing || time.Since(st.StartTime) < s.cfg.OrphanGrace {
 			continue
 		}
-		if err := quota.GuardErr(s.cfg.Breakers.Balances, func() error { return s.store.Cancel(ctx, resource, id) }); err != nil {
+		if err := quota.GuardErr(s.cfg.Breakers.BalancesFor(resource), func() error { return s.store.Cancel(ctx, resource, id) }); err != nil {
 			s.fail("release orphan", resource, err)
 			return
 		}
@@ -274,8 +279,18 @@ func (s *Sweeper) releaseOrphans(ctx context.Context, resource string, ids []str
 	}
 }
 
+// fail counts and logs a failed step. A give-back refused because it
+// would leave a balance below zero (quota.ErrNegativeBalance: the balance
+// already disagrees with its sessions, issue 22 §1) is logged as an error
+// and counted apart: it repeats until reconciliation corrects the balance.
 func (s *Sweeper) fail(op, resource string, err error) {
 	s.errors.Inc()
+	if errors.Is(err, quota.ErrNegativeBalance) {
+		s.negative.Inc()
+		s.log.Error("sweep refused: a give-back would leave the balance below zero", zap.String("op", op),
+			zap.String("resource", resource), zap.Error(err))
+		return
+	}
 	s.log.Warn("sweep step failed", zap.String("op", op), zap.String("resource", resource), zap.Error(err))
 }
 
