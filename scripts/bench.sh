@@ -72,6 +72,9 @@
 #                         temporary worktree, and benchstat compares the two
 #                         (default none: this tree only)
 #   QC_BENCH_NOTES        Markdown appended to the report        (default docs/performance-notes.md)
+#   QC_BENCH_MANY_POLICIES policies of scripts/bench-many-policies.sh (issue 23 §1:
+#                         idle background work, /metrics size and time, heap and RSS
+#                         with load on 1 %), appended last; 0 = skip  (default 100000)
 #   QC_BENCH_SDK          0 = skip scripts/bench-sdk.sh (the Go SDK's LocalPool and
 #                         qc-replay --local-batch section, appended last)  (default 1)
 #
@@ -581,5 +584,10 @@ bin/qc-bench report --results "$results" --wrk "$wrk_results" "${soak_args[@]}" 
 if [[ ${QC_BENCH_SDK:-1} != 0 ]]; then
 	say "Go SDK benchmarks (scripts/bench-sdk.sh), appended to $out"
 	bash scripts/bench-sdk.sh >>"$out" || say "scripts/bench-sdk.sh failed; its section is missing from $out"
+fi
+if [[ ${QC_BENCH_MANY_POLICIES:-100000} != 0 ]]; then
+	say "many-policies scenario (scripts/bench-many-policies.sh, issue 23 §1), appended to $out"
+	QC_BENCH_MANY_BUILD=0 QC_BENCH_REDIS=$redis QC_BENCH_MYSQL_HOST=$mysql_hostport bash scripts/bench-many-policies.sh >>"$out" ||
+		say "scripts/bench-many-policies.sh failed; its section is missing from $out"
 fi
 say "wrote $out (raw results in $work)"

@@ -57,6 +57,8 @@ func main() {
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "report" {
 		err = reportMain(os.Args[2:], os.Stdout)
+	} else if len(os.Args) > 1 && os.Args[1] == ScenarioManyPolicies {
+		err = manyMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	} else {
 		err = runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	}

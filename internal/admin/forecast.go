@@ -102,11 +102,12 @@ func (s *Service) Status(ctx context.Context, resource string) (quota.StatusResp
 	return st, f, err
 }
 
-// Sample records one consumption sample of every resource in Redis, where
-// every instance's forecast reads it. It returns the first error and goes
-// on with the other resources.
+// Sample records one consumption sample of every active resource (every
+// resource without Deps.Active) in Redis, where every instance's forecast
+// reads it. It returns the first error and goes on with the other
+// resources.
 func (s *Service) Sample(ctx context.Context) error {
-	pols, err := s.d.Quota.Policies(ctx)
+	pols, err := s.sampled(ctx)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// ForecastCollector exports each resource's forecast, computed at scrape
-// time from the same data as GET /quota/status:
+// ForecastCollector exports each active resource's forecast (every
+// resource's without Deps.Active), computed at scrape time from the same
+// data as GET /quota/status:
 //
 //   - quota_exhaustion_eta_seconds{resource}: seconds until the remaining
 //     budget reaches 0 at the current burn rate; 0 when nothing remains;
@@ -62,7 +63,7 @@ func (c *ForecastCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *ForecastCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	pols, err := c.svc.Policies(ctx)
+	pols, err := c.svc.sampled(ctx)
 	if err != nil {
 		c.errs.Inc()
 		return

@@ -56,6 +56,11 @@ type Deps struct {
 	Audit  quota.AuditLog // nil: actions are not audited
 	Sched  quota.Scheduler
 	Now    func() time.Time // default time.Now
+	// Active lists the policies of the used resources (internal/activity),
+	// the only ones the burn-rate sampler and the forecast metrics visit;
+	// nil: every policy (Quota.Policies). An idle resource then has no
+	// samples: its forecast reads "unknown", and nothing is consumed.
+	Active func(ctx context.Context) ([]quota.Policy, error)
 }
 
 // Service answers the operators' reads and carries out their actions. It
@@ -78,8 +83,17 @@ func New(d Deps) *Service {
 // now is the service clock in UTC at millisecond precision.
 func (s *Service) now() time.Time { return s.d.Now().UTC().Truncate(time.Millisecond) }
 
-// Policies lists every policy (for the console and the sampler).
+// Policies lists every policy (for the console).
 func (s *Service) Policies(ctx context.Context) ([]quota.Policy, error) {
+	return s.d.Quota.Policies(ctx)
+}
+
+// sampled lists the policies the sampler and the forecast metrics visit:
+// Deps.Active's, or every policy.
+func (s *Service) sampled(ctx context.Context) ([]quota.Policy, error) {
+	if s.d.Active != nil {
+		return s.d.Active(ctx)
+	}
 	return s.d.Quota.Policies(ctx)
 }
 

@@ -10,14 +10,13 @@ import (
 
 	"github.com/quotacenter/quota-center/internal/config"
 	"github.com/quotacenter/quota-center/internal/gateway"
-	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // buildGateway builds the Envoy rate limit service listener when
 // QC_GRPC_ADDR is set (nil, nil otherwise) and listens, so that a taken
 // port fails the start; instance.run serves it. The mapping file is
 // validated before anything listens.
-func buildGateway(ctx context.Context, cfg config.Config, svc *quota.Service, log *zap.Logger, reg prometheus.Registerer) (*gateway.Server, net.Listener, error) {
+func buildGateway(ctx context.Context, cfg config.Config, svc gateway.Quota, log *zap.Logger, reg prometheus.Registerer) (*gateway.Server, net.Listener, error) {
 	if cfg.GRPC.Addr == "" {
 		return nil, nil, nil
 	}

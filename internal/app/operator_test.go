@@ -372,6 +372,11 @@ func TestExhaustionETAMetric(t *testing.T) {
 	if v, ok := st["exhaustsAt"]; !ok || v != nil {
 		t.Errorf("exhaustsAt %v (present: %v): want null", v, ok)
 	}
+	// The forecast gauges cover the used resources (issue 23 §1): one
+	// apply, and the burn rate is still unknown (under 10 s of samples).
+	if code, out, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": res, "clientId": "c", "applyAmount": 1}); code != 200 {
+		t.Fatalf("apply: %d %v", code, out)
+	}
 	resp, err := http.Get(s.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)

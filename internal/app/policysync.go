@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quotacenter/quota-center/internal/activity"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/policysync"
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -20,15 +21,19 @@ import (
 // instance's own caches, without the round trip through Redis, which may
 // be down). Reads go to the store unchanged; the apply path never passes
 // here.
+// A change also makes the resource active (internal/activity), so that
+// every instance's failover watch covers it for the active window.
 type announcingLedger struct {
 	*mysqlstore.Store
 	bus    *policysync.Bus
 	forget func(resource string)
+	act    *activity.Tracker
 }
 
 func (l announcingLedger) announce(ctx context.Context, resource string, err error) error {
 	if err == nil {
 		l.forget(resource)
+		l.act.Changed(resource)
 		l.bus.Changed(ctx, resource)
 	}
 	return err

@@ -113,17 +113,17 @@ type idle struct{}
 func (idle) Run(ctx context.Context) error { <-ctx.Done(); return nil }
 
 // failoverWatcher notices a replaced or restarted Redis master every second
-// and rebuilds its resources from the ledger (internal/failover), then
+// and rebuilds its active resources from the ledger (internal/failover), then
 // reconciles them after --reconcile-settle. Dev mode has no master to lose:
 // it gets a loop that does nothing.
-func failoverWatcher(cfg config.Config, rs *redisstore.Store, policies failover.Policies, sched quota.Scheduler,
+func failoverWatcher(cfg config.Config, rs *redisstore.Store, active *activeSet, sched quota.Scheduler,
 	rec *reconcile.Reconciler, log *zap.Logger, reg prometheus.Registerer) interface{ Run(context.Context) error } {
 	if cfg.DevMode() {
 		return idle{}
 	}
 	repairs, watched := failover.NewMetrics(reg)
 	return &failover.Watcher{
-		Topology: rs, Balances: rs, Policies: policies, Scheduler: sched,
+		Topology: rs, Balances: rs, Active: active, Policies: active, Scheduler: sched,
 		Reconcile: func(ctx context.Context, resource string) error {
 			return reconcileUntilSettled(ctx, rec, resource, cfg.Reconcile.Settle)
 		},

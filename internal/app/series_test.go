@@ -1,8 +1,6 @@
 package app_test
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,20 +11,11 @@ import (
 // exposes reports whether s's /metrics has exactly this sample line.
 func exposes(t *testing.T, s *testenv.Server, line string) bool {
 	t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	return strings.Contains("\n"+string(b), "\n"+line+"\n")
+	return strings.Contains("\n"+scrape(t, s), "\n"+line+"\n")
 }
 
 // The sweeper's and reconciler's per-resource counters exist at 0 for every
-// policy before their first event, so increase() sees that event.
+// used resource before their first event, so increase() sees that event.
 func TestLoopCountersStartAtZeroForEveryPolicy(t *testing.T) {
 	s := testenv.Start(t, testenv.Dev, "--reconcile-interval", "200ms")
 	res := testenv.Resource(t)
@@ -34,6 +23,10 @@ func TestLoopCountersStartAtZeroForEveryPolicy(t *testing.T) {
 		t.Error("quota_reconcile_runs_total{result=error} does not start at 0")
 	}
 	putPolicy(t, s, res, map[string]any{"quotaType": "COUNT", "totalLimit": 10})
+	// Series exist for the used resources (issue 23 §1): one apply.
+	if code, out, _ := call(t, s, "POST", "/quota/apply", map[string]any{"resourceName": res, "clientId": "c", "applyAmount": 1}); code != 200 {
+		t.Fatalf("apply: %d %v", code, out)
+	}
 	for _, line := range []string{
 		`quota_sessions_leaked_total{resource="` + res + `"} 0`,
 		`quota_reconcile_repairs_total{kind="ledger_settled",resource="` + res + `"} 0`,
@@ -43,13 +36,16 @@ func TestLoopCountersStartAtZeroForEveryPolicy(t *testing.T) {
 	}
 }
 
-// A policy created through one instance gets its series at 0 on the other
-// instance too (its sweep pass lists the policies), before any request
-// reaches that instance.
+// A resource created and used through one instance gets its series at 0
+// on the other instance too (its sweep pass lists the used resources,
+// every instance's), before any request reaches that instance.
 func TestPolicyFromAnotherInstanceGetsZeroSeries(t *testing.T) {
 	a, b := twoInstances(t, testenv.Real)
 	res := sharedResource(t)
 	putPolicy(t, a, res, map[string]any{"quotaType": "TOKENS", "totalLimit": 100, "failMode": "OPEN"})
+	if code, out, _ := call(t, a, "POST", "/quota/apply", map[string]any{"resourceName": res, "clientId": "c", "applyAmount": 1}); code != 200 {
+		t.Fatalf("apply on a: %d %v", code, out)
+	}
 	for _, line := range []string{
 		`quota_fail_open_grants_total{resource="` + res + `"} 0`,
 		`quota_heartbeat_total{resource="` + res + `",result="ok"} 0`,

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/quotacenter/quota-center/internal/activity"
 	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/breaker"
 	"github.com/quotacenter/quota-center/internal/config"
@@ -176,9 +177,14 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// its cached copy at once (internal/policysync; the TTL stays the bound).
 	var svc *quota.Service
 	var poolSource *poolctl.Source
+	var active *activeSet
 	bus := policysync.New(b.rdb, log.Named("policysync"),
-		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) })
-	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }}
+		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) }, func(r string) { active.forget(r) })
+	// The resources used or changed within --active-window, shared by the
+	// instances: the only ones the background loops visit and that have
+	// per-resource series (internal/activity; issue 23 §1).
+	tracker := activity.New(b.rdb, activity.Options{Window: cfg.Scale.ActiveWindow, Log: log.Named("activity")})
+	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }, act: tracker}
 	// The pools' calls go through the backend breakers (poolctl.Guarded).
 	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
 	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
@@ -197,22 +203,21 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	})
 	// Its background marks stop before the ledger closes (closers run in order).
 	in.closers = append([]func(){svc.Close}, in.closers...)
-	metrics := httpapi.NewMetrics(reg)
-	if pols, err := b.ledger.ListPolicies(ctx); err == nil {
-		for _, p := range pols {
-			metrics.Known(p)
-		}
-	}
-	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
-	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched})
+	active = newActiveSet(tracker, b.ledger, svc)
+	used := touching{Service: svc, act: tracker}
+	// Series of the active resources only: made at 0 when one becomes
+	// active (a PUT here, a sweep pass for the others), deleted once idle.
+	metrics := httpapi.NewMetricsWith(reg, httpapi.MetricsOptions{ResourceHistograms: cfg.Scale.ResourceHistograms})
+	httpapi.NewBalanceCollector(reg, active, 2*time.Second)
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies})
 	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
-	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
-	poolRunner := poolctl.New(poolLedger, poolLive, poolLedger, sched, log, reg, 0, nil)
+	}, rs, b.ledger, active, sched, log.Named("reconcile"), reg)
+	poolRunner := poolctl.New(activePools{poolLedger, active}, poolLive, poolLedger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
-		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},
+		Service: used, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Operator:     ops,
@@ -239,20 +244,21 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
 		OrphanGrace: cfg.Reconcile.Grace, Breakers: brk,
 		OnPolicy: metrics.Known, // series at 0 for policies created on other instances
-	}, b.ledger, rs, b.ledger, log.Named("sweeper"), reg)
+	}, active, rs, b.ledger, log.Named("sweeper"), reg)
 	forecastLog := log.Named("forecast")
 	in.loops = []loop{
 		{"sweeper", sw.Run},
 		{"compensate", svc.RunCompensation}, // refused applies' late reservations, given back
 		{"forecast", func(ctx context.Context) error { return ops.Run(ctx, admin.DefaultSampleInterval, forecastLog) }},
 		{"pools", poolRunner.Run},
-		{"failover", failoverWatcher(cfg, rs, b.ledger, sched, rec, log, reg).Run},
+		{"failover", failoverWatcher(cfg, rs, active, sched, rec, log, reg).Run},
 		{"reconcile", rec.Run},
 		{"policysync", policyBusLoop(bus, log, cfg.Quota.PolicyCacheTTL)},
 		{"ledger-lifecycle", lifecycle.New(lifecycleConfig(cfg.Ledger), b.ledger, b.ledger, sched, log.Named("lifecycle"), reg).Run},
+		{"activity", activityLoop(active, metrics, log.Named("activity"), sw.ForgetResource, rec.ForgetResource)},
 	}
 
-	if in.grpc, in.gln, err = buildGateway(ctx, cfg, svc, log, reg); err != nil {
+	if in.grpc, in.gln, err = buildGateway(ctx, cfg, used, log, reg); err != nil {
 		return nil, err
 	}
 	if in.gln != nil {

@@ -28,6 +28,8 @@ type Config struct {
 	Auth   Auth
 	// GRPC is the Envoy rate limit service listener (off by default).
 	GRPC GRPC
+	// Scale: what is done per resource (active resources only).
+	Scale Scale
 	// MigrateOnStart applies the ledger migrations before serving.
 	MigrateOnStart bool
 	// ShutdownGrace bounds how long in-flight requests may finish on stop.
@@ -166,6 +168,7 @@ func Default() Config {
 			Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond},
 		Log:            Log{Level: "info", Format: "json"},
 		Dev:            Dev{SQLitePath: ":memory:"},
+		Scale:          Scale{ActiveWindow: 15 * time.Minute},
 		ShutdownGrace:  15 * time.Second,
 		MigrateOnStart: false,
 	}
@@ -246,6 +249,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.BoolVar(&c.Dev.InsecureNonLoopback, "dev-insecure-non-loopback", c.Dev.InsecureNonLoopback,
 		"dev mode: allow an http-addr or grpc-addr that is not loopback (dev mode keeps nothing and its endpoints may be open; refused without this)")
 	grpcFlags(fs, &c.GRPC)
+	scaleFlags(fs, &c.Scale)
 	// Parsed below, for serve only, so that no flag error can quote a secret.
 	var adminTokens, apiKeys string
 	fs.StringVar(&adminTokens, "admin-tokens", "", "admin bearer tokens, comma-separated name:token (a bare token is named admin; 16+ characters); "+
@@ -337,6 +341,7 @@ func (c Config) validate(backendsPaired bool) error {
 	errs = append(errs, c.Ledger.validate(c.Quota.FinishedRetention)...)
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.GRPC.validate()...)
+	errs = append(errs, c.Scale.validate()...)
 	if backendsPaired {
 		errs = append(errs, c.validateDevListen()...)
 		switch {

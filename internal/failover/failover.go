@@ -29,17 +29,30 @@ type Balances interface {
 	DropBalance(ctx context.Context, resource string, period quota.Period, f quota.Fence) error
 }
 
-// Policies lists the resources to watch.
+// Active lists the resources to watch: those active now (used or changed
+// within a window, internal/activity). An idle resource is not watched and
+// costs nothing per poll: the writes a failover can lose are the last
+// ones, and a resource idle for a window had them replicated long ago.
+type Active interface {
+	Active(ctx context.Context) ([]string, error)
+}
+
+// Policies reads the policy of a resource to rebuild (its period).
+// quota.ErrResourceNotFound: deleted, nothing to rebuild.
 type Policies interface {
-	ListPolicies(ctx context.Context) ([]quota.Policy, error)
+	Policy(ctx context.Context, resource string) (quota.Policy, error)
 }
 
 // Watcher polls the topology and repairs the resources whose master
-// changed. The first poll only records what it sees.
+// changed. The first poll only records what it sees. Each poll costs one
+// read of the active set, the topology's commands (one INFO per master,
+// and once per resource ever a CLUSTER KEYSLOT on a cluster) and a policy
+// read per resource to rebuild: nothing per idle resource (issue 23 §1).
 type Watcher struct {
 	Interval  time.Duration // between polls (default 1s)
 	Topology  Topology
 	Balances  Balances
+	Active    Active
 	Policies  Policies
 	Scheduler quota.Scheduler
 	// Reconcile, when set, runs after a rebuild, ReconcileAfter later, for
@@ -51,8 +64,9 @@ type Watcher struct {
 	Repairs        prometheus.Counter // nil: not counted; see NewMetrics
 	Watched        prometheus.Gauge   // resources whose master is known; nil: not exported
 
-	masters map[string]string // resource → master identity, last seen
-	pending map[string]bool   // master changed, rebuild not done yet
+	masters map[string]string   // resource → master identity, last seen
+	pending map[string]bool     // master changed, rebuild not done yet
+	seen    map[string]struct{} // the master identities of the last poll that saw any
 }
 
 // NewMetrics registers quota_redis_failover_repairs_total and
@@ -65,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) (prometheus.Counter, prometheus.Gauge
 	})
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quota_redis_failover_watched_resources",
-		Help: "Resources whose Redis master the failover watcher knows (a change of it is noticed from the next poll on).",
+		Help: "Active resources whose Redis master the failover watcher knows (a change of it is noticed from the next poll on); idle resources are not watched.",
 	})
 	reg.MustRegister(c, g)
 	return c, g
@@ -88,47 +102,65 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// Poll looks at the topology once and rebuilds every resource whose master
-// changed since the last poll (and those whose rebuild failed before). It
-// returns the resources rebuilt.
+// Poll looks at the topology once and rebuilds every active resource whose
+// master changed since the last poll (and those whose rebuild failed
+// before). A resource that became active since the last poll counts as
+// changed when its master now is none the last poll saw (a promoted
+// replica or a restarted server): its last writes may be the lost ones.
+// Resources no longer active are forgotten. It returns the resources
+// rebuilt.
 func (w *Watcher) Poll(ctx context.Context) []string {
 	if w.masters == nil {
 		w.masters, w.pending = map[string]string{}, map[string]bool{}
 	}
-	pols, err := w.Policies.ListPolicies(ctx)
-	if err != nil {
-		w.log().Warn("failover watch: list policies", zap.Error(err))
+	names, err := w.Active.Active(ctx)
+	if err != nil && len(names) == 0 {
+		w.log().Warn("failover watch: active resources", zap.Error(err))
 		return nil
-	}
-	names := make([]string, len(pols))
-	byName := make(map[string]quota.Policy, len(pols))
-	for i, p := range pols {
-		names[i], byName[p.ResourceName] = p.ResourceName, p
 	}
 	now, err := w.Topology.Masters(ctx, names)
 	if err != nil {
 		w.log().Warn("failover watch: masters", zap.Error(err))
 		return nil
 	}
+	active := make(map[string]bool, len(names))
+	for _, r := range names {
+		active[r] = true
+	}
+	for r := range w.masters {
+		if !active[r] {
+			delete(w.masters, r) // idle now: watched again once active
+		}
+	}
+	seen := make(map[string]struct{}, 4)
 	for r, m := range now {
-		if old, seen := w.masters[r]; seen && old != m {
+		seen[m] = struct{}{}
+		old, known := w.masters[r]
+		_, wasSeen := w.seen[m]
+		if known && old != m || !known && w.seen != nil && !wasSeen {
 			w.log().Warn("redis master of a resource changed: rebuilding it from the ledger",
 				zap.String("resource", r), zap.String("was", old), zap.String("now", m))
 			w.pending[r] = true
 		}
 		w.masters[r] = m
 	}
+	if len(seen) > 0 {
+		w.seen = seen
+	}
 	if w.Watched != nil {
 		w.Watched.Set(float64(len(w.masters)))
 	}
 	var done []string
 	for r := range w.pending {
-		pol, ok := byName[r]
-		if !ok {
+		pol, err := w.Policies.Policy(ctx, r)
+		if errors.Is(err, quota.ErrResourceNotFound) {
 			delete(w.pending, r) // policy deleted
 			continue
 		}
-		if err := w.rebuild(ctx, pol); err != nil {
+		if err == nil {
+			err = w.rebuild(ctx, pol)
+		}
+		if err != nil {
 			w.log().Warn("failover rebuild (retried next poll)", zap.String("resource", r), zap.Error(err))
 			continue
 		}

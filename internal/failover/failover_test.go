@@ -80,9 +80,41 @@ func (f *fakeRedis) DropBalance(_ context.Context, r string, per quota.Period, f
 	return nil
 }
 
-type policies []quota.Policy
+// policies are the policies and the active resources (all of them unless
+// active is set), counting the reads.
+type policies struct {
+	mu     sync.Mutex
+	pols   []quota.Policy
+	active []string // nil: every policy's resource
+	reads  int      // Policy calls
+}
 
-func (p policies) ListPolicies(context.Context) ([]quota.Policy, error) { return p, nil }
+func newPolicies(ps ...quota.Policy) *policies { return &policies{pols: ps} }
+
+func (p *policies) Active(context.Context) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.active != nil {
+		return slices.Clone(p.active), nil
+	}
+	var out []string
+	for _, q := range p.pols {
+		out = append(out, q.ResourceName)
+	}
+	return out, nil
+}
+
+func (p *policies) Policy(_ context.Context, r string) (quota.Policy, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reads++
+	for _, q := range p.pols {
+		if q.ResourceName == r {
+			return q, nil
+		}
+	}
+	return quota.Policy{}, quota.ErrResourceNotFound
+}
 
 func TestAChangedMasterRebuildsItsResourcesOnly(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
@@ -92,7 +124,8 @@ func TestAChangedMasterRebuildsItsResourcesOnly(t *testing.T) {
 	}
 	var reconciled []string
 	var rmu sync.Mutex
-	w := &Watcher{Topology: f, Balances: f, Policies: policies{pol("a"), pol("b"), pol("c")},
+	ps := newPolicies(pol("a"), pol("b"), pol("c"))
+	w := &Watcher{Topology: f, Balances: f, Active: ps, Policies: ps,
 		Scheduler: &period.Scheduler{}, Now: func() time.Time { return now },
 		Reconcile: func(_ context.Context, r string) error {
 			rmu.Lock()
@@ -167,7 +200,8 @@ func TestADropUnderALostLockIsRefusedAndRetried(t *testing.T) {
 	now := time.Date(2026, 12, 1, 15, 30, 0, 0, time.UTC)
 	f := &fakeRedis{masters: map[string]string{"a": "n1/run1"}, heldBy: map[string]string{}}
 	pol := quota.Policy{ResourceName: "a", QuotaType: quota.TypeCount, TotalLimit: 10, ResetCron: "0 0 * * *", Timezone: "UTC"}
-	w := &Watcher{Topology: f, Balances: f, Policies: policies{pol}, Scheduler: &period.Scheduler{}, Now: func() time.Time { return now }}
+	ps := newPolicies(pol)
+	w := &Watcher{Topology: f, Balances: f, Active: ps, Policies: ps, Scheduler: &period.Scheduler{}, Now: func() time.Time { return now }}
 	ctx := context.Background()
 	w.Poll(ctx)
 	f.masters["a"] = "n4/run2"

@@ -26,12 +26,37 @@ type Metrics struct {
 	used      map[string]*prometheus.HistogramVec
 	duration  *prometheus.HistogramVec // route, method, code
 	cache     *seriesCache             // the series above already looked up
+	// perResourceUsed: quota_session_used_<unit> has a resource label
+	// (MetricsOptions.ResourceHistograms).
+	perResourceUsed bool
 }
 
-// NewMetrics registers the request metrics on reg.
+// MetricsOptions shape the request metrics.
+type MetricsOptions struct {
+	// ResourceHistograms: quota_session_used_<unit> per resource (a
+	// resource label, 36 series a resource and unit). Off, it has no
+	// resource label: one histogram a unit for the instance
+	// (QC_METRICS_RESOURCE_HISTOGRAMS, off by default in quota-center
+	// serve: issue 23 §1, per-resource histograms were half of a used
+	// resource's ~68 series).
+	ResourceHistograms bool
+}
+
+// NewMetrics registers the request metrics on reg, with per-resource
+// histograms (NewMetricsWith for the options).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	return NewMetricsWith(reg, MetricsOptions{ResourceHistograms: true})
+}
+
+// NewMetricsWith registers the request metrics on reg as o says.
+func NewMetricsWith(reg prometheus.Registerer, o MetricsOptions) *Metrics {
+	usedLabels := []string{"resource"}
+	if !o.ResourceHistograms {
+		usedLabels = nil
+	}
 	f := promauto.With(reg)
 	m := &Metrics{
+		perResourceUsed: o.ResourceHistograms,
 		apply: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_apply_total", Help: "Apply requests by resource and result (granted, replayed, exhausted, fail_open, rejected: refused with another 4xx, error: a 5xx).",
 		}, []string{"resource", "result"}),
@@ -76,10 +101,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.used[u] = f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "quota_session_used_" + u, Help: "Actual usage per finished session, in " + u + ".",
 			Buckets: usedBuckets(),
-		}, []string{"resource"})
+		}, usedLabels)
 	}
 	return m
 }
+
+// The result label values of quota_apply_total, quota_finish_total and
+// quota_heartbeat_total.
+var (
+	applyResults     = []string{"granted", "replayed", "exhausted", "fail_open", "rejected", "error"}
+	finishResults    = []string{"finished", "replayed", "recovered", "rejected", "error"}
+	heartbeatResults = []string{"ok", "not_active", "not_found", "rejected", "error"}
+)
+
+// MaxKnown bounds the resources whose series Known made (see Known).
+const MaxKnown = 10_000
 
 // usedBuckets are the bounds of quota_session_used_<unit>: WholeBuckets by
 // powers of four up to 4^15.
@@ -109,21 +145,35 @@ func failResult(err error) string {
 	return "rejected"
 }
 
-// Known creates a resource's series at 0 when its policy appears (at start,
-// on a PUT, and on every sweep pass for policies other instances created),
-// so that dashboards show zeros, not gaps, and increase() sees the first
-// event of a counter instead of a series born at 1.
+// Known creates a resource's series at 0 when its policy appears or it
+// becomes active (on a PUT, and on every sweep pass for the active
+// resources, those other instances created or used included), so that
+// dashboards show zeros, not gaps, and increase() sees the first event of
+// a counter instead of a series born at 1. Retain drops them again once
+// the resource is idle.
+//
+// At most MaxKnown resources have series made by Known at a time: beyond
+// it Known makes none (a request still makes its resource's series), so a
+// burst of 100,000 PUTs does not hold 2.2 M zero series until the next
+// Retain (it grew quota-center to 1 GB RSS and a 20 MB /metrics).
 func (m *Metrics) Known(p quota.Policy) {
 	r, u := p.ResourceName, p.QuotaType.Unit()
-	for _, res := range []string{"granted", "replayed", "exhausted", "fail_open", "rejected", "error"} {
+	m.cache.mu.Lock()
+	if _, ok := m.cache.known[r]; !ok && len(m.cache.known) >= MaxKnown {
+		m.cache.mu.Unlock()
+		return
+	}
+	m.cache.known[r] = struct{}{}
+	m.cache.mu.Unlock()
+	for _, res := range applyResults {
 		m.apply.WithLabelValues(r, res)
 	}
 	m.exhausted.WithLabelValues(r)
 	m.failOpen.WithLabelValues(r)
-	for _, res := range []string{"finished", "replayed", "recovered", "rejected", "error"} {
+	for _, res := range finishResults {
 		m.finish.WithLabelValues(r, res)
 	}
-	for _, res := range []string{"ok", "not_active", "not_found", "rejected", "error"} {
+	for _, res := range heartbeatResults {
 		m.heartbeat.WithLabelValues(r, res)
 	}
 	if u == "" {

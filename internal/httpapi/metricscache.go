@@ -10,10 +10,10 @@ import (
 // The hot path's series are looked up once and kept: WithLabelValues hashes
 // its label values and takes the vector's lock on every call, several
 // times per request (an apply touched three vectors, plus the latency
-// histogram). A resource's series, once made, live as long as the process,
-// as they do in the vectors themselves (nothing deletes them), so the
-// caches only grow with the resources that have a policy (the label rule
-// of Metrics) and with the routes × methods × codes served.
+// histogram). A resource's series live while it is active: Metrics.Retain
+// deletes those of idle resources from the vectors and from the caches, so
+// the caches grow with the active resources (the label rule of Metrics)
+// and with the routes × methods × codes served.
 
 // resourceSeries are one resource's counters of the apply, finish and
 // heartbeat outcomes that a request increments when it succeeds.
@@ -43,10 +43,12 @@ type seriesCache struct {
 	resources map[string]*resourceSeries
 	units     map[unitKey]*unitSeries
 	durations map[durationKey]prometheus.Observer
+	known     map[string]struct{} // resources with series made by Known
 }
 
 func newSeriesCache() *seriesCache {
 	return &seriesCache{
+		known:     map[string]struct{}{},
 		resources: map[string]*resourceSeries{},
 		units:     map[unitKey]*unitSeries{},
 		durations: map[durationKey]prometheus.Observer{},
@@ -98,7 +100,11 @@ func (m *Metrics) unit(resource, unit string) *unitSeries {
 		charged:  m.charged[unit].WithLabelValues(resource),
 		refunded: m.refunded[unit].WithLabelValues(resource),
 		overage:  m.overage[unit].WithLabelValues(resource),
-		used:     m.used[unit].WithLabelValues(resource),
+	}
+	if m.perResourceUsed {
+		s.used = m.used[unit].WithLabelValues(resource)
+	} else {
+		s.used = m.used[unit].WithLabelValues()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -352,3 +352,15 @@ func (r *Reconciler) mysql(fn func() error) error { return quota.GuardErr(r.cfg.
 func (r *Reconciler) policy(ctx context.Context, resource string) (quota.Policy, error) {
 	return quota.Guard(r.cfg.Breakers.Ledger, func() (quota.Policy, error) { return r.policies.GetPolicy(ctx, resource) })
 }
+
+// ForgetResource deletes resource's per-resource series (repairs, drift):
+// quota-center serve calls it once the resource is idle (issue 23 §1,
+// per-resource series only for active resources); a pass over it makes
+// them again.
+func (r *Reconciler) ForgetResource(resource string) {
+	l := prometheus.Labels{"resource": resource}
+	r.repairs.DeletePartialMatch(l)
+	for _, g := range r.drift {
+		g.DeletePartialMatch(l)
+	}
+}

@@ -293,3 +293,12 @@ func (s *Sweeper) fail(op, resource string, err error) {
 	}
 	s.log.Warn("sweep step failed", zap.String("op", op), zap.String("resource", resource), zap.Error(err))
 }
+
+// ForgetResource deletes resource's per-resource series (leaks, orphans
+// released): quota-center serve calls it once the resource is idle (issue
+// 23 §1, per-resource series only for active resources); a sweep of it
+// makes them again.
+func (s *Sweeper) ForgetResource(resource string) {
+	s.leaked.DeleteLabelValues(resource)
+	s.orphans.DeleteLabelValues(resource)
+}
