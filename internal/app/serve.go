@@ -187,6 +187,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		}
 	}
 	httpapi.NewBalanceCollector(reg, svc, 2*time.Second)
+	httpapi.NewPoolCollector(reg, svc, poolAdmin, 2*time.Second)
 	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched})
 	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
@@ -195,7 +196,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	}, rs, b.ledger, b.ledger, sched, log.Named("reconcile"), reg)
 	poolRunner := poolctl.New(poolLedger, poolLive, poolLedger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
-		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin,
+		Service: svc, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: poolAdmin, Lines: poolSource,
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Operator:     ops,

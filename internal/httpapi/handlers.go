@@ -101,6 +101,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			s.metrics.observeApply(req.ResourceName, res)
 			if res.Refused() {
+				s.countRefusal(r.Context(), req, res)
 				s.writeRefused(w, res)
 				return
 			}
