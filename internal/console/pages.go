@@ -279,9 +279,9 @@ func statusOf(err error) int {
 	switch quota.CodeOf(err) {
 	case quota.CodeInvalidArgument:
 		return http.StatusBadRequest
-	case quota.CodeResourceNotFound, quota.CodeSessionNotFound:
+	case quota.CodeResourceNotFound, quota.CodeSessionNotFound, quota.CodeNotFound:
 		return http.StatusNotFound
-	case quota.CodePolicyInUse, quota.CodeSessionNotActive, quota.CodeSessionConflict:
+	case quota.CodePolicyInUse, quota.CodeSessionNotActive, quota.CodeSessionConflict, quota.CodeConflict:
 		return http.StatusConflict
 	}
 	return http.StatusServiceUnavailable
