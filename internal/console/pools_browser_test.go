@@ -130,6 +130,21 @@ func TestConsolePoolsInChromium(t *testing.T) {
 	if get(t, ctx, "markup", chromedp.Evaluate[bool](`document.querySelector('#grants b') !== null`)) {
 		t.Fatal("markup from a grant's reason became part of the page")
 	}
+
+	// The audit log filtered by who and what: the confirmation alone.
+	run(t, ctx, "audit filters", chromedp.Navigate(ui+"/audit?resource="+res), chromedp.WaitVisible(`#audit-filters`),
+		chromedp.SendKeys(`#audit-actor`, "ops-dana"), chromedp.SetValue(`#audit-action`, "reclaim.confirm"),
+		chromedp.Submit(`#audit-filters`), chromedp.WaitVisible(`#audit`))
+	rows := get(t, ctx, "audit rows", chromedp.Evaluate[int](`document.querySelectorAll('#audit tbody tr[data-id]').length`))
+	text := get(t, ctx, "audit row", chromedp.Text(`#audit tbody tr:first-child`))
+	if rows != 1 || !strings.Contains(text, "reclaim.confirm") || !strings.Contains(text, "agreed with explore") {
+		t.Fatalf("audit by ops-dana of reclaim.confirm: %d rows, first %q", rows, text)
+	}
+	shot(t, ctx, "audit-filters")
+	run(t, ctx, "bad action", chromedp.Navigate(ui+"/audit?action=Policy%20Put"), chromedp.WaitVisible(`#error`))
+	if text = get(t, ctx, "error", chromedp.Text(`#error`)); !strings.Contains(text, "action") {
+		t.Fatalf("a bad action filter: %q", text)
+	}
 }
 
 // The pools page's actions refuse what is not confirmed, has no reason or

@@ -2194,6 +2194,12 @@ type ListAuditParams struct {
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Resource *ResourceName `form:"resource,omitempty" json:"resource,omitempty"`
 
+	// Actor Only changes by this actor (an admin token's name; `anonymous` in open dev mode).
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Only this action, e.g. `policy.put`, `grant.void`, `reclaim.confirm`.
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+
 	// Limit Most entries to return.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -4133,6 +4139,30 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 		if params.Resource != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource", *params.Resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Actor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", *params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
