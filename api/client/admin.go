@@ -104,6 +104,12 @@ type ReconcileReport struct {
 	// EarlierPeriodAdjusted: the previous period's balance (still in
 	// Redis) had a stable drift and was corrected.
 	EarlierPeriodAdjusted bool `json:"earlierPeriodAdjusted,omitempty"`
+	// AdjustRefused says why a stable drift was not corrected ("" when it
+	// was, or there was none): "held", the drift was only reservations
+	// live sessions without a USING ledger row hold (their own give-backs
+	// return them); "moved", the balance or the ledger changed after it
+	// was measured. A later pass corrects what is left.
+	AdjustRefused string `json:"adjustRefused,omitempty"`
 	// Skipped says why nothing was done (e.g. another instance holds the
 	// resource's lock); "" when it ran.
 	Skipped string `json:"skipped,omitempty"`

@@ -23,7 +23,10 @@
 //     between two reads Settle apart (Settle must exceed the ledger's write
 //     timeout: then nothing was in flight), and then by a delta (HINCRBY),
 //     never by overwriting. Under steady traffic the drift is reported and
-//     corrected at the next quiet moment.
+//     corrected at the next quiet moment. The correction keeps the grants
+//     of live sessions whose ledger row is not USING (an orphan younger
+//     than Grace, say): their own give-back returns them, once (issue 22
+//     §1), and it applies only on the balance it measured (adjust.lua).
 //
 // The drift found is exported per resource and logged.
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -13,6 +15,11 @@ type reading struct {
 	per quota.Period
 	bal quota.Balance
 	tot quota.PeriodTotals
+	// unrecorded: the live sessions the ledger does not count as reserved
+	// (listed by recheck); tooMany: more of them than one correction may
+	// name.
+	unrecorded []string
+	tooMany    bool
 }
 
 // drift is Redis minus the ledger: charged, reserved; zero while the
@@ -71,6 +78,98 @@ func (r *Reconciler) readPeriodTwice(ctx context.Context, pol quota.Policy, per 
 	return first, &again, nil
 }
 
+// recheck is the last look before the correction of a quiet drift (x, the
+// second of two equal reads): it lists the unrecorded sessions, whose
+// grants the correction keeps, then reads the period a third time. ok is
+// false when the third read differs from x: something moved (a row that
+// landed while the list was made changes the ledger's sums, so whenever ok
+// the list and the sums agree). The list is made only for a quiet drift,
+// so a busy resource never pays for it.
+func (r *Reconciler) recheck(ctx context.Context, pol quota.Policy, x reading) (y reading, ok bool, err error) {
+	ids, tooMany, err := r.unrecorded(ctx, pol.ResourceName)
+	if err != nil {
+		return x, false, err
+	}
+	if y, err = r.read(ctx, pol, x.per); err != nil || y.bal != x.bal || y.tot != x.tot {
+		return y, false, err
+	}
+	y.unrecorded, y.tooMany = ids, tooMany
+	return y, true, nil
+}
+
+// maxUnrecorded bounds the sessions one correction names (adjust.lua reads
+// each); with more, the correction waits for the orphans among them to be
+// given back (releaseOrphans, the sweeper).
+const maxUnrecorded = 1000
+
+// unrecorded lists the resource's USING sessions in Redis whose ledger row
+// is not USING (none yet, CANCELLED, settled): each holds a reservation
+// the ledger does not count, which its own give-back (finish, cancel,
+// sweep) returns once; a drift correction keeps it rather than return it
+// too (issue 22 §1). tooMany: more than maxUnrecorded (the list is cut
+// there).
+func (r *Reconciler) unrecorded(ctx context.Context, resource string) (ids []string, tooMany bool, err error) {
+	var open []string
+	// Every lease ends within the longest leak threshold of now.
+	horizon := r.now().Add(time.Duration(quota.MaxLeakThresholdSeconds)*time.Second + time.Hour)
+	if err := r.redis(resource, func() (err error) { open, err = r.store.OpenSessionIDs(ctx, resource, horizon); return err }); err != nil {
+		return nil, false, err
+	}
+	err = inChunks(open, checkChunk, func(part []string) error {
+		rows, err := r.sessionsByID(ctx, part)
+		if err != nil {
+			return err
+		}
+		for _, id := range part {
+			if row, ok := rows[id]; !ok || row.Status != quota.StatusUsing || row.ResourceName != resource {
+				ids = append(ids, id)
+			}
+		}
+		return nil
+	})
+	if len(ids) > maxUnrecorded {
+		return ids[:maxUnrecorded], true, err
+	}
+	return ids, false, err
+}
+
+// adjust writes the correction −d of a period's balance measured on x (the
+// second of two quiet reads), after recheck, keeping the reservations of
+// the unrecorded sessions, and reports whether it changed the balance. A
+// correction not written (the drift was those reservations, or they were
+// too many to name; or the balance or the ledger moved) is counted and
+// reported (rep.AdjustRefused).
+func (r *Reconciler) adjust(ctx context.Context, pol quota.Policy, x reading, d [2]int64, f quota.Fence, rep *Report) (bool, error) {
+	y, ok, err := r.recheck(ctx, pol, x)
+	if err != nil {
+		return false, err
+	}
+	out := quota.AdjustMoved
+	if ok {
+		out = quota.AdjustHeld
+	}
+	if ok && !y.tooMany {
+		err := r.redis(pol.ResourceName, func() (err error) {
+			out, err = r.store.Adjust(ctx, pol.ResourceName, y.per, quota.Adjustment{
+				Charged: -d[0], Reserved: -d[1], Seen: y.bal, Unrecorded: y.unrecorded,
+			}, f)
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	switch out {
+	case quota.AdjustHeld, quota.AdjustMoved:
+		rep.AdjustRefused = out.String()
+		r.refused.WithLabelValues(out.String()).Inc()
+		r.log.Info("reconcile left a drift for a later pass", zap.String("resource", pol.ResourceName),
+			zap.Time("period_start", x.per.Start), zap.String("reason", out.String()),
+			zap.Int64("drift_charged", d[0]), zap.Int64("drift_reserved", d[1]), zap.Int("unrecorded", len(y.unrecorded)))
+	}
+	return out == quota.AdjustApplied, nil
+}
+
 // quiet reports a pass whose drift was zero or not stable (in-flight noise)
 // and so checked no session; d is the first read's drift.
 func (r *Reconciler) quiet(pol quota.Policy, rep Report, d [2]int64) Report {
@@ -114,11 +213,7 @@ func (r *Reconciler) balance(ctx context.Context, pol quota.Policy, rep *Report,
 		quiet := second.bal.Exists && second.bal.Charged == first.bal.Charged &&
 			second.bal.Reserved == first.bal.Reserved && second.tot == first.tot
 		if quiet {
-			err := r.redis(pol.ResourceName, func() (err error) {
-				rep.BalanceAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, first.per, -d[0], -d[1], f)
-				return err
-			})
-			if err != nil {
+			if rep.BalanceAdjusted, err = r.adjust(ctx, pol, *second, d, f, rep); err != nil {
 				return err
 			}
 			if rep.BalanceAdjusted {
@@ -153,12 +248,9 @@ func (r *Reconciler) earlierPeriod(ctx context.Context, pol quota.Policy, cur qu
 	if err != nil || second == nil || !second.bal.Exists || second.bal != first.bal || second.tot != first.tot {
 		return err
 	}
-	d := first.drift()
-	return r.redis(pol.ResourceName, func() (err error) {
-		rep.EarlierPeriodAdjusted, err = r.store.Adjust(ctx, pol.ResourceName, prev, -d[0], -d[1], f)
-		if rep.EarlierPeriodAdjusted {
-			r.repairs.WithLabelValues(pol.ResourceName, "earlier_period_adjusted").Inc()
-		}
-		return err
-	})
+	rep.EarlierPeriodAdjusted, err = r.adjust(ctx, pol, *second, first.drift(), f, rep)
+	if rep.EarlierPeriodAdjusted {
+		r.repairs.WithLabelValues(pol.ResourceName, "earlier_period_adjusted").Inc()
+	}
+	return err
 }

@@ -35,10 +35,13 @@ type Store interface {
 	FailOpenSessions(ctx context.Context, resource string) ([]string, error)
 	// AckFailOpen forgets flagged sessions whose ledger rows are written.
 	AckFailOpen(ctx context.Context, resource string, ids []string) error
-	// Adjust adds the deltas to a period's balance if it exists, only while
-	// the lock f holds f.Token (checked in the same atomic step); it reports
-	// whether it did. Errors: quota.ErrLockLost (nothing written).
-	Adjust(ctx context.Context, resource string, period quota.Period, dCharged, dReserved int64, f quota.Fence) (bool, error)
+	// Adjust adds a's deltas to a period's balance if it exists, only
+	// while the lock f holds f.Token, the balance is still a.Seen and no
+	// session of a.Unrecorded holds a reservation a decrease of reserved
+	// would take (all checked in the same atomic step); it reports what it
+	// did (quota.Adjustment). Errors: quota.ErrLockLost and
+	// quota.ErrNegativeBalance (nothing written).
+	Adjust(ctx context.Context, resource string, period quota.Period, a quota.Adjustment, f quota.Fence) (quota.AdjustOutcome, error)
 }
 
 // Ledger is what reconciliation uses of the ledger (MySQL).
@@ -86,6 +89,7 @@ type Reconciler struct {
 	drift   map[string]*prometheus.GaugeVec // unit → {resource, field}
 	repairs *prometheus.CounterVec
 	runs    *prometheus.CounterVec
+	refused *prometheus.CounterVec // {reason}
 }
 
 // Report is what one reconciliation of one resource found and did. Amounts
@@ -105,10 +109,16 @@ type Report struct {
 	BalanceAdjusted   bool      `json:"balanceAdjusted"`
 	// EarlierPeriodAdjusted: the previous period's balance (still in Redis)
 	// had a stable drift and was corrected (gap G5).
-	EarlierPeriodAdjusted bool   `json:"earlierPeriodAdjusted,omitempty"`
-	LimitSynced           bool   `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
-	FailOpenRecorded      int    `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
-	Skipped               string `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
+	EarlierPeriodAdjusted bool `json:"earlierPeriodAdjusted,omitempty"`
+	// AdjustRefused says why a stable drift was not corrected (issue 22
+	// §1): "held", the drift was only what live sessions without a USING
+	// ledger row (younger than Grace, say) hold, which their own give-backs
+	// return (or they were too many to name: a later pass); "moved", the
+	// balance or the ledger changed after it was measured (a later pass).
+	AdjustRefused    string `json:"adjustRefused,omitempty"`
+	LimitSynced      bool   `json:"limitSynced"`       // Redis' limit differed from the policy's and was set to it
+	FailOpenRecorded int    `json:"failOpenRecorded"`  // ledger rows written for fail-open grants counted only in Redis
+	Skipped          string `json:"skipped,omitempty"` // why nothing was done (e.g. another instance holds the lock)
 }
 
 // MarshalJSON writes periodStart like every timestamp of the API
@@ -152,11 +162,18 @@ func New(cfg Config, store Store, ledger Ledger, policies Policies, sched quota.
 		runs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_runs_total", Help: "Reconciliations of one resource by result (ok, error, skipped).",
 		}, []string{"result"}),
+		refused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "quota_reconcile_adjust_refused_total",
+			Help: "Drift corrections not written, by reason: held (the drift was what live sessions without a USING ledger row hold), moved (the balance or the ledger changed after it was measured), negative (charged or reserved would go below zero).",
+		}, []string{"reason"}),
 	}
 	// Every series exists at 0 before its first count, so that increase()
 	// sees that count (a series born at 1 hides it).
 	for _, res := range []string{"ok", "error", "skipped"} {
 		r.runs.WithLabelValues(res)
+	}
+	for _, reason := range []string{"held", "moved", "negative"} {
+		r.refused.WithLabelValues(reason)
 	}
 	for _, u := range quota.Units() {
 		r.drift[u] = f.NewGaugeVec(prometheus.GaugeOpts{
@@ -232,6 +249,11 @@ func (r *Reconciler) Resource(ctx context.Context, resource string) (Report, err
 func (r *Reconciler) pass(ctx context.Context, resource string, full bool) (Report, error) {
 	rep, err := r.resource(ctx, resource, full)
 	switch {
+	case errors.Is(err, quota.ErrNegativeBalance):
+		r.runs.WithLabelValues("error").Inc()
+		r.refused.WithLabelValues("negative").Inc()
+		r.log.Error("reconcile refused: a correction would leave the balance below zero", zap.String("resource", resource), zap.Error(err))
+		return rep, fmt.Errorf("reconcile %s: %w", resource, err)
 	case err != nil:
 		r.runs.WithLabelValues("error").Inc()
 		r.log.Warn("reconcile failed", zap.String("resource", resource), zap.Error(err))

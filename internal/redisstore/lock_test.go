@@ -130,16 +130,16 @@ func TestAStaleLockHoldersWritesAreRefused(t *testing.T) {
 			t.Fatalf("reconcile lock: %q, %v", rec, err)
 		}
 		e.rdb.Set(ctx, lockKey(e.res, "reconcile"), "the-next-reconciler", time.Minute)
-		ok, err := e.s.Adjust(ctx, e.res, per, -7, 0, quota.Fence{Name: "reconcile", Token: rec})
-		if !errors.Is(err, quota.ErrLockLost) || ok {
-			t.Fatalf("stale reconciler's correction: %v, %v; want quota.ErrLockLost", ok, err)
+		out, err := e.s.Adjust(ctx, e.res, per, quota.Adjustment{Charged: -7}, quota.Fence{Name: "reconcile", Token: rec})
+		if !errors.Is(err, quota.ErrLockLost) || out != 0 {
+			t.Fatalf("stale reconciler's correction: %v, %v; want quota.ErrLockLost", out, err)
 		}
 		if b := e.balance(t, per); b.Charged != 20 || b.Reserved != 5 {
 			t.Fatalf("balance after a refused correction: %+v, want charged 20 reserved 5", b)
 		}
-		ok, err = e.s.Adjust(ctx, e.res, per, -7, 0, quota.Fence{Name: "reconcile", Token: "the-next-reconciler"})
-		if err != nil || !ok {
-			t.Fatalf("the holder's correction: %v, %v", ok, err)
+		out, err = e.s.Adjust(ctx, e.res, per, quota.Adjustment{Charged: -7}, quota.Fence{Name: "reconcile", Token: "the-next-reconciler"})
+		if err != nil || out != quota.AdjustApplied {
+			t.Fatalf("the holder's correction: %v, %v", out, err)
 		}
 		if b := e.balance(t, per); b.Charged != 13 {
 			t.Fatalf("charged %d after the holder's correction, want 13", b.Charged)

@@ -411,25 +411,43 @@ const adjustMarkTTL = 10 * time.Minute
 
 // Adjust runs adjust.lua with a token of its own, so that the correction is
 // applied once even when go-redis sends the call again after a lost reply
-// (known gap G8), and only while the lock f holds f.Token (issue 11 §3.4:
+// (known gap G8), only while the lock f holds f.Token (issue 11 §3.4:
 // a reconciler cut off past its lock's TTL must not write a drift measured
-// before another one took over). It reports whether the correction was
-// applied (false: the balance does not exist). Errors: quota.ErrLockLost
-// (fenced: nothing written), backend errors.
-func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, dCharged, dReserved int64, f quota.Fence) (bool, error) {
-	keys := []string{balanceKey(resource, per.ID()), adjustKey(resource, randomToken()), lockKey(resource, f.Name)}
-	v, err := s.run(ctx, adjustScript, keys, itoa(dCharged), itoa(dReserved), itoa(adjustMarkTTL.Milliseconds()), f.Token)
+// before another one took over), only on the balance a.Seen (when
+// a.Seen.Exists), keeping the reservations live sessions of a.Unrecorded
+// hold (issue 22 §1; see quota.Adjustment). Errors: quota.ErrLockLost
+// (fenced: nothing written), quota.ErrNegativeBalance (the correction would
+// leave charged or reserved below zero: nothing written), backend errors.
+func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, a quota.Adjustment, f quota.Fence) (quota.AdjustOutcome, error) {
+	keys := make([]string, 0, 3+len(a.Unrecorded))
+	keys = append(keys, balanceKey(resource, per.ID()), adjustKey(resource, randomToken()), lockKey(resource, f.Name))
+	for _, id := range a.Unrecorded {
+		keys = append(keys, sessionKey(resource, id))
+	}
+	seenC, seenR := "", ""
+	if a.Seen.Exists {
+		seenC, seenR = itoa(a.Seen.Charged), itoa(a.Seen.Reserved)
+	}
+	v, err := s.run(ctx, adjustScript, keys, itoa(a.Charged), itoa(a.Reserved), itoa(adjustMarkTTL.Milliseconds()), f.Token,
+		seenC, seenR, itoa(per.ID()))
 	if err != nil {
-		return false, wrap("adjust", err)
+		return 0, wrap("adjust", err)
 	}
-	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied, adjustRepeated, adjustFenced)
+	c, err := flag("adjust.lua", v, adjustNoBalance, adjustApplied, adjustRepeated, adjustFenced, adjustMoved, adjustHeld)
 	if err != nil {
-		return false, wrap("adjust", err)
+		return 0, wrap("adjust", err)
 	}
-	if c == adjustFenced {
-		return false, fmt.Errorf("adjust %s: lock %s: %w", resource, f.Name, quota.ErrLockLost)
+	switch c {
+	case adjustFenced:
+		return 0, fmt.Errorf("adjust %s: lock %s: %w", resource, f.Name, quota.ErrLockLost)
+	case adjustNoBalance:
+		return quota.AdjustNoBalance, nil
+	case adjustMoved:
+		return quota.AdjustMoved, nil
+	case adjustHeld:
+		return quota.AdjustHeld, nil
 	}
-	return c != adjustNoBalance, nil
+	return quota.AdjustApplied, nil
 }
 
 // MarkFailOpen runs failopen.lua. See quota.BalanceStore.

@@ -344,6 +344,8 @@ const (
 	adjustApplied   adjustCode = 1
 	adjustRepeated  adjustCode = 2 // a resend of a call that was applied
 	adjustFenced    adjustCode = 3 // the caller's lock is not its own any more: nothing written
+	adjustMoved     adjustCode = 4 // the balance is not the one measured: nothing written
+	adjustHeld      adjustCode = 5 // a live session without a USING ledger row holds part of reserved: nothing written
 )
 
 // dropCode is drop.lua's reply.

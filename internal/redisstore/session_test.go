@@ -305,7 +305,7 @@ func TestAdjustIsAppliedOnceWhenResent(t *testing.T) {
 		e.seed(t, per, 1000, quota.PeriodTotals{Charged: 100, Reserved: 50})
 		keys := []string{balanceKey(e.res, per.ID()), adjustKey(e.res, "resent-token"), lockKey(e.res, "")}
 		for i := range 2 { // the call, then go-redis's resend of it
-			v, err := adjustScript.Run(ctx, e.rdb, keys, "-7", "3", "60000", "").Result()
+			v, err := adjustScript.Run(ctx, e.rdb, keys, "-7", "3", "60000", "", "", "", itoa(per.ID())).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -318,8 +318,8 @@ func TestAdjustIsAppliedOnceWhenResent(t *testing.T) {
 		}
 		// Separate calls are separate corrections.
 		for range 2 {
-			if ok, err := e.s.Adjust(ctx, e.res, per, 1, 0, quota.Fence{}); err != nil || !ok {
-				t.Fatalf("Adjust = %v, %v", ok, err)
+			if out, err := e.s.Adjust(ctx, e.res, per, quota.Adjustment{Charged: 1}, quota.Fence{}); err != nil || out != quota.AdjustApplied {
+				t.Fatalf("Adjust = %v, %v", out, err)
 			}
 		}
 		if b := e.balance(t, per); b.Charged != 95 {

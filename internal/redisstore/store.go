@@ -116,9 +116,15 @@ func wrap(op string, err error) error {
 		errors.Is(err, redis.ErrPoolTimeout), isTransient(err),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("redis %s: %w: %w", op, quota.ErrUnavailable, err)
+	case redis.HasErrorPrefix(err, negativePrefix):
+		return fmt.Errorf("redis %s: %w: %w", op, quota.ErrNegativeBalance, err)
 	}
 	return fmt.Errorf("redis %s: %w", op, err)
 }
+
+// negativePrefix starts the error reply of a script that refused to leave
+// a balance's charged or reserved below zero (quota.ErrNegativeBalance).
+const negativePrefix = "QCNEGATIVE"
 
 // transientPrefixes are the Redis error replies of a server that cannot
 // answer now but will: loading its data, running a long script, a replica

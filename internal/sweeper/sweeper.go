@@ -67,6 +67,7 @@ type Sweeper struct {
 	leaked   *prometheus.CounterVec
 	orphans  *prometheus.CounterVec
 	errors   prometheus.Counter
+	negative prometheus.Counter
 	duration prometheus.Histogram
 }
 
@@ -91,6 +92,10 @@ func New(cfg Config, p Policies, s Store, l Ledger, log *zap.Logger, reg prometh
 		}, []string{"resource"}),
 		errors: f.NewCounter(prometheus.CounterOpts{
 			Name: "quota_sweep_errors_total", Help: "Sweep passes or steps that failed (retried on the next pass).",
+		}),
+		negative: f.NewCounter(prometheus.CounterOpts{
+			Name: "quota_sweep_negative_refused_total",
+			Help: "Sweep steps the balance store refused because a give-back would leave a balance's reserved below zero (also in quota_sweep_errors_total).",
 		}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "quota_sweep_duration_seconds", Help: "Duration of one sweep pass over all resources.",
@@ -274,7 +279,17 @@ func (s *Sweeper) releaseOrphans(ctx context.Context, resource string, ids []str
 	}
 }
 
+// fail counts and logs a failed step. A give-back refused because it
+// would leave a balance below zero (quota.ErrNegativeBalance: the balance
+// already disagrees with its sessions, issue 22 §1) is logged as an error
+// and counted apart: it repeats until reconciliation corrects the balance.
 func (s *Sweeper) fail(op, resource string, err error) {
 	s.errors.Inc()
+	if errors.Is(err, quota.ErrNegativeBalance) {
+		s.negative.Inc()
+		s.log.Error("sweep refused: a give-back would leave the balance below zero", zap.String("op", op),
+			zap.String("resource", resource), zap.Error(err))
+		return
+	}
 	s.log.Warn("sweep step failed", zap.String("op", op), zap.String("resource", resource), zap.Error(err))
 }

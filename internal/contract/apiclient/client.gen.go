@@ -737,6 +737,24 @@ func (e ReclaimState) Valid() bool {
 	}
 }
 
+// Defines values for ReconcileReportAdjustRefused.
+const (
+	Held  ReconcileReportAdjustRefused = "held"
+	Moved ReconcileReportAdjustRefused = "moved"
+)
+
+// Valid indicates whether the value is a known member of the ReconcileReportAdjustRefused enum.
+func (e ReconcileReportAdjustRefused) Valid() bool {
+	switch e {
+	case Held:
+		return true
+	case Moved:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReconcileResultCode.
 const (
 	ReconcileResultCodeSUCCESS ReconcileResultCode = "SUCCESS"
@@ -1837,9 +1855,11 @@ type ReclaimList struct {
 
 // ReconcileReport What one reconciliation of one resource found and did. Drift is Redis minus ledger, in the resource's unit.
 type ReconcileReport struct {
-	BalanceAdjusted *bool  `json:"balanceAdjusted,omitempty"`
-	DriftCharged    *int64 `json:"driftCharged,omitempty"`
-	DriftReserved   *int64 `json:"driftReserved,omitempty"`
+	// AdjustRefused Why a stable drift was not corrected; absent when it was or there was none. held: the drift was only the reservations of live sessions whose ledger row is not USING (their own finish, cancel or sweep gives them back, once), or too many such sessions to name; moved: the balance or the ledger changed after it was measured. A later pass corrects what is left.
+	AdjustRefused   *ReconcileReportAdjustRefused `json:"adjustRefused,omitempty"`
+	BalanceAdjusted *bool                         `json:"balanceAdjusted,omitempty"`
+	DriftCharged    *int64                        `json:"driftCharged,omitempty"`
+	DriftReserved   *int64                        `json:"driftReserved,omitempty"`
 
 	// EarlierPeriodAdjusted The previous period's balance (still in Redis) had a stable drift and was corrected; present only when true.
 	EarlierPeriodAdjusted *bool `json:"earlierPeriodAdjusted,omitempty"`
@@ -1868,6 +1888,9 @@ type ReconcileReport struct {
 	// Skipped Why nothing was done (another instance holds the resource's lock).
 	Skipped *string `json:"skipped,omitempty"`
 }
+
+// ReconcileReportAdjustRefused Why a stable drift was not corrected; absent when it was or there was none. held: the drift was only the reservations of live sessions whose ledger row is not USING (their own finish, cancel or sweep gives them back, once), or too many such sessions to name; moved: the balance or the ledger changed after it was measured. A later pass corrects what is left.
+type ReconcileReportAdjustRefused string
 
 // ReconcileResult defines model for ReconcileResult.
 type ReconcileResult struct {

@@ -29,6 +29,8 @@
 -- was written after all, reconciliation finds the tombstone and settles the
 -- row with nothing charged; a rebuild does not bring the session back; a
 -- repeated apply with the same id starts afresh.
+-- An error reply QCNEGATIVE (nothing changed) when the give-back would leave
+-- the balance's reserved below zero.
 -- A pools' session (pool_apply.lua: 'dd' set) gives its whole grant back
 -- to the pools it drew from (internal/pools, Model.Cancel): each temporary
 -- grant its part ('u:<id>' of KEYS[4], every period), and, when the
@@ -53,6 +55,13 @@ if s[3] ~= ARGV[3] then
 end
 local counted = redis.call('EXISTS', KEYS[3]) == 1 and (not s[5] or s[5] == redis.call('HGET', KEYS[3], 'ep'))
 if counted then
+  -- Never below zero (issue 22 §1): a balance that no longer holds this
+  -- reservation gave it back already; refuse before any write.
+  local r = tonumber(redis.call('HGET', KEYS[3], 'reserved') or '0')
+  if r - tonumber(s[2]) < 0 then
+    return redis.error_reply('QCNEGATIVE cancel.lua: reserved ' .. string.format('%d', r) .. ' - ' .. s[2] ..
+      ' of session ' .. ARGV[1] .. ' would go below zero')
+  end
   redis.call('HINCRBY', KEYS[3], 'reserved', string.format('%d', -tonumber(s[2])))
 end
 local p = redis.call('HMGET', KEYS[1], 'line', 'dd', 'ds', 'db', 'dg', 'gl')

@@ -19,6 +19,8 @@
 --   enters `charged`. LEAKED: the grant was charged by the sweep, so only
 --   actual - granted is added (a true-up). The refund lands in the session's
 --   own period, never in a later one.
+-- An error reply QCNEGATIVE (nothing written) when the settlement would
+-- leave the balance's charged or reserved below zero.
 -- One read of the session: its state, and (15-20) what a pools session drew,
 -- for settlePools (nothing below writes those fields before it reads them).
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
@@ -105,7 +107,7 @@ local bkey = KEYS[4]
 local bl, bc, br = '', '', ''
 -- The balance's charged and epoch in one read; a balance without either
 -- field still exists when EXISTS says so (then charged counts as 0).
-local bh = redis.call('HMGET', bkey, 'charged', 'ep')
+local bh = redis.call('HMGET', bkey, 'charged', 'ep', 'reserved')
 local ep = bh[2]
 -- What the session's hash gets besides its settlement: the balance's epoch.
 local extra = {}
@@ -121,6 +123,18 @@ if bh[1] or ep or redis.call('EXISTS', bkey) == 1 then
   -- row (its row landed after the rebuild read it) holds no reservation of
   -- it to take back: it gets the actual only (issue 11, G7).
   local counted = not s[14] or s[14] == ep
+  -- Never below zero (issue 22 §1): refused before any write.
+  local dc, dr = actual, 0
+  if leaked == 1 then
+    dc = actual - granted
+  elseif counted then
+    dr = -granted
+  end
+  if c + dc < 0 or tonumber(bh[3] or '0') + dr < 0 then
+    return redis.error_reply('QCNEGATIVE finish.lua: charged ' .. string.format('%d', c) .. ' + ' ..
+      string.format('%d', dc) .. ', reserved ' .. (bh[3] or '0') .. ' + ' .. string.format('%d', dr) ..
+      ' of session ' .. ARGV[3] .. ' would go below zero')
+  end
   if leaked == 1 then
     redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual - granted))
   else

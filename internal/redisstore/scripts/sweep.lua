@@ -18,11 +18,17 @@
 -- are both single scripts, so a session renewed in time is never swept. A
 -- candidate whose session changed period since the caller read it is left
 -- in the lease index for the next sweep.
+-- An error reply QCNEGATIVE (nothing changed) when the sweeps would leave a
+-- balance's reserved below zero.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[2])
 local out = {}
 local seen = {}
+-- First every candidate is read and judged, nothing written: the sweeps
+-- of this call, and what each takes from its balance's 'reserved'.
+local plan = {}
+local take = {} -- balance key -> reserved the sweeps below take from it
 for i = 1, n do
   local a = 3 + 3 * (i - 1)
   local id, per, bidx = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
@@ -31,28 +37,52 @@ for i = 1, n do
     local sk = KEYS[2 + i]
     local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease', 'client', 'bep')
     if s[1] ~= 'USING' or s[3] == per then
-      redis.call('ZREM', KEYS[1], id)
-      if s[1] == 'USING' and tonumber(s[4]) <= now then
-        local bkey = KEYS[bidx]
-        if redis.call('EXISTS', bkey) == 1 then
+      local p = {id = id, sk = sk, s = s, sweep = s[1] == 'USING' and tonumber(s[4]) <= now}
+      if p.sweep then
+        p.bkey = KEYS[bidx]
+        p.exists = redis.call('EXISTS', p.bkey) == 1
+        if p.exists then
           -- The grant leaves 'reserved' only if this balance counts it (its
           -- epoch is the session's, seed.lua): a balance rebuilt since from a
           -- ledger without the session's row gets only the charge.
-          local ep = redis.call('HGET', bkey, 'ep')
-          if not s[6] or s[6] == ep then
-            redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -tonumber(s[2])))
-          elseif ep then
-            redis.call('HSET', sk, 'bep', ep)
+          p.ep = redis.call('HGET', p.bkey, 'ep')
+          p.counted = not s[6] or s[6] == p.ep
+          if p.counted then
+            take[p.bkey] = (take[p.bkey] or 0) + tonumber(s[2])
           end
-          redis.call('HINCRBY', bkey, 'charged', s[2])
         end
-        redis.call('HSET', sk, 'status', 'LEAKED', 'end', string.format('%d', now))
-        redis.call('PEXPIRE', sk, ARGV[1])
-        redis.call('SADD', KEYS[2], id)
-        seen[id] = true
-        for _, v in ipairs({id, s[3], s[2], string.format('%d', now), '1', s[5] or ''}) do out[#out + 1] = v end
       end
+      plan[#plan + 1] = p
     end
+  end
+end
+-- Never below zero (issue 22 §1): a balance that no longer holds these
+-- reservations gave them back already. The whole call is refused, before
+-- any write; reconciliation corrects the balance from the ledger.
+for bkey, g in pairs(take) do
+  local r = tonumber(redis.call('HGET', bkey, 'reserved') or '0')
+  if r - g < 0 then
+    return redis.error_reply('QCNEGATIVE sweep.lua: reserved ' .. string.format('%d', r) .. ' - ' ..
+      string.format('%d', g) .. ' of ' .. bkey .. ' would go below zero')
+  end
+end
+for _, p in ipairs(plan) do
+  local id, sk, s = p.id, p.sk, p.s
+  redis.call('ZREM', KEYS[1], id)
+  if p.sweep then
+    if p.exists then
+      if p.counted then
+        redis.call('HINCRBY', p.bkey, 'reserved', string.format('%d', -tonumber(s[2])))
+      elseif p.ep then
+        redis.call('HSET', sk, 'bep', p.ep)
+      end
+      redis.call('HINCRBY', p.bkey, 'charged', s[2])
+    end
+    redis.call('HSET', sk, 'status', 'LEAKED', 'end', string.format('%d', now))
+    redis.call('PEXPIRE', sk, ARGV[1])
+    redis.call('SADD', KEYS[2], id)
+    seen[id] = true
+    for _, v in ipairs({id, s[3], s[2], string.format('%d', now), '1', s[5] or ''}) do out[#out + 1] = v end
   end
 end
 local j = 0
