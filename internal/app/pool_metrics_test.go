@@ -37,13 +37,21 @@ func TestPoolMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, req := range []client.ApplyRequest{
-		{ResourceName: res, ClientID: "svc", ApplyAmount: 200, BusinessLine: "explore"}, // more than explore may use (150)
-		{ResourceName: res, ClientID: "svc", ApplyAmount: 160, BusinessLine: "explore"},
+		{ResourceName: res, ClientID: "svc", ApplyAmount: 900, BusinessLine: "explore"}, // more than explore may use
+		{ResourceName: res, ClientID: "svc", ApplyAmount: 800, BusinessLine: "explore"},
 		{ResourceName: plain, ClientID: "svc", ApplyAmount: 101},
 	} {
 		if _, err := c.Apply(ctxOf(t), req); !errors.Is(err, client.ErrQuotaExhausted) {
 			t.Fatalf("apply %+v: %v, want QUOTA_EXHAUSTED", req, err)
 		}
+	}
+	// The refusal on a line answers the period's real remaining (1,000 −
+	// 250) and advice for its reason, not 0 and "send critical work".
+	code, out, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": res, "applyAmount": 700,
+		"businessLine": "explore", "clientId": "svc"})
+	if msg, _ := out["message"].(string); code != http.StatusTooManyRequests || num(t, out, "remainingQuota") != 750 ||
+		out["reason"] != "LINE_EXHAUSTED" || !strings.Contains(msg, "ask an operator for a grant") || strings.Contains(msg, "critical") {
+		t.Fatalf("line refusal: %d %v", code, out)
 	}
 	body := scrapeAll(t, s)
 	r := `resource="` + res + `"`
@@ -60,7 +68,7 @@ func TestPoolMetrics(t *testing.T) {
 		`quota_line_may_use_tokens{line="explore",` + r + `} 150`,
 		`quota_line_watermark_percent{line="core",` + r + `,tier="CORE"} 95`,
 		`quota_line_watermark_percent{line="explore",` + r + `,tier="EXPLORE"} 60`,
-		`quota_pool_refusals_total{reason="LINE_EXHAUSTED",` + r + `,tier="EXPLORE"} 2`,
+		`quota_pool_refusals_total{reason="LINE_EXHAUSTED",` + r + `,tier="EXPLORE"} 3`,
 		`quota_pool_refusals_total{reason="EXHAUSTED",resource="` + plain + `",tier="none"} 1`,
 	} {
 		if !strings.Contains(body, "\n"+want+"\n") {

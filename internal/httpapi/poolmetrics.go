@@ -32,12 +32,12 @@ func newRefusals(f promauto.Factory) *prometheus.CounterVec {
 	}, []string{"resource", "reason", "tier"})
 }
 
-// countRefusal counts a refused apply by reason and the tier of its line.
-// The tier is read from lines (cached); when it cannot be read the
-// refusal is counted with tier "unknown" rather than lost.
-func (s *Server) countRefusal(ctx context.Context, req quota.ApplyRequest, res quota.ApplyResponse) {
-	if s.metrics == nil || res.Refusal == nil {
-		return
+// countRefusal counts a refused apply by reason and the tier of its line,
+// and returns the tier: "none" without a line, "unknown" when it cannot be
+// read (from lines, cached) — the refusal is counted rather than lost.
+func (s *Server) countRefusal(ctx context.Context, req quota.ApplyRequest, res quota.ApplyResponse) string {
+	if res.Refusal == nil {
+		return "none"
 	}
 	tier := "none"
 	if req.BusinessLine != "" {
@@ -48,7 +48,10 @@ func (s *Server) countRefusal(ctx context.Context, req quota.ApplyRequest, res q
 			}
 		}
 	}
-	s.metrics.refusals.WithLabelValues(req.ResourceName, string(res.Refusal.Reason), tier).Inc()
+	if s.metrics != nil {
+		s.metrics.refusals.WithLabelValues(req.ResourceName, string(res.Refusal.Reason), tier).Inc()
+	}
+	return tier
 }
 
 // PoolStatusReader reads a resource's pools now; ok is false for a

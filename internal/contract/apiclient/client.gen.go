@@ -1707,17 +1707,19 @@ type PoolEventList struct {
 
 // PoolSettings defines model for PoolSettings.
 type PoolSettings struct {
-	// BorrowLimitPercent Of a line's dedicated part.
+	// BorrowLimitPercent Of a line's dedicated part: what it may always borrow while the shared pool has it; beyond it, half of what the shared pool has free.
 	BorrowLimitPercent *int                    `json:"borrowLimitPercent,omitempty"`
 	BufferPercent      *int                    `json:"bufferPercent,omitempty"`
 	DedicatedPercent   *int                    `json:"dedicatedPercent,omitempty"`
 	Elasticity         *PoolSettingsElasticity `json:"elasticity,omitempty"`
 
 	// ReclaimConfirmSeconds 0 = by hand only.
-	ReclaimConfirmSeconds   *int  `json:"reclaimConfirmSeconds,omitempty"`
-	ReclaimDryRun           *bool `json:"reclaimDryRun,omitempty"`
-	ReclaimThresholdPercent *int  `json:"reclaimThresholdPercent,omitempty"`
-	SharedPercent           *int  `json:"sharedPercent,omitempty"`
+	ReclaimConfirmSeconds *int  `json:"reclaimConfirmSeconds,omitempty"`
+	ReclaimDryRun         *bool `json:"reclaimDryRun,omitempty"`
+
+	// ReclaimThresholdPercent When the shared pool is this full, the free buffer is lent to the CORE lines. Reclaims start when a line is under pressure (at its watermark of what it can reach), whatever this threshold.
+	ReclaimThresholdPercent *int `json:"reclaimThresholdPercent,omitempty"`
+	SharedPercent           *int `json:"sharedPercent,omitempty"`
 }
 
 // PoolSettingsElasticity defines model for PoolSettings.Elasticity.
@@ -1753,7 +1755,7 @@ type PoolStatus struct {
 		// Lent Of its dedicated part, moved away by reclaims.
 		Lent *int64 `json:"lent,omitempty"`
 
-		// MayUse Dedicated now + borrowing limit + buffer lent; watermarks are fractions of it.
+		// MayUse What it could hold now, grants aside: dedicated now + buffer lent + borrowed + what it may still borrow (the larger of its borrowing limit left and half of the free shared pool); watermarks are fractions of it.
 		MayUse *int64 `json:"mayUse,omitempty"`
 
 		// Reclaimed Moved to it by reclaims.
@@ -2965,8 +2967,11 @@ type ClientInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3000,8 +3005,11 @@ type ClientInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3930,8 +3938,11 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3975,8 +3986,11 @@ func (c *Client) ApplyQuotaWithBody(ctx context.Context, contentType string, bod
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6308,8 +6322,11 @@ type ClientWithResponsesInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6343,8 +6360,11 @@ type ClientWithResponsesInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10086,8 +10106,11 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10127,8 +10150,11 @@ func (c *ClientWithResponses) ApplyQuotaWithBodyWithResponse(ctx context.Context
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
