@@ -143,6 +143,7 @@ func (c *Console) routes() *chi.Mux {
 			r.Use(c.requireCSRF)
 			r.Post(Prefix+"/logout", c.logout)
 			r.Post(Prefix+"/resources/{resourceName}/limit", c.changeLimit)
+			r.Post(Prefix+"/resources/{resourceName}/policy", c.editPolicy)
 			r.Post(Prefix+"/resources/{resourceName}/reset", c.resetPeriod)
 			r.Post(Prefix+"/sessions/{sessionId}/finish", c.forceFinish)
 			r.Post(Prefix+"/resources/{resourceName}/grant", c.grant(false))
