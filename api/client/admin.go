@@ -14,6 +14,11 @@ import (
 type AuditQuery struct {
 	// Resource keeps only entries about this resource; "" = all.
 	Resource string
+	// Actor keeps only the changes of this admin token's name; "" = all.
+	Actor string
+	// Action keeps only this action (e.g. "policy.put", "reclaim.confirm");
+	// "" = all.
+	Action string
 	// Limit is the most entries returned, 1 … 500; 0 lets the server use
 	// its default (100).
 	Limit int
@@ -45,7 +50,7 @@ type AuditEntry struct {
 
 // Audit reads the audit log of admin changes, newest first
 // (GET /admin/audit). Errors: ErrInvalidArgument for a Limit outside
-// 1 … 500, a negative Before or a bad resource name.
+// 1 … 500, a negative Before, a bad resource name, actor or action.
 func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
 	if q.Limit < 0 || q.Before < 0 {
 		return nil, errors.New("client: Audit: negative Limit or Before")
@@ -54,6 +59,8 @@ func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) 
 	if q.Resource != "" {
 		v.Set("resource", q.Resource)
 	}
+	setIf(v, "actor", q.Actor)
+	setIf(v, "action", q.Action)
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}

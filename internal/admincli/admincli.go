@@ -109,6 +109,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		FlagSet: g.newFlags("admin"),
 		Subcommands: []*ffcli.Command{
 			g.policiesCmd(), g.statusCmd(), g.sessionsCmd(), g.usageCmd(), g.resetCmd(), g.finishCmd(), g.grantCmd(false), g.grantCmd(true), g.auditCmd(),
+			g.linesCmd(), g.poolsCmd(), g.grantsCmd(), g.reclaimsCmd(), g.eventsCmd(), g.reconcileCmd(),
 		},
 		Exec: helpOrUnknown,
 	}

@@ -145,6 +145,13 @@ func TestAdminCommands(t *testing.T) {
 		rows[3][3] != "session.finish" || rows[1][2] != "cli" {
 		t.Fatalf("audit: %q", rows)
 	}
+	rows = columns(t, mustCLI(t, "audit", "--resource", res, "--actor", "cli", "--action", "policy.reset"))
+	if len(rows) != 3 || rows[1][3] != "policy.reset" || rows[2][3] != "policy.reset" {
+		t.Fatalf("audit --actor --action: %q", rows)
+	}
+	if rows = columns(t, mustCLI(t, "audit", "--resource", res, "--actor", "someone-else")); len(rows) != 1 {
+		t.Fatalf("audit by another actor: %q", rows)
+	}
 	var entries []map[string]any
 	if err := json.Unmarshal([]byte(mustCLI(t, "audit", "--resource", res, "-o", "json")), &entries); err != nil || len(entries) != 5 {
 		t.Fatalf("audit -o json: %d entries, %v", len(entries), err)
@@ -186,6 +193,7 @@ func TestAdminCommands(t *testing.T) {
 		{[]string{"grant", res, "--amount", "5", "--until", "tomorrow"}, "--until"},
 		{[]string{"release", res, "--amount", "5"}, "INVALID_ARGUMENT"}, // no buffer
 		{[]string{"audit", "--resource", "Bad Name"}, "INVALID_ARGUMENT"},
+		{[]string{"audit", "--action", "Policy Put"}, "INVALID_ARGUMENT"},
 	} {
 		if _, err := cli(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("admin %v: error %v, want one mentioning %q", tc.args, err, tc.want)

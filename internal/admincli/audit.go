@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -32,10 +31,17 @@ type auditEntry struct {
 // readAudit reads one page of the audit log with the client's base URL and
 // token. (The Go client gains its own Audit call with the SDK work; this
 // command moves onto it then.)
-func (g *globals) readAudit(ctx context.Context, c *client.Client, resource string, limit int, before int64) ([]auditEntry, error) {
+func (g *globals) readAudit(ctx context.Context, c *client.Client, f client.AuditQuery) ([]auditEntry, error) {
+	resource, limit, before := f.Resource, f.Limit, f.Before
 	q := url.Values{}
 	if resource != "" {
 		q.Set("resourceName", resource)
+	}
+	if f.Actor != "" {
+		q.Set("actor", f.Actor)
+	}
+	if f.Action != "" {
+		q.Set("action", f.Action)
 	}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
@@ -73,28 +79,28 @@ func (g *globals) readAudit(ctx context.Context, c *client.Client, resource stri
 }
 
 func (g *globals) auditCmd() *ffcli.Command {
-	var resource string
-	var limit int
-	var before int64
-	return g.cmd("audit", "quota-center admin audit [--resource R] [--limit N] [--before ID]",
+	var f client.AuditQuery
+	return g.cmd("audit", "quota-center admin audit [--resource R] [--actor A] [--action X] [--limit N] [--before ID]",
 		"the audit log of admin changes, newest first",
 		func(fs *flag.FlagSet) {
-			fs.StringVar(&resource, "resource", "", "only this resource")
-			fs.Var(positiveInt{&limit}, "limit", "`N` entries, 1–500 (default 100)")
-			fs.Int64Var(&before, "before", 0, "only entries older than this id (the next page)")
+			fs.StringVar(&f.Resource, "resource", "", "only this resource")
+			fs.StringVar(&f.Actor, "actor", "", "only changes by this admin token name")
+			fs.StringVar(&f.Action, "action", "", "only this action, e.g. policy.put, grant.void, reclaim.confirm")
+			fs.Var(positiveInt{&f.Limit}, "limit", "`N` entries, 1–500 (default 100)")
+			fs.Int64Var(&f.Before, "before", 0, "only entries older than this id (the next page)")
 		},
 		func(ctx context.Context, c *client.Client, pos []string) error {
 			if err := want(pos, 0, "none (use --resource)"); err != nil {
 				return err
 			}
-			es, err := g.readAudit(ctx, c, resource, limit, before)
+			es, err := g.readAudit(ctx, c, f)
 			if err != nil {
 				return err
 			}
 			return g.emit(es, func(w *tabwriter.Writer) {
 				row(w, "ID", "AT", "ACTOR", "ACTION", "RESOURCE", "REASON")
 				for _, e := range es {
-					row(w, e.ID, ts(e.At), e.Actor, e.Action, e.Resource, orDash(strings.Join(strings.Fields(e.Reason), " ")))
+					row(w, e.ID, ts(e.At), e.Actor, e.Action, e.Resource, orDash(oneLine(e.Reason)))
 				}
 			})
 		})

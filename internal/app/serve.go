@@ -209,6 +209,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// active (a PUT here, a sweep pass for the others), deleted once idle.
 	metrics := httpapi.NewMetricsWith(reg, httpapi.MetricsOptions{ResourceHistograms: cfg.Scale.ResourceHistograms})
 	httpapi.NewBalanceCollector(reg, active, 2*time.Second)
+	httpapi.NewPoolCollector(reg, active, poolAdmin, 2*time.Second)
 	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies})
 	admin.NewForecastCollector(reg, ops, 2*time.Second)
 	rec := reconcile.New(reconcile.Config{
@@ -217,7 +218,8 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	}, rs, b.ledger, active, sched, log.Named("reconcile"), reg)
 	poolRunner := poolctl.New(activePools{poolLedger, active}, poolLive, poolLedger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
-		Service: used, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Pools: httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},
+		Service: used, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Lines: poolSource,
+		Pools:        httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),
 		Operator:     ops,

@@ -281,14 +281,15 @@ func TestConsoleRefusesChangesWithoutSessionOrCSRF(t *testing.T) {
 	if m == nil {
 		t.Fatal("no CSRF token on the resource page")
 	}
-	good := url.Values{"limit": {"5"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {string(m[1])}}
+	csrf := string(m[1])
+	good := url.Values{"limit": {"5"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {csrf}}
 	if code, _ := post(limitPath, good, map[string]string{"Origin": "http://evil.example"}); code != http.StatusForbidden {
 		t.Errorf("right token from another origin: %d, want 403", code)
 	}
 	for _, f := range []url.Values{
-		{"limit": {"5"}, "reason": {"r"}, "csrf": {string(m[1])}},                        // not confirmed
-		{"limit": {"5"}, "confirm": {"yes"}, "csrf": {string(m[1])}},                     // no reason
-		{"limit": {"five"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {string(m[1])}}, // not a number
+		{"limit": {"5"}, "reason": {"r"}, "csrf": {csrf}},                        // not confirmed
+		{"limit": {"5"}, "confirm": {"yes"}, "csrf": {csrf}},                     // no reason
+		{"limit": {"five"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {csrf}}, // not a number
 	} {
 		if code, _ := post(limitPath, f, nil); code != http.StatusBadRequest {
 			t.Errorf("%v: %d, want 400", f, code)
@@ -305,7 +306,7 @@ func TestConsoleRefusesChangesWithoutSessionOrCSRF(t *testing.T) {
 	}
 	// Signed out, the old cookie is worth nothing.
 	old := jar.Cookies(u)
-	if code, _ := post("/logout", url.Values{"csrf": {string(m[1])}}, nil); code != http.StatusSeeOther {
+	if code, _ := post("/logout", url.Values{"csrf": {csrf}}, nil); code != http.StatusSeeOther {
 		t.Fatalf("sign out: %d", code)
 	}
 	jar.SetCookies(u, old)
@@ -335,37 +336,17 @@ func TestConsoleGrantsTemporaryQuota(t *testing.T) {
 	if _, err := c.PutPolicy(context.Background(), client.PolicySpec{ResourceName: res, QuotaType: "TOKENS", TotalLimit: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	ui := s.URL + "/admin/ui"
-	post := func(path string, form url.Values) int {
-		resp, err := hc.PostForm(ui+path, form)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if code := post("/login", url.Values{"token": {adminToken}}); code != http.StatusSeeOther {
-		t.Fatalf("sign in: %d", code)
-	}
-	resp, err := hc.Get(ui + "/resources/" + res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(page)
-	if m == nil || !strings.Contains(string(page), `id="grant"`) {
-		t.Fatal("no grant form or CSRF token on the resource page")
+	post, page, csrf := signedIn(t, s.URL+"/admin/ui", "/resources/"+res)
+	if !strings.Contains(page, `id="grant"`) {
+		t.Fatal("no grant form on the resource page")
 	}
 	until := time.Now().UTC().Add(2 * time.Hour).Format("2006-01-02T15:04")
-	grant := url.Values{"amount": {"500"}, "until": {until}, "reason": {"launch day"}, "confirm": {"yes"}, "csrf": {string(m[1])}}
+	grant := url.Values{"amount": {"500"}, "until": {until}, "reason": {"launch day"}, "confirm": {"yes"}, "csrf": {csrf}}
 	noCSRF := url.Values{"amount": {"500"}, "until": {until}, "reason": {"x"}, "confirm": {"yes"}}
 	if code := post("/resources/"+res+"/grant", noCSRF); code != http.StatusForbidden {
 		t.Errorf("grant without CSRF: %d, want 403", code)
 	}
-	if code := post("/resources/"+res+"/release", url.Values{"amount": {"5"}, "reason": {"x"}, "confirm": {"yes"}, "csrf": {string(m[1])}}); code < 400 || code > 499 {
+	if code := post("/resources/"+res+"/release", url.Values{"amount": {"5"}, "reason": {"x"}, "confirm": {"yes"}, "csrf": {csrf}}); code < 400 || code > 499 {
 		t.Errorf("release without a buffer: %d, want a 4xx", code)
 	}
 	if g := listGrants(t, s, res); len(g) != 0 {

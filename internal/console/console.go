@@ -39,10 +39,17 @@ type Ops interface {
 	ForceFinish(ctx context.Context, req admin.FinishRequest) (quota.FinishResponse, quota.UsageRecord, error)
 }
 
-// Pools are the reserve-pool and temporary-grant actions (*poolctl.Admin).
+// Pools are the pools' reads and actions (*poolctl.Admin): the pools page
+// (layout, lines, grants, reclaims, events), temporary grants, reserve
+// releases, voiding a grant, and confirming or cancelling a reclaim.
 type Pools interface {
 	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
 	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	VoidGrant(ctx context.Context, resource, id string) error
+	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
+	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
+	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
+	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
 }
 
 // AuditReader reads the audit log (*quota.Service).
@@ -130,15 +137,19 @@ func (c *Console) routes() *chi.Mux {
 		r.Get(Prefix+"/resources", c.resourcesPage)
 		r.Get(Prefix+"/resources/{resourceName}", c.resourcePage)
 		r.Get(Prefix+"/resources/{resourceName}/usage", c.usagePage)
+		r.Get(Prefix+"/resources/{resourceName}/pools", c.poolsPage)
 		r.Get(Prefix+"/audit", c.auditPage)
 		r.Group(func(r chi.Router) {
 			r.Use(c.requireCSRF)
 			r.Post(Prefix+"/logout", c.logout)
 			r.Post(Prefix+"/resources/{resourceName}/limit", c.changeLimit)
+			r.Post(Prefix+"/resources/{resourceName}/policy", c.editPolicy)
 			r.Post(Prefix+"/resources/{resourceName}/reset", c.resetPeriod)
 			r.Post(Prefix+"/sessions/{sessionId}/finish", c.forceFinish)
 			r.Post(Prefix+"/resources/{resourceName}/grant", c.grant(false))
 			r.Post(Prefix+"/resources/{resourceName}/release", c.grant(true))
+			r.Post(Prefix+"/resources/{resourceName}/grants/{id}/void", c.voidGrant)
+			r.Post(Prefix+"/resources/{resourceName}/reclaims/{id}/{step}", c.reclaimStep)
 		})
 	})
 	return r

@@ -3,9 +3,11 @@
 // (an HttpOnly cookie session kept in Redis, so every instance knows it),
 // CSRF protection on every change, and pages for the resources (remaining
 // vs limit, burn rate, forecast), a resource's live session map, its usage
-// history (a chart by hour, a table by client) and the audit log, with the
-// actions change the limit, reset a period, force-finish a session, grant
-// temporary quota and release reserve, each confirmed and given a reason
+// history (a chart by hour, a table by client), its pools (layout, lines
+// with tier and watermark, grants, reclaims, pool events; issue 21 §3) and
+// the audit log, with the actions change the limit, reset a period,
+// force-finish a session, grant temporary quota, release reserve, void a
+// grant and confirm or cancel a reclaim, each confirmed and given a reason
 // (and audited under the signed-in name).
 //
 // Pages are rendered on the server with html/template (which escapes

@@ -250,7 +250,8 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 	qs := r.URL.Query()
-	f := quota.AuditFilter{Resource: strings.TrimSpace(qs.Get("resource")), Limit: 50}
+	f := quota.AuditFilter{Resource: strings.TrimSpace(qs.Get("resource")), Actor: strings.TrimSpace(qs.Get("actor")),
+		Action: strings.TrimSpace(qs.Get("action")), Limit: 50}
 	if v := qs.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
@@ -266,12 +267,17 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	next := ""
 	if len(recs) == f.Limit {
-		next = Prefix + "/audit?" + url.Values{"resource": {f.Resource}, "before": {strconv.FormatInt(recs[len(recs)-1].ID, 10)}}.Encode()
+		next = Prefix + "/audit?" + url.Values{"resource": {f.Resource}, "actor": {f.Actor}, "action": {f.Action},
+			"before": {strconv.FormatInt(recs[len(recs)-1].ID, 10)}}.Encode()
 	}
 	c.render(w, r, http.StatusOK, "audit", page{Title: "Audit log", Nav: "audit", Data: map[string]any{
-		"Entries": recs, "Resource": f.Resource, "Next": next,
+		"Entries": recs, "Resource": f.Resource, "Actor": f.Actor, "Action": f.Action, "Actions": auditActions, "Next": next,
 	}})
 }
+
+// auditActions are the actions the audit page offers to filter by.
+var auditActions = []string{"policy.put", "policy.delete", "policy.reset", "session.finish", "pools.put", "line.put",
+	"line.delete", "grant.add", "grant.void", "buffer.release", "reclaim.confirm", "reclaim.cancel"}
 
 // statusOf maps a domain error (its quota.CodeOf) to the page's HTTP
 // status; what the page cannot name is a 503.
@@ -279,9 +285,9 @@ func statusOf(err error) int {
 	switch quota.CodeOf(err) {
 	case quota.CodeInvalidArgument:
 		return http.StatusBadRequest
-	case quota.CodeResourceNotFound, quota.CodeSessionNotFound:
+	case quota.CodeResourceNotFound, quota.CodeSessionNotFound, quota.CodeNotFound:
 		return http.StatusNotFound
-	case quota.CodePolicyInUse, quota.CodeSessionNotActive, quota.CodeSessionConflict:
+	case quota.CodePolicyInUse, quota.CodeSessionNotActive, quota.CodeSessionConflict, quota.CodeConflict:
 		return http.StatusConflict
 	}
 	return http.StatusServiceUnavailable

@@ -54,6 +54,8 @@ func admin(c *checker, res string) {
 	c.do(req{method: http.MethodGet, path: "/admin/audit?limit=0"}, http.StatusBadRequest)
 	c.do(req{method: http.MethodGet, path: "/admin/audit?limit=1&before=1000000"}, http.StatusOK)
 	c.do(req{method: http.MethodGet, path: "/admin/audit?nope=1"}, http.StatusBadRequest)
+	c.do(req{method: http.MethodGet, path: "/admin/audit?actor=contract&action=policy.put&limit=5"}, http.StatusOK)
+	c.do(req{method: http.MethodGet, path: "/admin/audit?action=Policy%20Put"}, http.StatusBadRequest)
 	reconcileEntryDecodes(c, res)
 }
 

@@ -53,7 +53,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// parseAuditQuery reads resource (a resource name), limit (1 … 500,
+// parseAuditQuery reads resource (a resource name), actor, action, limit (1 … 500,
 // default 100) and before (an entry id ≥ 1); any other parameter, a repeated
 // one or a malformed value is a *quota.ValidationError. It only parses:
 // the bounds are quota.AuditFilter.Validate's, where a value that is no
@@ -79,12 +79,21 @@ func parseAuditQuery(raw string) (quota.AuditFilter, error) {
 				v[0] = "." // present but empty: not a resource name, unlike an absent one
 			}
 			f.Resource, resourceField = v[0], k
+		case "actor", "action":
+			if v[0] == "" {
+				return f, &quota.ValidationError{Field: k, Reason: "must not be empty (leave it out for any)"}
+			}
+			if k == "actor" {
+				f.Actor = v[0]
+			} else {
+				f.Action = v[0]
+			}
 		case "limit":
 			f.Limit = int(wholeOrInvalid(v[0], quota.MaxAuditLimit))
 		case "before":
 			f.BeforeID = wholeOrInvalid(v[0], math.MaxInt64)
 		default:
-			return f, &quota.ValidationError{Field: k, Reason: "is not a known query parameter (resourceName, limit, before)"}
+			return f, &quota.ValidationError{Field: k, Reason: "is not a known query parameter (resourceName, actor, action, limit, before)"}
 		}
 	}
 	if err := f.Validate(); err != nil {

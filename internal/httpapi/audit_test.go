@@ -29,7 +29,13 @@ func TestParseAuditQueryAnswersTheWireMessages(t *testing.T) {
 		{"resourceName=Res%20A", quota.AuditFilter{}, "invalid resourceName" + badResource},
 		{"resource=", quota.AuditFilter{}, "invalid resource" + badResource},
 		{"resource=...", quota.AuditFilter{}, "invalid resource" + badResource},
-		{"resourceId=x", quota.AuditFilter{}, "invalid resourceId: is not a known query parameter (resourceName, limit, before)"},
+		{"resourceId=x", quota.AuditFilter{}, "invalid resourceId: is not a known query parameter (resourceName, actor, action, limit, before)"},
+		{"actor=ops-alice&action=reclaim.confirm", quota.AuditFilter{Actor: "ops-alice", Action: "reclaim.confirm", Limit: 100}, ""},
+		{"actor=", quota.AuditFilter{}, "invalid actor: must not be empty (leave it out for any)"},
+		{"action=", quota.AuditFilter{}, "invalid action: must not be empty (leave it out for any)"},
+		{"actor=a%07b", quota.AuditFilter{}, "invalid actor: must be 1 to 128 characters without control characters"},
+		{"action=Policy.Put", quota.AuditFilter{}, "invalid action: must be 1 to 64 characters of [a-z0-9_.], e.g. policy.put"},
+		{"action=a&action=b", quota.AuditFilter{}, "invalid action: is given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {

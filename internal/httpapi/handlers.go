@@ -101,7 +101,9 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			s.metrics.observeApply(req.ResourceName, res)
 			if res.Refused() {
-				s.writeRefused(w, res)
+				tier := s.countRefusal(r.Context(), req, res)
+				res, msg := s.lineRefusal(r.Context(), req, res, tier)
+				s.writeRefused(w, res, msg)
 				return
 			}
 			writeJSON(w, http.StatusOK, applyResponse{
@@ -125,14 +127,18 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeRefused answers a refused apply: 429 QUOTA_EXHAUSTED; Retry-After
-// is the whole seconds to the next reset, when the policy resets.
-func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse) {
+// is the whole seconds to the next reset, when the policy resets. msg,
+// when not "", is the message (lineRefusal's).
+func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse, msg string) {
 	rem := res.Remaining
 	body := errorBody{Code: CodeQuotaExhausted, RemainingQuota: &rem,
 		Message: "quota exhausted: " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period"}
 	if res.Refusal.Reason != quota.RefusedExhausted {
 		body.Reason = string(res.Refusal.Reason)
 		body.Message = "quota exhausted: " + refusalMessage[res.Refusal.Reason]
+	}
+	if msg != "" {
+		body.Message = msg
 	}
 	if next := res.Refusal.NextResetAt; !next.IsZero() {
 		body.NextResetAt = ts(next)

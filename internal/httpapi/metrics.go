@@ -26,6 +26,7 @@ type Metrics struct {
 	used      map[string]*prometheus.HistogramVec
 	duration  *prometheus.HistogramVec // route, method, code
 	cache     *seriesCache             // the series above already looked up
+	refusals  *prometheus.CounterVec   // resource, reason, tier (poolmetrics.go)
 	// perResourceUsed: quota_session_used_<unit> has a resource label
 	// (MetricsOptions.ResourceHistograms).
 	perResourceUsed bool
@@ -83,7 +84,8 @@ func NewMetricsWith(reg prometheus.Registerer, o MetricsOptions) *Metrics {
 			Help:    "HTTP request latency by chi route pattern, method and status code.",
 			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2.5},
 		}, []string{"route", "method", "code"}),
-		cache: newSeriesCache(),
+		cache:    newSeriesCache(),
+		refusals: newRefusals(f),
 	}
 	for _, u := range quota.Units() {
 		m.granted[u] = f.NewCounterVec(prometheus.CounterOpts{

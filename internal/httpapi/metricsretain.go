@@ -63,6 +63,8 @@ func (m *Metrics) forget(resource string) {
 	}
 	m.exhausted.DeleteLabelValues(resource)
 	m.failOpen.DeleteLabelValues(resource)
+	// Pooled resources' refusals only: a small vector, so a partial match.
+	m.refusals.DeletePartialMatch(prometheus.Labels{"resource": resource})
 	for _, u := range []map[string]*prometheus.CounterVec{m.granted, m.charged, m.refunded, m.overage} {
 		for _, v := range u {
 			v.DeleteLabelValues(resource)

@@ -78,6 +78,9 @@ type Deps struct {
 	// Pools serves the business lines, grants, buffer and reclaims
 	// endpoints, by part (the zero value: none).
 	Pools PoolAdmin
+	// Lines gives the tier of a refused apply's business line for
+	// quota_pool_refusals_total (nil: counted with tier "unknown").
+	Lines LineTiers
 }
 
 // Server is the HTTP API. Handler returns its routes.
@@ -93,6 +96,7 @@ type Server struct {
 	reconcile func(ctx context.Context, resource string) (any, int, error)
 	ops       Operator
 	pools     PoolAdmin // Lines nil: no pools endpoints
+	lines     LineTiers // nil: refusals on lines counted with tier "unknown"
 	draining  atomic.Bool
 	mux       *chi.Mux
 }
@@ -115,7 +119,7 @@ func New(d Deps) *Server {
 		d.Backends = func(context.Context) []BackendHealth { return nil }
 	}
 	s := &Server{svc: d.Service, log: d.Logger, metrics: d.Metrics, gatherer: d.Gatherer, ready: d.Ready, backends: d.Backends, maxBody: d.MaxBodyBytes,
-		auth: newAuth(d.Auth), reconcile: d.Reconcile, ops: d.Operator, pools: d.Pools}
+		auth: newAuth(d.Auth), reconcile: d.Reconcile, ops: d.Operator, pools: d.Pools, lines: d.Lines}
 	s.mux = s.routes()
 	return s
 }

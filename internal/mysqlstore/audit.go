@@ -38,7 +38,7 @@ func (s *Store) RecordAudit(ctx context.Context, e quota.AuditEntry) error {
 }
 
 // ListAudit reads the entries matching f, newest (highest id) first: of
-// f.Resource when not empty, with ids below f.BeforeID when positive, at
+// f.Resource, by f.Actor and of f.Action when not empty, with ids below f.BeforeID when positive, at
 // most f.Limit (quota.DefaultAuditLimit when not positive). It returns an
 // empty, non-nil slice when none match. Errors: one wrapping
 // quota.ErrUnavailable when the database cannot be reached.
@@ -53,6 +53,14 @@ func (s *Store) ListAudit(ctx context.Context, f quota.AuditFilter) ([]quota.Aud
 	if f.Resource != "" {
 		where = append(where, "resource_name = ?")
 		args = append(args, f.Resource)
+	}
+	if f.Actor != "" {
+		where = append(where, "actor = ?")
+		args = append(args, f.Actor)
+	}
+	if f.Action != "" {
+		where = append(where, "action = ?")
+		args = append(args, f.Action)
 	}
 	if f.BeforeID > 0 {
 		where = append(where, "id < ?")

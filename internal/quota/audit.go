@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Audit actions: what an AuditEntry records.
@@ -58,6 +60,11 @@ type AuditRecord struct {
 // DefaultAuditLimit.
 type AuditFilter struct {
 	Resource string
+	// Actor keeps only the changes of this admin token's name ("" = any).
+	Actor string
+	// Action keeps only this action, e.g. "policy.put" or "reclaim.confirm"
+	// ("" = any).
+	Action   string
 	Limit    int   // 1 … MaxAuditLimit
 	BeforeID int64 // only records with ID < BeforeID (the next page)
 }
@@ -86,13 +93,47 @@ func ActorFrom(ctx context.Context) string {
 	return AnonymousActor
 }
 
+// validActor: an admin token's name as the audit log records it.
+func validActor(s string) bool {
+	if len(s) > 128 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validAction: an audit action such as "policy.put".
+func validAction(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' && r != '.' {
+			return false
+		}
+	}
+	return true
+}
+
 // Validate checks f's bounds, the one check of an audit filter: Resource
-// "" or a valid resource name, Limit 0 (the default) or 1 … MaxAuditLimit,
+// "" or a valid resource name, Actor "" or 1 … 128 characters without
+// control characters, Action "" or 1 … 64 of [a-z0-9_.], Limit 0 (the default) or 1 … MaxAuditLimit,
 // BeforeID 0 (from the newest) or an entry id ≥ 1. Errors: a
-// *ValidationError for field "resource", "limit" or "before".
+// *ValidationError for field "resource", "actor", "action", "limit" or
+// "before".
 func (f AuditFilter) Validate() error {
 	if f.Resource != "" && ValidateResourceName(f.Resource) != nil {
 		return invalid("resource", "must be 1 to 64 characters of [a-z0-9_.-]")
+	}
+	if f.Actor != "" && !validActor(f.Actor) {
+		return invalid("actor", "must be 1 to 128 characters without control characters")
+	}
+	if f.Action != "" && !validAction(f.Action) {
+		return invalid("action", "must be 1 to 64 characters of [a-z0-9_.], e.g. policy.put")
 	}
 	if f.Limit < 0 || f.Limit > MaxAuditLimit {
 		return invalid("limit", "must be a whole number from 1 to "+strconv.Itoa(MaxAuditLimit))

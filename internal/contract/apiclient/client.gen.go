@@ -2219,6 +2219,12 @@ type ListAuditParams struct {
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Resource *ResourceName `form:"resource,omitempty" json:"resource,omitempty"`
 
+	// Actor Only changes by this actor (an admin token's name; `anonymous` in open dev mode).
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Only this action, e.g. `policy.put`, `grant.void`, `reclaim.confirm`.
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+
 	// Limit Most entries to return.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -2961,8 +2967,11 @@ type ClientInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2996,8 +3005,11 @@ type ClientInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3926,8 +3938,11 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3971,8 +3986,11 @@ func (c *Client) ApplyQuotaWithBody(ctx context.Context, contentType string, bod
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4158,6 +4176,30 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 		if params.Resource != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource", *params.Resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Actor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "actor", *params.Actor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -6280,8 +6322,11 @@ type ClientWithResponsesInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6315,8 +6360,11 @@ type ClientWithResponsesInterface interface {
 	// `continuation` (boolean, default false). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-	// with temporary grants answers `drawn` too.
+	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// period's `remainingQuota` (what status answers; other lines may still
+	// get it) and a message with advice for the line's tier (a CORE line's
+	// critical work passes its watermark; on GROWTH and EXPLORE lines
+	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10058,8 +10106,11 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10099,8 +10150,11 @@ func (c *ClientWithResponses) ApplyQuotaWithBodyWithResponse(ctx context.Context
 // `continuation` (boolean, default false). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED. A resource
-// with temporary grants answers `drawn` too.
+// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// period's `remainingQuota` (what status answers; other lines may still
+// get it) and a message with advice for the line's tier (a CORE line's
+// critical work passes its watermark; on GROWTH and EXPLORE lines
+// continuations pass). A resource with temporary grants answers `drawn` too.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -1,0 +1,48 @@
+package httpapi
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// lineAdvice is what a refusal on a business line tells its caller, by
+// reason and tier (issue 21 §3): CORE lines are refused above their
+// watermark only for non-critical work, so critical work passes; on GROWTH
+// and EXPLORE lines a continuation of running work passes (ApplyRequest's
+// NonCritical and Continuation).
+func lineAdvice(reason quota.RefusalReason, tier string) string {
+	switch reason {
+	case quota.RefusedWatermark:
+		if tier == string(pools.TierCore) {
+			return "the CORE line is above its watermark, where non-critical work is refused: critical work still passes"
+		}
+		return "the " + tier + " line is above its watermark: retry later, mark continuations of running work as such " +
+			"(they still pass), or ask an operator for a grant"
+	case quota.RefusedLineExhausted:
+		return "the line has used all it may use (dedicated part, borrowing limit, buffer lent, grants): " +
+			"ask an operator for a grant or a buffer release for it"
+	case quota.RefusedPoolExhausted:
+		return "the shared pool is used up and the line may not borrow more now: retry later, or ask an operator for a grant"
+	}
+	return ""
+}
+
+// lineRefusal completes a refused apply on a business line: the Lua answer
+// carries no balance, so the period's remaining (what status and finish
+// answer) is read, and the message gives the tier's advice. A failed read
+// leaves the answer's remaining as it was.
+// It returns the answer and its message ("" for a refusal not on a line:
+// writeRefused's own).
+func (s *Server) lineRefusal(ctx context.Context, req quota.ApplyRequest, res quota.ApplyResponse, tier string) (quota.ApplyResponse, string) {
+	if res.Refusal == nil || res.Refusal.Reason == quota.RefusedExhausted || req.BusinessLine == "" {
+		return res, ""
+	}
+	if st, err := s.svc.Status(ctx, req.ResourceName); err == nil {
+		res.Remaining = st.Remaining
+	}
+	return res, "quota exhausted on business line " + strconv.Quote(req.BusinessLine) + ": " + lineAdvice(res.Refusal.Reason, tier) +
+		"; " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period for the resource"
+}
