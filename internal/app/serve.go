@@ -201,6 +201,9 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 			}
 		},
 	})
+	// A pools change drops the Service's cached copy at once (ann does so
+	// for the ledger's writes too; this covers every Admin change).
+	poolSource.OnChange(svc.ForgetPolicy)
 	// Its background marks stop before the ledger closes (closers run in order).
 	in.closers = append([]func(){svc.Close}, in.closers...)
 	active = newActiveSet(tracker, b.ledger, svc)
