@@ -125,8 +125,11 @@ start)
 	done
 	addrs=()
 	for p in "${ports[@]}"; do addrs+=("127.0.0.1:$p"); done
-	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 9>&- ||
-		die "redis-cli --cluster create failed: $(tail -n 20 "$dir/create.log")"
+	# Bounded: create waits for the nodes to agree with no limit of its own,
+	# and hung for 17 minutes (the test's whole budget) when another run
+	# started servers on the same ports meanwhile.
+	timeout 90 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 9>&- ||
+		die "redis-cli --cluster create failed or took over 90s: $(tail -n 20 "$dir/create.log")"
 	wait_until 30 up || die "the cluster on ${ports[0]}-${ports[5]} did not become ok within 30s"
 	echo "Redis Cluster on 127.0.0.1:${ports[0]}-${ports[5]} started ($dir)"
 	;;
