@@ -25,7 +25,7 @@ help: ## List the targets (this text)
 	@echo
 	@echo 'Start here: make run (dev mode, no backends needed) and make test.'
 
-build: ## Build bin/quota-center and bin/qc-replay (version from git describe)
+build: ## Build bin/quota-center and bin/qc-replay (version from git describe; with dev mode: the image builds -tags nodev)
 	$(say) "go build -trimpath $(BIN)/quota-center $(BIN)/qc-replay (version $(VERSION))"
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/quota-center ./cmd/quota-center

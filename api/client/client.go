@@ -140,6 +140,9 @@ const (
 	authNone auth = iota
 	authAPIKey
 	authAdmin
+	// authKeyOrAdmin sends the API key when the client has one, else the
+	// admin token: GET /quota/status takes either.
+	authKeyOrAdmin
 )
 
 // Apply reserves req.ApplyAmount of req.ResourceName and opens a session
@@ -177,11 +180,13 @@ func (c *Client) Finish(ctx context.Context, req FinishRequest) (*FinishResponse
 }
 
 // Status reads the balance of resource in its current period
-// (GET /quota/status?resourceName=...).
+// (GET /quota/status?resourceName=...). It authenticates with the API key
+// (WithAPIKey) when the client has one, else with the admin token
+// (WithAdminToken): the server lets an operator read any resource's status.
 func (c *Client) Status(ctx context.Context, resource string) (*QuotaStatus, error) {
 	var out QuotaStatus
 	q := url.Values{"resourceName": {resource}}
-	if _, err := c.do(ctx, http.MethodGet, "/quota/status", q, nil, authAPIKey, &out); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, "/quota/status", q, nil, authKeyOrAdmin, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -284,6 +289,12 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in a
 	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
+	}
+	if a == authKeyOrAdmin {
+		a = authAdmin
+		if c.apiKey != "" {
+			a = authAPIKey
+		}
 	}
 	switch a {
 	case authAPIKey:

@@ -21,8 +21,9 @@ type PoolSettings struct {
 	// Elasticity is AUTO (default), PREDICTIVE, REACTIVE or OFF (no
 	// automatic move at all).
 	Elasticity string `json:"elasticity"`
-	// ReclaimThresholdPercent: reclaims start when the shared pool is this
-	// full, 1 … 100 (default 90).
+	// ReclaimThresholdPercent: when the shared pool is this full, 1 … 100
+	// (default 90), the free buffer is lent to the CORE lines; reclaims
+	// start when a line is under pressure (docs/pools.md §2).
 	ReclaimThresholdPercent int64 `json:"reclaimThresholdPercent"`
 	// ReclaimConfirmSeconds confirms a warned reclaim after this many
 	// seconds, 0 … 86400; 0 = by hand only (default 30).
@@ -80,8 +81,10 @@ type LineStatus struct {
 	Reclaimed int64 `json:"reclaimed"`
 	// Buffer is the reserve lent to it.
 	Buffer int64 `json:"buffer"`
-	// MayUse is Dedicated + BorrowLimit + Buffer: what it may use in a
-	// period, grants aside; WatermarkPercent is a percentage of it.
+	// MayUse is what it could hold now, grants aside: Dedicated + Buffer +
+	// Borrowed + what it may still borrow (the larger of BorrowLimit left
+	// and half of the free shared pool); WatermarkPercent is a percentage
+	// of it.
 	MayUse int64 `json:"mayUse"`
 	// WatermarkPercent is its reject watermark now (95, 80, 60 for CORE,
 	// GROWTH, EXPLORE, as the controller moved it).

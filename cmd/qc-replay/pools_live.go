@@ -32,56 +32,79 @@ type liveResult struct {
 	Charged                            int64
 }
 
-// runLive sets up the resource (policy, pool settings, lines) and replays
-// w's requests through POST /quota/apply and /quota/finish with
-// businessLine, critical and continuation, at full speed with
-// cfg.Concurrency workers (the controller's timing is the service's own).
-func runLive(ctx context.Context, cfg liveConfig, w pools.Workload, out io.Writer) (liveResult, error) {
-	hc := &http.Client{Timeout: 10 * time.Second}
-	do := func(method, path string, body any, admin bool) (int, map[string]any, error) {
-		b, _ := json.Marshal(body)
-		req, err := http.NewRequestWithContext(ctx, method, cfg.URL+path, bytes.NewReader(b))
-		if err != nil {
-			return 0, nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if admin && cfg.AdminToken != "" {
-			req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
-		}
-		if !admin && cfg.APIKey != "" {
-			req.Header.Set("X-API-Key", cfg.APIKey)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m, nil
+// liveClient calls a running service for the live runs.
+type liveClient struct {
+	ctx context.Context
+	cfg liveConfig
+	hc  *http.Client
+}
+
+func newLiveClient(ctx context.Context, cfg liveConfig) *liveClient {
+	return &liveClient{ctx: ctx, cfg: cfg, hc: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// do sends body as JSON and decodes the JSON answer.
+func (c *liveClient) do(method, path string, body any, admin bool) (int, map[string]any, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(c.ctx, method, c.cfg.URL+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
 	}
+	req.Header.Set("Content-Type", "application/json")
+	if admin && c.cfg.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.AdminToken)
+	}
+	if !admin && c.cfg.APIKey != "" {
+		req.Header.Set("X-API-Key", c.cfg.APIKey)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m, nil
+}
+
+// setup creates the policy (resetting every `every`), the pool settings
+// and w's lines.
+func (c *liveClient) setup(w pools.Workload, every time.Duration) error {
+	r := c.cfg.Resource
 	setup := []struct {
 		method, path string
 		body         any
 	}{
-		{"PUT", "/admin/policies/" + cfg.Resource, map[string]any{"quotaType": "TOKENS", "totalLimit": cfg.Limit,
-			"resetCron": "@every " + cfg.Period.String()}},
-		{"PUT", "/admin/policies/" + cfg.Resource + "/pools", cfg.Settings},
+		{"PUT", "/admin/policies/" + r, map[string]any{"quotaType": "TOKENS", "totalLimit": c.cfg.Limit, "resetCron": "@every " + every.String()}},
+		{"PUT", "/admin/policies/" + r + "/pools", c.cfg.Settings},
 	}
 	for _, l := range w.Lines {
 		setup = append(setup, struct {
 			method, path string
 			body         any
-		}{"PUT", "/admin/policies/" + cfg.Resource + "/lines/" + l.Name, map[string]any{"tier": l.Tier, "weight": l.Weight}})
+		}{"PUT", "/admin/policies/" + r + "/lines/" + l.Name, map[string]any{"tier": l.Tier, "weight": l.Weight}})
 	}
 	for _, s := range setup {
-		code, m, err := do(s.method, s.path, s.body, true)
+		code, m, err := c.do(s.method, s.path, s.body, true)
 		if err != nil {
-			return liveResult{}, fmt.Errorf("%s %s: %w", s.method, s.path, err)
+			return fmt.Errorf("%s %s: %w", s.method, s.path, err)
 		}
 		if code >= 300 {
-			return liveResult{}, fmt.Errorf("%s %s: %d %v", s.method, s.path, code, m)
+			return fmt.Errorf("%s %s: %d %v", s.method, s.path, code, m)
 		}
+	}
+	return nil
+}
+
+// runLive sets up the resource (policy, pool settings, lines) and replays
+// w's requests through POST /quota/apply and /quota/finish with
+// businessLine, critical and continuation, at full speed with
+// cfg.Concurrency workers (the controller's timing is the service's own).
+func runLive(ctx context.Context, cfg liveConfig, w pools.Workload, out io.Writer) (liveResult, error) {
+	c := newLiveClient(ctx, cfg)
+	do := c.do
+	if err := c.setup(w, cfg.Period); err != nil {
+		return liveResult{}, err
 	}
 	tiers := map[string]pools.Tier{}
 	for _, l := range w.Lines {

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +92,75 @@ func TestPoolsLiveAgainstTheRealService(t *testing.T) {
 				t.Fatalf("output:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// --json prints one object with the figures of the three runs, each with
+// its own idle measure, the ceiling and the refusal measures; the window
+// and the seed pick other data.
+func TestPoolsJSONReport(t *testing.T) {
+	trace := writePoolsTrace(t, 4000)
+	report := func(args ...string) poolsReport {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), append([]string{"pools", "--trace", trace, "--json"}, args...), &out, &errb); err != nil {
+			t.Fatalf("run: %v\n%s", err, errb.String())
+		}
+		var r poolsReport
+		dec := json.NewDecoder(&out)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil || dec.More() {
+			t.Fatalf("not one JSON object: %v\n%s", err, out.String())
+		}
+		return r
+	}
+	r := report()
+	if r.Limit <= 0 || r.Periods == 0 || r.PeriodSeconds != 300 || r.Settings.BorrowLimitPercent != 50 {
+		t.Fatalf("report %+v", r)
+	}
+	for name, s := range map[string]schemeReport{"static": r.Static, "pools": r.Pools, "elastic": r.Elastic} {
+		if s.Requests == 0 || s.CeilingPercent <= 0 || s.CeilingPercent > 100 || s.UtilisationPercent > s.CeilingPercent+1e-9 ||
+			s.IdlePercent < 0 || s.ExploreRefusalsNonCriticalPercent < 0 || s.ExploreRefusalsNonCriticalPercent > 100 {
+			t.Errorf("%s: %+v", name, s)
+		}
+	}
+	if r.Static.CeilingPercent != r.Elastic.CeilingPercent {
+		t.Errorf("the ceiling is the workload's, not a scheme's: %v %v", r.Static.CeilingPercent, r.Elastic.CeilingPercent)
+	}
+	half := report("--from", "20")
+	other := report("--seed", "3")
+	if half.Static.Requests >= r.Static.Requests || reflect.DeepEqual(other.Static, r.Static) && reflect.DeepEqual(other.Pools, r.Pools) {
+		t.Errorf("--from 20: %d requests of %d; --seed 3 the same figures", half.Static.Requests, r.Static.Requests)
+	}
+}
+
+// TestPoolsTimedLiveRunAgainstTheRealService: --speedup replays the trace
+// on its own clock made faster through a real server (elasticity OFF) and
+// reports the server's figures next to the model's for the same settings;
+// every apply is answered.
+func TestPoolsTimedLiveRunAgainstTheRealService(t *testing.T) {
+	trace := writePoolsTrace(t, 60) // 42 s of trace: 4.2 s at ×10
+	for _, mode := range testenv.Modes() {
+		t.Run(string(mode), func(t *testing.T) {
+			srv := testenv.Start(t, mode)
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"pools", "--trace", trace, "--url", srv.URL, "--resource", testenv.Resource(t),
+				"--admin-token", srv.AdminToken, "--period", "20s", "--speedup", "10", "--burst", "", "--json"}, &out, &errOut)
+			if err != nil {
+				t.Fatalf("timed live run: %v\n%s", err, errOut.String())
+			}
+			var r poolsReport
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Speed == nil {
+				t.Fatalf("report: %v\n%s", err, out.String())
+			}
+			s, m := r.Speed.Server, r.Speed.Model
+			if r.Speed.Elasticity != "OFF" || s.Requests != m.Requests || s.Requests != r.Elastic.Requests || s.Refused > s.Requests {
+				t.Fatalf("server %+v, model %+v", s, m)
+			}
+		})
+	}
+	var errOut bytes.Buffer
+	if err := run(context.Background(), []string{"pools", "--trace", trace, "--url", "http://127.0.0.1:1", "--period", "15s", "--speedup", "10"}, io.Discard, &errOut); err == nil || !strings.Contains(err.Error(), "whole number of seconds") {
+		t.Fatalf("a period / speed-up of 1.5 s: %v", err)
 	}
 }

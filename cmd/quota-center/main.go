@@ -50,7 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "serve":
-		tuneGC()
+		if err := tuneServe(); err != nil {
+			return err
+		}
 		app.Version = version
 		return app.Serve(ctx, args, stderr, nil)
 	case "migrate":

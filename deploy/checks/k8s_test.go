@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -123,18 +124,34 @@ func TestKustomizationBuildsAndDecodesStrictly(t *testing.T) {
 		}
 	}
 
-	// GOMEMLIMIT from the server's memory limit (downward API).
+	// The runtime's limits from the server's resources (downward API):
+	// serve sets GOMEMLIMIT to 90 % of QC_MEMORY_LIMIT_BYTES and GOMAXPROCS
+	// from QC_CPU_REQUEST_MILLICORES (cmd/quota-center/limits.go). A
+	// GOMEMLIMIT of the whole limit leaves no headroom (issue 22 §9).
 	srv := ps.Containers[0]
-	var memlimit *corev1.EnvVar
-	for i, e := range srv.Env {
-		if e.Name == "GOMEMLIMIT" {
-			memlimit = &srv.Env[i]
+	env := map[string]corev1.EnvVar{}
+	for _, e := range srv.Env {
+		env[e.Name] = e
+	}
+	for name, want := range map[string]string{"QC_MEMORY_LIMIT_BYTES": "limits.memory", "QC_CPU_REQUEST_MILLICORES": "requests.cpu"} {
+		e, ok := env[name]
+		if !ok || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != want ||
+			(e.ValueFrom.ResourceFieldRef.ContainerName != "" && e.ValueFrom.ResourceFieldRef.ContainerName != srv.Name) {
+			t.Errorf("%s is not the server's %s: %+v", name, want, e)
 		}
 	}
-	if memlimit == nil || memlimit.ValueFrom == nil || memlimit.ValueFrom.ResourceFieldRef == nil ||
-		memlimit.ValueFrom.ResourceFieldRef.Resource != "limits.memory" ||
-		(memlimit.ValueFrom.ResourceFieldRef.ContainerName != "" && memlimit.ValueFrom.ResourceFieldRef.ContainerName != srv.Name) {
-		t.Errorf("GOMEMLIMIT is not the server's limits.memory: %+v", memlimit)
+	if e := env["QC_CPU_REQUEST_MILLICORES"]; e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+		e.ValueFrom.ResourceFieldRef.Divisor.String() != "1m" {
+		t.Errorf("QC_CPU_REQUEST_MILLICORES has divisor %s, want 1m (millicores)", e.ValueFrom.ResourceFieldRef.Divisor.String())
+	}
+	if e, ok := env["GOMEMLIMIT"]; ok {
+		limit := srv.Resources.Limits[corev1.ResourceMemory]
+		if err := belowLimit(e, limit.Value()); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, ok := env["GOMAXPROCS"]; !ok && srv.Resources.Requests.Cpu().IsZero() {
+		t.Error("no CPU request and no GOMAXPROCS: the runtime would run one P per CPU of the node")
 	}
 
 	// Probes: liveness /healthz, readiness /readyz.
@@ -174,7 +191,9 @@ func TestKustomizationBuildsAndDecodesStrictly(t *testing.T) {
 			egress[p.Port.String()] = true
 		}
 	}
-	for _, p := range []string{"53", "6379", "3306"} {
+	// DNS, Redis, Redis Sentinel (QC_REDIS_MODE=sentinel asks the
+	// Sentinels on 26379 for the master), MySQL.
+	for _, p := range []string{"53", "6379", "26379", "3306"} {
 		if !egress[p] {
 			t.Errorf("NetworkPolicy egress does not allow port %s", p)
 		}
@@ -221,6 +240,41 @@ func TestPinned(t *testing.T) {
 	} {
 		if err := pinned(img); (err == nil) != ok {
 			t.Errorf("pinned(%q) = %v", img, err)
+		}
+	}
+}
+
+// belowLimit checks that a GOMEMLIMIT set in the manifest is a literal of
+// at most 95 % of the memory limit (bytes), never the limit itself.
+func belowLimit(e corev1.EnvVar, limit int64) error {
+	if e.ValueFrom != nil {
+		return fmt.Errorf("GOMEMLIMIT comes from %+v: the downward API can only give the whole limit; set QC_MEMORY_LIMIT_BYTES instead", e.ValueFrom)
+	}
+	v := strings.TrimSuffix(e.Value, "B")
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return fmt.Errorf("GOMEMLIMIT %q: %w", e.Value, err)
+	}
+	if q.Value() > limit/100*95 {
+		return fmt.Errorf("GOMEMLIMIT %s is above 95 %% of the memory limit %d bytes", e.Value, limit)
+	}
+	return nil
+}
+
+func TestBelowLimit(t *testing.T) {
+	const limit = 256 << 20
+	for _, tt := range []struct {
+		give corev1.EnvVar
+		ok   bool
+	}{
+		{corev1.EnvVar{Value: "230MiB"}, true},
+		{corev1.EnvVar{Value: "256MiB"}, false},
+		{corev1.EnvVar{Value: "250MiB"}, false},
+		{corev1.EnvVar{ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}, false},
+		{corev1.EnvVar{Value: "lots"}, false},
+	} {
+		if err := belowLimit(tt.give, limit); (err == nil) != tt.ok {
+			t.Errorf("belowLimit(%+v) = %v", tt.give, err)
 		}
 	}
 }

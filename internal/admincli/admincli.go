@@ -28,11 +28,14 @@ type globals struct {
 	stdout             io.Writer
 }
 
-// register adds the global flags to fs, their defaults from the
-// environment (flags win).
+// register adds the global flags to fs. The flags' defaults are empty,
+// never taken from the environment: the flag package prints defaults in
+// -h and after every flag error, and a token (or a URL with a password)
+// would be printed with them (issue 22 §2). QC_URL and QC_ADMIN_TOKEN are
+// read when the client is built (flags win).
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.url, "url", envOr("QC_URL", DefaultURL), "server base URL (env QC_URL)")
-	fs.StringVar(&g.token, "token", os.Getenv("QC_ADMIN_TOKEN"), "admin bearer token (env QC_ADMIN_TOKEN)")
+	fs.StringVar(&g.url, "url", "", "server base URL (env QC_URL, default "+DefaultURL+")")
+	fs.StringVar(&g.token, "token", "", "admin bearer token (env QC_ADMIN_TOKEN; never printed)")
 	fs.StringVar(&g.output, "o", "table", "output: table or json")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit of each call")
 }
@@ -44,9 +47,17 @@ func envOr(k, def string) string {
 	return def
 }
 
+// client builds the API client, filling the url and token not given as
+// flags from QC_URL (else DefaultURL) and QC_ADMIN_TOKEN.
 func (g *globals) client() (*client.Client, error) {
 	if g.output != "table" && g.output != "json" {
 		return nil, fmt.Errorf("-o must be table or json, not %q", g.output)
+	}
+	if g.url == "" {
+		g.url = envOr("QC_URL", DefaultURL)
+	}
+	if g.token == "" {
+		g.token = os.Getenv("QC_ADMIN_TOKEN")
 	}
 	return client.New(g.url, client.WithAdminToken(g.token), client.WithTimeout(g.timeout),
 		client.WithUserAgent("quota-center-admin/1"))

@@ -16,15 +16,19 @@ import (
 // cache per resource (the policy, its period anchor, its lines, pools
 // settings and grants) announced on the policy bus once it is stored, so
 // that every instance's caches drop the resource at once rather than
-// within the policy cache TTL. Reads go to the store unchanged; the apply
-// path never passes here.
+// within the policy cache TTL, and first dropped here by forget (this
+// instance's own caches, without the round trip through Redis, which may
+// be down). Reads go to the store unchanged; the apply path never passes
+// here.
 type announcingLedger struct {
 	*mysqlstore.Store
-	bus *policysync.Bus
+	bus    *policysync.Bus
+	forget func(resource string)
 }
 
 func (l announcingLedger) announce(ctx context.Context, resource string, err error) error {
 	if err == nil {
+		l.forget(resource)
 		l.bus.Changed(ctx, resource)
 	}
 	return err

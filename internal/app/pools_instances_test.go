@@ -187,7 +187,7 @@ func TestTwoInstancesKeepThePoolInvariants(t *testing.T) {
 					if l.used != d.Dedicated+d.Shared+d.Buffer+d.Grant || l.borrowed != d.Shared {
 						t.Fatalf("%s: line %s in Redis %+v, in the ledger %+v", when, name, l, d)
 					}
-					if d.Dedicated+d.Shared+d.Buffer > l.mayUse || l.borrowed > l.borrowLimit {
+					if d.Dedicated+d.Shared+d.Buffer > l.mayUse || l.borrowed > sharedA {
 						t.Fatalf("%s: line %s holds %+v, past what it may use %+v", when, name, d, l)
 					}
 					shared += d.Shared

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -62,14 +64,24 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 			zap.String("note", note))
 		return &backends{rdb: b.Client, ledger: b.Ledger, close: func() { _ = b.Close() }}, nil
 	}
+	// Redis unreachable at start is an outage like any other (issue 22
+	// §11): the instance starts and answers as each policy says (fail-open
+	// grants, 503s); the client connects once Redis answers.
 	rdb, err := dialRedis(ctx, cfg.Redis)
 	if err != nil {
-		return nil, err
+		log.Warn("redis unreachable at start: serving as during any Redis outage (fail-open grants, 503s) and connecting when it answers",
+			zap.Error(err))
+		rdb = newRedisClient(cfg.Redis)
 	}
+	// MySQL unreachable at start likewise, unless it is to be migrated now.
+	mopts.AllowUnreachable = !cfg.MigrateOnStart
 	ms, err := mysqlstore.Open(ctx, cfg.MySQL.DSN, mopts)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("connect mysql: %w", err)
+	}
+	if err := ms.Ping(ctx); err != nil {
+		log.Warn("mysql unreachable at start: serving as during any MySQL outage and connecting when it answers", zap.Error(err))
 	}
 	if cfg.MigrateOnStart {
 		if err := ms.Migrate(ctx); err != nil {
@@ -108,6 +120,9 @@ var Version = "dev"
 // or a background loop dies.
 func Serve(ctx context.Context, args []string, logOut io.Writer, onListen func(addr string)) error {
 	cfg, _, err := config.Load("serve", args)
+	if cfg.DevMode() && !dev.Available && !errors.Is(err, flag.ErrHelp) {
+		return errors.Join(dev.ErrNotBuilt, err) // first what matters most here
+	}
 	if err != nil {
 		return err
 	}
@@ -162,13 +177,14 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	var poolSource *poolctl.Source
 	bus := policysync.New(b.rdb, log.Named("policysync"),
 		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) })
-	ann := announcingLedger{Store: b.ledger, bus: bus}
+	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }}
 	// The pools' calls go through the backend breakers (poolctl.Guarded).
 	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
 	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
 	poolSource = poolctl.NewSource(poolAdmin, poolLedger, poolLive, cfg.Quota.PolicyCacheTTL)
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
+		LedgerTimeout:    cfg.MySQL.Timeout,
 		GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,
 		Audit:            b.ledger, Breakers: brk, Pools: poolSource,
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},

@@ -129,6 +129,10 @@ type Log struct {
 // Dev configures the embedded dev mode (no QC_REDIS_ADDR, no QC_MYSQL_DSN).
 type Dev struct {
 	SQLitePath string // ":memory:" keeps nothing on exit
+	// InsecureNonLoopback lets dev mode listen on an address that is not
+	// loopback (QC_DEV_INSECURE_NON_LOOPBACK); without it such an address
+	// is a configuration error (validateDevListen).
+	InsecureNonLoopback bool
 }
 
 // Default returns the documented defaults.
@@ -222,6 +226,8 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn or error")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "json or console")
 	fs.StringVar(&c.Dev.SQLitePath, "dev-sqlite-path", c.Dev.SQLitePath, "dev mode ledger file (:memory: keeps nothing)")
+	fs.BoolVar(&c.Dev.InsecureNonLoopback, "dev-insecure-non-loopback", c.Dev.InsecureNonLoopback,
+		"dev mode: allow an http-addr or grpc-addr that is not loopback (dev mode keeps nothing and its endpoints may be open; refused without this)")
 	grpcFlags(fs, &c.GRPC)
 	// Parsed below, for serve only, so that no flag error can quote a secret.
 	var adminTokens, apiKeys string
@@ -314,6 +320,7 @@ func (c Config) validate(backendsPaired bool) error {
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.GRPC.validate()...)
 	if backendsPaired {
+		errs = append(errs, c.validateDevListen()...)
 		switch {
 		case !c.DevMode() && len(c.Auth.APIKeys) == 0 && !c.Auth.InsecureOpenQuota:
 			bad("QC_API_KEYS is empty: in production /quota/* would be open to anyone who can reach it; " +

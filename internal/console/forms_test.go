@@ -60,9 +60,9 @@ func TestConsoleFormsAreReadLikeTheJSONAPI(t *testing.T) {
 	if st, err := c.Status(ctx, res); err != nil || st.ActiveSessions != 1 || st.ReservedAmount != 300 {
 		t.Fatalf("refused forms finished the session: %+v, %v", st, err)
 	}
-	// o's client sends neither Origin nor Referer: the token decides.
+	// o's client sends neither Origin nor Sec-Fetch-Site: the token decides.
 	if code, body := o.post(limitPath, change("limit", "1,500")); code != http.StatusSeeOther {
-		t.Fatalf("a proper change with grouped digits and no Origin/Referer: %d\n%s", code, body)
+		t.Fatalf("a proper change with grouped digits and no Origin/Sec-Fetch-Site: %d\n%s", code, body)
 	}
 	if p, _ := c.GetPolicy(ctx, res); p.TotalLimit != 1500 {
 		t.Fatalf("limit %d, want 1500", p.TotalLimit)

@@ -41,33 +41,24 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// sameOrigin refuses a POST whose Origin (or, without one, Referer) names
-// another host, or is "null" (a sandboxed or privacy-stripped origin):
-// the SameSite cookie already keeps other sites' forms out, this also
-// covers the sign-in form, which has no session yet. A POST with neither
-// header passes, as OWASP's CSRF guidance has it (verify the source when it
-// is sent, rely on the token otherwise): browsers send Origin on every
-// cross-site POST, so a request without either comes from a client that
-// is not a browser (curl, a script), which carries no ambient cookie of a
-// victim; the CSRF token is still required for every change.
-func sameOrigin(r *http.Request) bool {
-	src := r.Header.Get("Origin")
-	if src == "" {
-		src = r.Header.Get("Referer")
-	}
-	if src == "" || src == "null" {
-		return src == ""
-	}
-	u, err := url.Parse(src)
-	return err == nil && u.Host == r.Host
-}
+// crossOrigin is net/http's CrossOriginProtection (Go 1.25+), which
+// replaced a hand-made Origin/Referer comparison: a POST is refused when
+// the browser says it is cross-site (Sec-Fetch-Site other than same-origin
+// or none) or, from a browser without Sec-Fetch-Site, when its Origin's
+// host is not the request's Host ("null" included). A POST with neither
+// header passes: it does not come from a browser (curl, a script), so it
+// carries no victim's ambient cookie; the session's CSRF token is still
+// required for every change. The SameSite cookie keeps other sites' forms
+// out as well; this also covers the sign-in form, which has no session
+// yet. No origin is trusted beyond the console's own.
+var crossOrigin = http.NewCrossOriginProtection()
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: map[string]any{"Open": c.d.OpenAdmin}})
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
+	if crossOrigin.Check(r) != nil {
 		c.fail(w, r, http.StatusForbidden, "refused: the sign-in did not come from this console")
 		return
 	}
@@ -153,7 +144,7 @@ func (c *Console) requireCSRF(next http.Handler) http.Handler {
 		}
 		want := sessionFrom(r.Context()).CSRF
 		got := r.PostForm.Get(csrfField)
-		if !sameOrigin(r) || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		if crossOrigin.Check(r) != nil || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			c.d.Logger.Info("console change refused: CSRF", zap.String("path", r.URL.Path))
 			c.fail(w, r, http.StatusForbidden, "refused: the form's CSRF token is missing or wrong (reload the page and try again)")
 			return

@@ -40,27 +40,55 @@ func TestSessionStoreDownIsA503(t *testing.T) {
 	}
 }
 
-func TestSameOrigin(t *testing.T) {
+// The console's cross-origin check is net/http's CrossOriginProtection:
+// a cross-site browser POST is refused by Sec-Fetch-Site or, without it,
+// by an Origin that is not the Host; a request with neither header (not a
+// browser) passes to the CSRF token check. A Referer alone decides
+// nothing any more: every browser that sends a cross-site POST sends
+// Origin or Sec-Fetch-Site with it.
+func TestCrossOriginCheck(t *testing.T) {
 	for _, tc := range []struct {
-		origin, referer string
-		want            bool
+		origin, fetchSite string
+		want              bool // allowed
 	}{
 		{"", "", true},
 		{"http://qc.example:8080", "", true},
-		{"", "http://qc.example:8080/admin/ui/resources", true},
 		{"http://evil.example", "", false},
 		{"null", "", false},
-		{"", "http://evil.example/x", false},
+		{"http://qc.example:9090", "", false}, // another port is another origin
+		{"", "same-origin", true},
+		{"", "none", true}, // typed into the address bar, a bookmark
+		{"", "cross-site", false},
+		{"", "same-site", false}, // a sibling subdomain is not this origin
+		{"http://qc.example:8080", "cross-site", false},
 	} {
 		r := httptest.NewRequest(http.MethodPost, "http://qc.example:8080/admin/ui/login", nil)
 		if tc.origin != "" {
 			r.Header.Set("Origin", tc.origin)
 		}
-		if tc.referer != "" {
-			r.Header.Set("Referer", tc.referer)
+		if tc.fetchSite != "" {
+			r.Header.Set("Sec-Fetch-Site", tc.fetchSite)
 		}
-		if got := sameOrigin(r); got != tc.want {
-			t.Errorf("origin %q referer %q: %v, want %v", tc.origin, tc.referer, got, tc.want)
+		if got := crossOrigin.Check(r) == nil; got != tc.want {
+			t.Errorf("Origin %q Sec-Fetch-Site %q: allowed %v, want %v", tc.origin, tc.fetchSite, got, tc.want)
+		}
+	}
+}
+
+// A cross-site sign-in or change is refused with 403 by the handlers, and
+// nothing is signed in (no cookie).
+func TestCrossSitePostsAreRefused(t *testing.T) {
+	c := New(Deps{Sessions: downStore{}, SignIn: func(string) (string, bool) { return "alice", true }})
+	for _, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "http://evil.example"}} {
+		post := httptest.NewRequest(http.MethodPost, Prefix+"/login", strings.NewReader(url.Values{"token": {"t"}}.Encode()))
+		post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range h {
+			post.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		c.Handler().ServeHTTP(w, post)
+		if w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 {
+			t.Errorf("sign-in with %v: %d, cookies %v; want 403 and none", h, w.Code, w.Result().Cookies())
 		}
 	}
 }

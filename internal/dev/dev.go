@@ -1,3 +1,5 @@
+//go:build !nodev
+
 package dev
 
 import (
@@ -9,6 +11,11 @@ import (
 
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 )
+
+// Available reports whether this binary has dev mode: false in a build
+// with -tags nodev (the container image's), which leaves miniredis and the
+// SQLite driver out.
+const Available = true
 
 // Backends are the running embedded backends. Close stops them.
 type Backends struct {

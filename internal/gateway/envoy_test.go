@@ -77,6 +77,14 @@ func TestTheExampleEnvoyConfigIsAValidBootstrap(t *testing.T) {
 						if c := rl.GetRateLimitService().GetGrpcService().GetEnvoyGrpc().GetClusterName(); !clusters[c] {
 							t.Errorf("the ratelimit filter's cluster %q is not defined", c)
 						}
+						// Envoy's own x-ratelimit-* headers (from the statuses'
+						// current_limit, limit_remaining, duration_until_reset) and
+						// the mapping's response_headers would each send them: every
+						// header twice (issue 22 §9). One of the two only.
+						if rl.GetEnableXRatelimitHeaders() != ratelimitfilter.RateLimit_OFF && cfg.Headers.Enabled {
+							t.Errorf("envoy.yaml sets enable_x_ratelimit_headers %s and gateway.yaml response_headers: true: "+
+								"each x-ratelimit-* header would be sent twice", rl.GetEnableXRatelimitHeaders())
+						}
 					}
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -101,28 +103,39 @@ func (d *Descriptor) resourceName(entries []Entry) (string, error) {
 // to n−1 more than the cap between restarts: bounded, not exact
 // (docs/gateway.md).
 type creator struct {
-	q     Quota
-	mu    sync.Mutex
-	known map[*Descriptor]map[string]bool
+	q      Quota
+	mu     sync.Mutex
+	known  map[*Descriptor]map[string]bool
+	loaded bool               // load succeeded: known holds the existing resources
+	cfg    *Config            // of the last load, for a lazy one
+	loads  singleflight.Group // lazy loads, one at a time
 }
 
 func newCreator(q Quota) *creator {
 	return &creator{q: q, known: map[*Descriptor]map[string]bool{}}
 }
 
-// load counts the existing resources of every bounded node.
+// load counts the existing resources of every bounded node. Until it
+// succeeds, ensure calls it again first.
 func (c *creator) load(ctx context.Context, cfg *Config) error {
+	c.mu.Lock()
+	c.cfg = cfg
+	c.mu.Unlock()
 	pols, err := c.q.Policies(ctx)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.loaded = true
 	cfg.walk(func(d *Descriptor) {
 		if !d.perValue {
 			return
 		}
 		set := map[string]bool{}
+		for name := range c.known[d] { // made before a lazy load
+			set[name] = true
+		}
 		for _, p := range pols {
 			if d.pattern.MatchString(p.ResourceName) && p.ResourceName != d.Template {
 				set[p.ResourceName] = true
@@ -138,6 +151,9 @@ func (c *creator) load(ctx context.Context, cfg *Config) error {
 // while the node is under its cap. errRejected past the cap;
 // quota.ErrResourceNotFound for a node without a template.
 func (c *creator) ensure(ctx context.Context, d *Descriptor, name string) error {
+	if err := c.loadIfNeeded(ctx); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	if c.known[d] == nil {
 		c.known[d] = map[string]bool{}
@@ -172,6 +188,23 @@ func (c *creator) ensure(ctx context.Context, d *Descriptor, name string) error 
 		return fmt.Errorf("create %s from template %s: %w", name, d.Template, err)
 	}
 	c.known[d][name] = true
+	return nil
+}
+
+// loadIfNeeded runs load when no load succeeded yet (the policy store was
+// down at Start): a cap is only checked against a full count. Concurrent
+// callers share one load.
+func (c *creator) loadIfNeeded(ctx context.Context) error {
+	c.mu.Lock()
+	loaded, cfg := c.loaded, c.cfg
+	c.mu.Unlock()
+	if loaded || cfg == nil {
+		return nil
+	}
+	_, err, _ := c.loads.Do("load", func() (any, error) { return nil, c.load(ctx, cfg) })
+	if err != nil {
+		return fmt.Errorf("count the existing resources: %w", err)
+	}
 	return nil
 }
 

@@ -60,10 +60,19 @@ func NewService(o Options) *Service {
 // Start counts the resources the bounded mappings already made and logs a
 // warning for each fixed resource or template without a policy (they are
 // answered NOT_FOUND until an operator creates them). A policy store that
-// does not answer is an error.
+// does not answer (quota.ErrUnavailable, quota.ErrCircuitOpen: a MySQL
+// outage at start, issue 22 §11) is logged, not an error: the count is
+// made again before the first per-value resource is looked up (until then
+// such descriptors are answered UNAVAILABLE), and the rest is served as
+// during any MySQL outage. Other errors are returned.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.creator.load(ctx, s.cfg); err != nil {
-		return fmt.Errorf("gateway: list policies: %w", err)
+		if !errors.Is(err, quota.ErrUnavailable) && !errors.Is(err, quota.ErrCircuitOpen) {
+			return fmt.Errorf("gateway: list policies: %w", err)
+		}
+		s.log.Warn("gateway: policy store unreachable at start; the per-value resources are counted once it answers",
+			zap.Error(err))
+		return nil
 	}
 	s.cfg.walk(func(d *Descriptor) {
 		for _, r := range []string{d.Template, fixed(d)} {

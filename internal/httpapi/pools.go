@@ -437,7 +437,7 @@ func (s *Server) poolStatus(ctx context.Context, resource string) (*poolStatusJS
 		l := m.Lines[ll.Name]
 		out.Lines = append(out.Lines, lineStatusJSON{BusinessLine: l.Name, Tier: l.Tier, Dedicated: l.OwnDedicated(),
 			Used: l.Used() + l.UsedGrant, Borrowed: l.UsedShared, BorrowLimit: l.BorrowCap, Lent: l.Lent, Reclaimed: l.Reclaimed,
-			Buffer: l.Buffer, MayUse: l.MayUse(), Watermark: float64(l.Watermark) / 100,
+			Buffer: l.Buffer, MayUse: m.Reach(l), Watermark: float64(l.Watermark) / 100,
 			Reserved: st.Reserved[l.Name], Mode: st.Settings.ModeOf(l.Mode)})
 	}
 	now := time.Now().UnixMilli()

@@ -136,7 +136,8 @@ func TestApplyWithBusinessLines(t *testing.T) {
 		Scan(&line, &ded, &shared); err != nil || line != "a" || ded != 200 || shared != 50 {
 		t.Fatalf("ledger row: %q %d %d %v", line, ded, shared, err)
 	}
-	r = a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":151,"businessLine":"b","continuation":true}`)
+	// b may borrow the larger of its limit (50) and half of the 550 free: 275.
+	r = a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":376,"businessLine":"b","critical":true}`)
 	if r.status != 429 || r.body["reason"] != "LINE_EXHAUSTED" {
 		t.Fatalf("past b's limit: %d %s", r.status, r.raw)
 	}
@@ -238,8 +239,8 @@ func TestPoolsSurviveRedisLoss(t *testing.T) {
 			t.Helper()
 			a.mustOK(t, request{method: "POST", path: "/quota/finish", body: fmt.Sprintf(`{"resourceName":"llm","sessionId":%q,"actualUsedAmount":%d}`, id, actual)})
 		}
-		apply(`{"resourceName":"llm","applyAmount":280,"businessLine":"a","sessionId":"s1"}`)                     // dedicated 200, shared 80
-		apply(`{"resourceName":"llm","applyAmount":150,"businessLine":"b","sessionId":"s2","continuation":true}`) // dedicated 100, shared 50
+		apply(`{"resourceName":"llm","applyAmount":750,"businessLine":"a","sessionId":"s1","critical":true}`)     // dedicated 200, shared 550
+		apply(`{"resourceName":"llm","applyAmount":150,"businessLine":"b","sessionId":"s2","continuation":true}`) // dedicated 100, the last 50 of shared
 		apply(`{"resourceName":"llm","applyAmount":80,"businessLine":"b","sessionId":"s3","continuation":true}`)  // the grant
 		finish("s2", 90)
 		if lose {
@@ -250,7 +251,7 @@ func TestPoolsSurviveRedisLoss(t *testing.T) {
 		// pools each session drew from.
 		apply(`{"resourceName":"llm","applyAmount":1,"businessLine":"b","sessionId":"s4","continuation":true}`)
 		finish("s4", 0)
-		finish("s1", 100)
+		finish("s1", 300)
 		finish("s3", 30)
 		apply(`{"resourceName":"llm","applyAmount":5,"businessLine":"a","sessionId":"s5"}`)
 		st := a.status(t, "llm").body["pools"].(map[string]any)

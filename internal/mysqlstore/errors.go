@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"modernc.org/sqlite"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -39,14 +38,6 @@ var mysqlUnavailable = map[uint16]bool{
 	3024: true, // ER_QUERY_TIMEOUT (MySQL max_execution_time)
 }
 
-// SQLite result codes (extended codes are on in modernc.org/sqlite).
-const (
-	sqliteBusy                 = 5    // SQLITE_BUSY (primary code)
-	sqliteLocked               = 6    // SQLITE_LOCKED (primary code)
-	sqliteConstraintPrimaryKey = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
-	sqliteConstraintUnique     = 2067 // SQLITE_CONSTRAINT_UNIQUE
-)
-
 // mysqlDuplicateKey is ER_DUP_ENTRY.
 const mysqlDuplicateKey = 1062
 
@@ -56,11 +47,7 @@ func isDuplicateKey(err error) bool {
 	if errors.As(err, &me) {
 		return me.Number == mysqlDuplicateKey
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() == sqliteConstraintUnique || se.Code() == sqliteConstraintPrimaryKey
-	}
-	return false
+	return sqliteDuplicateKey(err)
 }
 
 // isUnavailable reports whether err means the database could not be reached
@@ -82,10 +69,8 @@ func isUnavailable(err error) bool {
 	if errors.As(err, &me) {
 		return mysqlUnavailable[me.Number]
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		primary := se.Code() & 0xff
-		return primary == sqliteBusy || primary == sqliteLocked
+	if sqliteUnavailable(err) {
+		return true
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "connection refused") ||

@@ -12,7 +12,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/migrations"
@@ -42,9 +41,6 @@ const (
 	// (9 placeholders a row for an INSERT, 11 for a finish UPDATE) stays far
 	// below the placeholder limits of MySQL (65535) and SQLite (32766).
 	maxBatchRows = 1000
-	// sqliteBusyTimeoutMs is how long SQLite waits for a lock held by another
-	// connection before it returns SQLITE_BUSY.
-	sqliteBusyTimeoutMs = 5000
 )
 
 // Options tune a Store. Zero values take the defaults.
@@ -70,6 +66,12 @@ type Options struct {
 	// statement as it is sent: op is "insert" or "finish". It runs on the
 	// statement's goroutine and must not block (a metric, say).
 	OnGroupCommit func(op string, rows int)
+	// AllowUnreachable: Open does not fail when the server cannot be
+	// reached (its ping fails with quota.ErrUnavailable: a MySQL outage at
+	// start, issue 22 §11); the store is returned and its pool connects on
+	// first use. Other errors (a refused login, say) still fail. Ping tells
+	// whether it answers.
+	AllowUnreachable bool
 }
 
 func (o Options) withDefaults() Options {
@@ -118,12 +120,6 @@ var (
 		// affected (ClientFoundRows is forced off in Open).
 		insertPolicyIfAbsent: insertPolicyPrefix + ` ON DUPLICATE KEY UPDATE id = id`,
 	}
-	dialectSQLite = dialect{
-		name:                 "sqlite",
-		goose:                goose.DialectSQLite3,
-		migrations:           mustSub(migrations.SQLite, "sqlite"),
-		insertPolicyIfAbsent: insertPolicyPrefix + ` ON CONFLICT (resource_name) DO NOTHING`,
-	}
 )
 
 func mustSub(fsys fs.FS, dir string) fs.FS {
@@ -155,7 +151,8 @@ type Store struct {
 // in UTC, the session time zone is +00:00, placeholders are interpolated
 // client-side (no prepare round trips) and ClientFoundRows is off. The server
 // is pinged within opts.QueryTimeout. Errors: a DSN parse error, or an error
-// wrapping quota.ErrUnavailable when the server cannot be reached.
+// wrapping quota.ErrUnavailable when the server cannot be reached (unless
+// opts.AllowUnreachable).
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	cfg, err := mysql.ParseDSN(dsn)
@@ -185,47 +182,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return newStore(ctx, sqlx.NewDb(db, "mysql"), dialectMySQL, opts)
 }
 
-// OpenSQLite opens (creating it if needed) the SQLite database at path with
-// the pure-Go driver "sqlite". path ":memory:" gives a private in-memory
-// database held by a single connection, so every call sees the same data; a
-// file uses WAL journaling (other processes may read it meanwhile). Either way
-// this store talks to SQLite over one connection: SQLite runs one writer at a
-// time, and one connection queues writers in Go instead of letting them spin
-// on the busy lock. For the same reason a query may wait at least 10 s
-// (QueryTimeout is raised to that). SQLite is the dev-mode ledger, not a
-// production one. Errors: the open or ping error.
-func OpenSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
-	opts = opts.withDefaults()
-	opts.QueryTimeout = max(opts.QueryTimeout, sqliteMinQueryTimeout)
-	dsn := fmt.Sprintf("%s?_busy_timeout=%d", path, sqliteBusyTimeoutMs)
-	memory := path == ":memory:"
-	if !memory {
-		dsn += "&_journal_mode=WAL"
-	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
-	// One connection, kept forever (each connection to ":memory:" is its own
-	// database).
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
-	return newStore(ctx, sqlx.NewDb(db, "sqlite"), dialectSQLite, opts)
-}
-
-// sqliteMinQueryTimeout is the shortest query deadline on SQLite, where
-// every query waits its turn on one connection.
-const sqliteMinQueryTimeout = 10 * time.Second
-
 func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store, error) {
 	s := &Store{db: db, dialect: d, timeout: opts.QueryTimeout}
 	prepare := d.name == dialectMySQL.name
 	s.insertStmts = newGroupStmts(db.DB, prepare, insertSQL)
 	s.finishStmts = newGroupStmts(db.DB, prepare, finishSQL)
 	s.chargeStmts = newGroupStmts(db.DB, prepare, chargeSQL)
-	if err := s.Ping(ctx); err != nil {
+	if err := s.Ping(ctx); err != nil && !(opts.AllowUnreachable && errors.Is(err, quota.ErrUnavailable)) {
 		_ = db.Close()
 		return nil, err
 	}

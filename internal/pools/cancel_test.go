@@ -13,6 +13,7 @@ func TestCancelGivesTheWholeGrantBackToItsPools(t *testing.T) {
 	}
 	_ = m.Release("a", 20)
 	mustApply(t, m, ApplyReq{SessionID: "keep", Line: "a", Amount: 50, Critical: true, Now: 5})
+	m.SharedUsed = 400 // the others hold 400: half of the 200 free is a's borrowing limit, 100
 	before := *m.Lines["a"]
 	shared := m.SharedUsed
 	d := mustApply(t, m, ApplyReq{SessionID: "1", Line: "a", Amount: 300, Critical: true, Now: 5})

@@ -60,6 +60,7 @@ type Reclaim struct {
 	WarnedMs int64        `json:"warnedAtMs"`
 	UpdateMs int64        `json:"updatedAtMs"`
 	Reason   string       `json:"reason"`
+	moved    int64        // what this controller executed (Amount shrinks as it is given back)
 }
 
 // Event is one controller decision, with its reason; the service audits it
@@ -89,6 +90,8 @@ type lineCtl struct {
 	reactiveUntil int64
 	burstBase     float64 // the rate before the burst that started the reactive release
 	raised        bool    // the watermark was raised at the last sample
+	gaveBackMs    int64   // when a reclaim last gave quota back to the line (0 = never)
+	guard         bool    // buffer was lent to this CORE line because the shared pool ran short
 }
 
 // Controller makes the periodic decisions for one resource. It is not safe
@@ -187,6 +190,7 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.sampled, c.didSample = now, true
 		c.reclaim(m, now, names, emit)
 	}
+	c.guardCore(m, names, emit)
 	for _, n := range names {
 		c.adopt(m.Lines[n], c.line(n))
 		c.returnBuffer(m, n, now, emit)
@@ -273,11 +277,18 @@ func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, ha
 			lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
 			emit("LEND_REACTIVE", name, free, "rate %.0f/s is %.1f× the rate 30 s before: the remaining buffer for 5 minutes (alert)", rate, rate/prev)
 		}
-		lc.reactiveUntil, lc.burstBase = now+ReactiveHoldMs, max(prev, prevLevel)
+		// The hold, and the gentle lowering after it, only for a line that
+		// holds buffer from a reactive release: one that got none was
+		// given nothing to hold.
+		if lc.reactLent > 0 {
+			lc.reactiveUntil, lc.burstBase = now+ReactiveHoldMs, max(prev, prevLevel)
+		}
 	}
-	// Still high after the reactive release: lower the watermark gently.
+	// Still high after the reactive release: lower the watermark gently —
+	// never a CORE line's (its critical applies pass it anyway, and its
+	// previews are what the 95 % keeps).
 	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && lc.burstBase > 0 && rate >= 2*lc.burstBase &&
-		l.Watermark-WatermarkStep >= WatermarkFloor {
+		l.Tier != TierCore && l.Watermark-WatermarkStep >= WatermarkFloor {
 		l.Watermark -= WatermarkStep
 		emit("WATERMARK_LOWERED", name, l.Watermark, "rate still %.1f× its pre-burst rate 5 minutes after the release", rate/lc.burstBase)
 	}
@@ -405,6 +416,12 @@ func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFun
 	lc, l := c.line(name), m.Lines[name]
 	if lc.predLent+lc.reactLent == 0 || lc.reactiveUntil > now {
 		return
+	}
+	if lc.guard {
+		if c.sharedShort(m) {
+			return // the shared pool is still short: CORE keeps it
+		}
+		lc.guard = false
 	}
 	if c.ModeOf(name) == ModePredictive && lc.predLent > 0 {
 		k := float64(HorizonMs / SampleMs)

@@ -137,22 +137,26 @@ func TestReclaimWarnsConfirmsAndExecutes(t *testing.T) {
 	s := DefaultSettings()
 	s.ReclaimConfirmSeconds = 30
 	m, c := reclaimWorld(t, s)
-	evs := c.Tick(m, 0)
+	if evs := c.Tick(m, 0); len(warned(evs)) != 0 {
+		t.Fatalf("warned before the lender's first rate: %v", evs)
+	}
+	evs := c.Tick(m, 30_000)
 	if k := kinds(evs); k["RECLAIM_WARNED"] != 1 || len(c.Reclaims) != 1 || c.Reclaims[0].Amount != 30 || c.Reclaims[0].From != "idle" {
 		t.Fatalf("no warning: %v %v", evs, c.Reclaims)
 	}
-	c.Tick(m, 10_000)
+	c.Tick(m, 40_000)
 	if m.Lines["busy"].Reclaimed != 0 {
 		t.Fatal("executed before the confirmation delay")
 	}
-	evs = c.Tick(m, 30_000)
+	evs = c.Tick(m, 60_000)
 	if k := kinds(evs); k["RECLAIM_CONFIRMED"] != 1 || k["RECLAIM_EXECUTED"] != 1 || m.Lines["busy"].Reclaimed != 30 || m.Lines["idle"].Lent != 30 {
 		t.Fatalf("not executed: %v busy %+v", evs, m.Lines["busy"])
 	}
-	// The lender's use rises: it gets its quota back first.
-	feed(t, m, "idle", 100, "rise")
+	// The lender's use rises past 75 % of what it owns now (120): it gets
+	// its quota back first.
+	feed(t, m, "idle", 90, "rise")
 	m.Lines["busy"].UsedDedicated = 150 // busy finished some work: 30 of its 180 is unused
-	c.Tick(m, 60_000)
+	c.Tick(m, 90_000)
 	if m.Lines["idle"].Lent != 0 || c.Reclaims[0].State != ReclaimReturned {
 		t.Fatalf("not given back: idle %+v reclaim %+v", m.Lines["idle"], c.Reclaims[0])
 	}
@@ -164,6 +168,7 @@ func TestReclaimDryRunAndManualConfirmAndCancel(t *testing.T) {
 	m, c := reclaimWorld(t, s)
 	c.Tick(m, 0)
 	c.Tick(m, 30_000)
+	c.Tick(m, 60_000)
 	if r := c.Reclaims[0]; r.State != ReclaimExecuted || !r.DryRun || m.Lines["idle"].Lent != 0 {
 		t.Fatalf("dry run moved or did not record: %+v idle %+v", r, m.Lines["idle"])
 	}
@@ -172,6 +177,7 @@ func TestReclaimDryRunAndManualConfirmAndCancel(t *testing.T) {
 	s.ReclaimConfirmSeconds = 0
 	m, c = reclaimWorld(t, s)
 	c.Tick(m, 0)
+	c.Tick(m, 30_000)
 	c.Tick(m, 3_600_000)
 	if c.Reclaims[0].State != ReclaimWarned {
 		t.Fatalf("manual reclaim confirmed by itself: %+v", c.Reclaims[0])
@@ -249,7 +255,7 @@ func checkInvariants(t *testing.T, m *Model, seed uint64, step int) {
 	for _, l := range m.Lines {
 		total += l.Used() + l.UsedGrant
 		sharedSum += l.UsedShared
-		if l.UsedShared > l.BorrowCap || l.UsedBuffer > l.Buffer || l.UsedDedicated > l.OwnDedicated() {
+		if l.UsedShared > m.SharedCap() || l.UsedBuffer > l.Buffer || l.UsedDedicated > l.OwnDedicated() {
 			t.Fatalf("seed %d step %d: line %s beyond its parts: %+v", seed, step, l.Name, l)
 		}
 		if l.Used()+l.UsedGrant != l.Reserved+l.Charged {

@@ -238,3 +238,36 @@ func TestPredictiveLongPeriodsCountWhatIsUsed(t *testing.T) {
 		}
 	}
 }
+
+// After a reactive window the watermark is lowered only on a line that got
+// buffer in it, and never on a CORE line (issue 21: lines that never got
+// buffer, CORE among them, were lowered down to 60 %).
+func TestReactiveWindowLowersOnlyLinesThatGotBuffer(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		tier       Tier
+		bufferFree bool
+		lowered    bool
+	}{
+		{"GROWTH with buffer", TierGrowth, true, true},
+		{"GROWTH, the buffer all lent elsewhere", TierGrowth, false, false},
+		{"CORE with buffer", TierCore, true, false},
+	} {
+		s := newSampler(t, ElasticityReactive)
+		a := s.m.Lines["a"]
+		a.Tier, a.Watermark = c.tier, c.tier.BaseWatermark()
+		if !c.bufferFree {
+			if err := s.m.Release("", s.m.BufferFree()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.sample(1125, SampleMs)
+		s.sample(1125, SampleMs)
+		for range 14 { // the burst at 90 s, still twice the rate past 390 s
+			s.sample(2250, SampleMs)
+		}
+		if got := len(eventsOf(s.evs, "WATERMARK_LOWERED")) > 0; got != c.lowered || (!c.lowered && a.Watermark < c.tier.BaseWatermark()) {
+			t.Errorf("%s: lowered %v (watermark %d), want %v", c.name, got, a.Watermark, c.lowered)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 )
@@ -12,13 +13,14 @@ type Reason string
 // Refusal reasons (HTTP 429 QUOTA_EXHAUSTED with "reason").
 const (
 	// ReasonLineExhausted: the line has used all it may use (its dedicated
-	// part, its borrowing limit, buffer lent to it, grants).
+	// part, its borrowing limit or half of what the shared pool has free,
+	// buffer lent to it, grants).
 	ReasonLineExhausted Reason = "LINE_EXHAUSTED"
 	// ReasonWatermark: the line is above its tier's reject watermark and this
-	// apply fell in the refused proportion (Refuses).
+	// apply fell in the refused proportion (RefuseShare).
 	ReasonWatermark Reason = "WATERMARK"
-	// ReasonPoolExhausted: the line may still borrow, but the shared pool
-	// is used up.
+	// ReasonPoolExhausted: the line's borrowing limit would cover the apply,
+	// but the shared pool is (nearly) used up.
 	ReasonPoolExhausted Reason = "POOL_EXHAUSTED"
 	// ReasonExhausted: a resource without lines has nothing left (limit and
 	// grants).
@@ -81,6 +83,10 @@ type LineState struct {
 	// Consumed counts every amount granted, all periods; the controller
 	// samples it for the line's rate.
 	Consumed int64 `json:"consumed"`
+	// RefuseAcc is the watermark's error-diffusion counter (basis points,
+	// 0 … 9999): the refused shares of this line's applies above its
+	// watermark, summed; each pass of 10000 refuses one apply.
+	RefuseAcc int64 `json:"refuseAcc"`
 	// Mode is the elasticity mode the controller chose for the line under
 	// AUTO ("" = none yet); Settings.ModeOf gives the mode in force.
 	Mode Mode `json:"mode,omitempty"`
@@ -282,66 +288,101 @@ func (m *Model) applyPlain(r ApplyReq) Decision {
 	return d
 }
 
-// Refuses reports whether a line holding used of mayUse, at watermark wm
-// (basis points), refuses the apply of session sid: not below the
-// watermark, and the session's Bucket below the refused proportion
-// (0 at the watermark, everything at 100 %). The float arithmetic is the
-// same, in the same order, as in the Lua script, so both agree bit for bit.
-func Refuses(used, mayUse, wm int64, sid string) bool {
-	if mayUse <= 0 {
-		return false
+// RefuseShare is the proportion, in basis points (0 … 10000), of the
+// applies of a line holding used of reach, at watermark wm (basis points),
+// that the watermark refuses. Non-critical applies are refused first: their
+// share rises from 0 at the watermark to all of them halfway between the
+// watermark and 100 %; critical applies only from that halfway point, to
+// all of them at 100 % (seed 003 §3: refuse non-critical operations first;
+// issue 21 §2). reach ≤ 0 refuses nothing here (the draw refuses). The float
+// arithmetic is the same, in the same order, as in pool_apply.lua, so both
+// agree bit for bit.
+func RefuseShare(used, reach, wm int64, critical bool) int64 {
+	if reach <= 0 {
+		return 0
 	}
-	x := float64(used) / float64(mayUse) * 100
+	x := float64(used) / float64(reach) * 100
 	w := float64(wm) / 100
-	if x < w {
-		return false
+	span := (100 - w) / 2
+	lo := w
+	if critical {
+		lo = w + span
 	}
-	frac := (x - w) / (100 - w)
+	if x < lo {
+		return 0
+	}
+	frac := (x - lo) / span
 	if frac >= 1 {
+		return 10000
+	}
+	return int64(math.Floor(frac * 10000))
+}
+
+// refusedByWatermark decides whether the watermark refuses this apply of l:
+// the server's own error-diffusion counter (LineState.RefuseAcc) adds the
+// refused share and refuses whenever it passes 10000, so the refused
+// proportion is exact over consecutive applies and no value the client
+// chooses (session id, timing of ids) picks which ones are refused.
+func refusedByWatermark(l *LineState, used, reach int64, critical bool) bool {
+	share := RefuseShare(used, reach, l.Watermark, critical)
+	switch {
+	case share == 0:
+		return false
+	case share >= 10000:
 		return true
 	}
-	return float64(Bucket(sid)) < frac*10000
+	l.RefuseAcc += share
+	if l.RefuseAcc >= 10000 {
+		l.RefuseAcc -= 10000
+		return true
+	}
+	return false
 }
 
-// Bucket maps a session id to 0 … 9999: h ← (31·h + byte) mod 4294967291
-// over its bytes, then h mod 10000. Every intermediate value stays below
-// 2^53, so Lua's doubles compute it exactly.
-func Bucket(sid string) int64 {
-	var h int64
-	for i := 0; i < len(sid); i++ {
-		h = (h*31 + int64(sid[i])) % 4294967291
+// FreeBorrowDivisor: besides its borrowing limit, a line may borrow up to
+// 1/FreeBorrowDivisor of what is free in the shared pool at each apply, so
+// that the lines between them can take the whole pool (the seed's 50 % of
+// a dedicated part alone leaves most of it ungrantable) while no one apply
+// takes more than half of what is left.
+const FreeBorrowDivisor = 2
+
+// SharedFree is what the shared pool has left now.
+func (m *Model) SharedFree() int64 { return max(0, m.SharedCap()-m.SharedUsed) }
+
+// BorrowRoom is what an apply of line l may draw from the shared pool now:
+// everything free for a continuation or, with tiers on, a CORE critical
+// apply; otherwise the larger of what its borrowing limit leaves and half
+// of what is free, never more than is free.
+func (m *Model) BorrowRoom(l *LineState, critical, continuation bool) int64 {
+	free := m.SharedFree()
+	if continuation || (m.Watermarks && l.Tier == TierCore && critical) {
+		return free
 	}
-	return h % 10000
+	return min(free, max(l.BorrowCap-l.UsedShared, free/FreeBorrowDivisor))
 }
 
-// sharedRoom is what the shared pool still has for line l. With tiers on,
-// a line below CORE may fill the shared pool only up to its tier's base
-// watermark (GROWTH 80 %, EXPLORE 60 %): the rest is kept for the tiers
-// above it, as LiteLLM keeps a priority reservation.
-func (m *Model) sharedRoom(l *LineState) int64 {
-	c := m.SharedCap()
-	if m.Watermarks && l.Tier != TierCore {
-		// ⌊c·wm/10000⌋ without a product past 2^53 (Lua's doubles).
-		w := l.Tier.BaseWatermark()
-		c = (c-c%10000)/10000*w + c%10000*w/10000
-	}
-	return c - m.SharedUsed
+// Reach is what line l could hold now with a non-exempt apply: its
+// dedicated part, the buffer lent to it, what it holds of the shared pool
+// and what it may still borrow (BorrowRoom). The watermark is a fraction of
+// it, so a line is throttled as the quota it can reach runs short, not by a
+// fixed share of a slice.
+func (m *Model) Reach(l *LineState) int64 {
+	return l.OwnDedicated() + l.Buffer + l.UsedShared + m.BorrowRoom(l, false, false)
 }
 
 func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	exempt := r.Continuation || (l.Tier == TierCore && r.Critical)
-	if m.Watermarks && !exempt && Refuses(l.Used(), l.MayUse(), l.Watermark, r.SessionID) {
+	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
+	if m.Watermarks && !exempt && refusedByWatermark(l, l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, r.Critical) {
 		return Decision{Reason: ReasonWatermark}
 	}
 	gs := m.activeGrants(l.Name, r.Now)
 	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
-	borrow := max(0, l.BorrowCap-l.UsedShared)
-	availS := max(0, min(borrow, m.sharedRoom(l)))
 	availB := max(0, l.Buffer-l.UsedBuffer)
 	availG := grantRoom(gs)
 	n, ok := want(r, availD+availS+availB+availG)
 	if !ok {
-		if _, could := want(r, availD+borrow+availB+availG); could {
+		if _, could := want(r, availD+max(0, l.BorrowCap-l.UsedShared)+availB+availG); could {
 			return Decision{Reason: ReasonPoolExhausted}
 		}
 		return Decision{Reason: ReasonLineExhausted}

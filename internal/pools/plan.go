@@ -68,8 +68,10 @@ type Settings struct {
 	BorrowLimitPercent int64 `json:"borrowLimitPercent"` // of a line's dedicated part, 0 … 1000; default 50
 	// Elasticity: AUTO (default), PREDICTIVE, REACTIVE or OFF.
 	Elasticity Elasticity `json:"elasticity"`
-	// ReclaimThresholdPercent: reclaim starts when the shared pool is this
-	// full (1 … 100; default 90).
+	// ReclaimThresholdPercent: when the shared pool is this full (1 … 100;
+	// default 90) the controller lends the free buffer to the CORE lines
+	// (the CORE guard, guard.go). Reclaims start when a line is under
+	// pressure, whatever the shared pool's use (reclaim.go).
 	ReclaimThresholdPercent int64 `json:"reclaimThresholdPercent"`
 	// ReclaimConfirmSeconds: a WARNED reclaim is confirmed automatically
 	// after this many seconds; 0 = only by hand (POST …/confirm). Default 30.

@@ -3,6 +3,7 @@ package pools
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ErrUnknownReclaim: no reclaim has that id.
@@ -11,19 +12,49 @@ var ErrUnknownReclaim = errors.New("unknown reclaim")
 // ErrReclaimState: the reclaim is not in a state that allows the step.
 var ErrReclaimState = errors.New("reclaim is not WARNED or CONFIRMED")
 
+// ReclaimWindowMs is the window over which a line loses at most
+// ReclaimMaxShare of its dedicated part to reclaims, and after a give-back
+// to it no new reclaim takes from it (hysteresis: quota does not move back
+// and forth).
+const ReclaimWindowMs int64 = 3_600_000
+
+// ReclaimGiveBackAbove: a lender gets its quota back when it uses (or is
+// forecast to use in a period) this share of its dedicated part now; it is
+// a lender only under ReclaimIdleBelow. The gap between the two is the
+// hysteresis.
+const ReclaimGiveBackAbove = 0.75
+
+// pressed reports whether line l is under pressure: what it holds of its
+// dedicated part and the shared pool is at or above its watermark of what
+// it can reach of them (Model.Reach without lent buffer, which is only
+// lent for a while), so its applies are being refused or about to be.
+func pressed(m *Model, l *LineState) (float64, bool) {
+	reach := m.Reach(l) - l.Buffer
+	if reach <= 0 {
+		return 0, false
+	}
+	u := float64(l.UsedDedicated+l.UsedShared) / float64(reach)
+	return u, u*10000 >= float64(l.Watermark)
+}
+
 // reclaim is the periodic reclaim step: first give back to lenders whose
-// use rose again, then, when the shared pool is at least
-// reclaimThresholdPercent full, warn one reclaim from each idle line
-// (using under 50 % of its dedicated part, none open already) to the line
-// that needs it most (the fullest line that has used its borrowing limit or
-// found the shared pool empty).
+// use rose again (ReclaimGiveBackAbove), then, when some line is under
+// pressure (pressed), warn one reclaim from each idle line — using under
+// 50 % of its dedicated part and forecast to use under 50 % of it in a
+// period, none open already, no give-back to it within ReclaimWindowMs —
+// of what it leaves unused, within ReclaimMaxShare of its dedicated part
+// over ReclaimWindowMs, to the most pressed line.
 func (c *Controller) reclaim(m *Model, now int64, names []string, emit emitFunc) {
 	for _, r := range c.Reclaims {
 		if r.State != ReclaimExecuted || r.DryRun {
 			continue
 		}
 		f := m.Lines[r.From]
-		if f == nil || float64(f.UsedDedicated) < ReclaimIdleBelow*float64(f.OwnDedicated()) {
+		fc := c.forecastUse(r.From)
+		if math.IsInf(fc, 1) {
+			fc = 0
+		}
+		if f == nil || max(float64(f.UsedDedicated), fc) < ReclaimGiveBackAbove*float64(f.OwnDedicated()) {
 			continue
 		}
 		got := m.GiveBack(r.From, r.To, r.Amount)
@@ -35,19 +66,12 @@ func (c *Controller) reclaim(m *Model, now int64, names []string, emit emitFunc)
 			r.State = ReclaimReturned
 		}
 		r.UpdateMs = now
+		c.line(r.From).gaveBackMs = now
 		emit("GIVE_BACK", r.From, got, "reclaim %s: the lender's use rose again; it gets its quota back first", r.ID).To = r.To
-	}
-	capS := m.SharedCap()
-	if capS <= 0 || m.SharedUsed*100 < c.Settings.ReclaimThresholdPercent*capS {
-		return
 	}
 	to, best := "", -1.0
 	for _, n := range names {
-		l := m.Lines[n]
-		if l.MayUse() <= 0 || (l.UsedShared < l.BorrowCap && m.SharedUsed < capS) {
-			continue
-		}
-		if u := float64(l.Used()) / float64(l.MayUse()); u > best && u >= 0.9 {
+		if u, ok := pressed(m, m.Lines[n]); ok && u > best {
 			to, best = n, u
 		}
 	}
@@ -55,21 +79,47 @@ func (c *Controller) reclaim(m *Model, now int64, names []string, emit emitFunc)
 		return
 	}
 	for _, n := range names {
-		l := m.Lines[n]
-		if n == to || c.open(n) || float64(l.UsedDedicated) >= ReclaimIdleBelow*float64(l.OwnDedicated()) {
+		l, lc := m.Lines[n], c.line(n)
+		if n == to || c.open(n) || float64(l.UsedDedicated) >= ReclaimIdleBelow*float64(l.OwnDedicated()) ||
+			c.forecastUse(n) >= ReclaimIdleBelow*float64(l.OwnDedicated()) ||
+			(lc.gaveBackMs != 0 && now-lc.gaveBackMs < ReclaimWindowMs) {
 			continue
 		}
-		amt := min(int64(float64(l.Dedicated)*ReclaimMaxShare), l.OwnDedicated()-l.UsedDedicated)
+		amt := min(int64(float64(l.Dedicated)*ReclaimMaxShare)-c.takenWithin(n, now), l.OwnDedicated()-l.UsedDedicated)
 		if amt <= 0 {
 			continue
 		}
 		c.nextID++
 		r := &Reclaim{ID: fmt.Sprintf("r%d", c.nextID), From: n, To: to, Amount: amt, State: ReclaimWarned,
 			DryRun: c.Settings.ReclaimDryRun, WarnedMs: now, UpdateMs: now,
-			Reason: fmt.Sprintf("shared pool %d%% used; %s uses under 50%% of its dedicated part; %s is at %.0f%%", m.SharedUsed*100/capS, n, to, best*100)}
+			Reason: fmt.Sprintf("%s is at %.0f%% of what it can reach, past its watermark; %s uses under 50%% of its dedicated part", to, best*100, n)}
 		c.Reclaims = append(c.Reclaims, r)
 		emit("RECLAIM_WARNED", n, amt, "reclaim %s: %s", r.ID, r.Reason)
 	}
+}
+
+// takenWithin is what reclaims warned within ReclaimWindowMs before now
+// take, or took, from line (cancelled ones aside; what was given back
+// still counts: the cap bounds what a line loses per window).
+func (c *Controller) takenWithin(line string, now int64) int64 {
+	var n int64
+	for _, r := range c.Reclaims {
+		if r.From == line && r.State != ReclaimCancelled && now-r.WarnedMs < ReclaimWindowMs {
+			n += max(r.Amount, r.moved)
+		}
+	}
+	return n
+}
+
+// forecastUse is the line's forecast use in one period (or in the horizon,
+// for longer periods) at its smoothed rate; +Inf before its first rate (a
+// line the controller knows nothing of yet is nobody's lender).
+func (c *Controller) forecastUse(line string) float64 {
+	lc := c.line(line)
+	if !lc.holtReady {
+		return math.Inf(1)
+	}
+	return math.Max(0, lc.level) * c.periodSeconds()
 }
 
 func (c *Controller) open(line string) bool {
@@ -108,7 +158,7 @@ func (c *Controller) execute(m *Model, r *Reclaim, now int64, emit emitFunc) {
 		emit("RECLAIM_CANCELLED", r.From, 0, "reclaim %s: %s no longer has idle dedicated quota", r.ID, r.From)
 		return
 	}
-	r.Amount, r.State = got, ReclaimExecuted
+	r.Amount, r.State, r.moved = got, ReclaimExecuted, got
 	emit("RECLAIM_EXECUTED", r.From, got, "reclaim %s: %d moved from %s to %s", r.ID, got, r.From, r.To).To = r.To
 }
 

@@ -176,6 +176,7 @@ func TestReclaimCancelConfirmAndSync(t *testing.T) {
 	s.ReclaimConfirmSeconds = 0
 	m, c := reclaimWorld(t, s)
 	c.Tick(m, 0)
+	c.Tick(m, 30_000)
 	id := c.Reclaims[0].ID
 	ev, err := c.Cancel(id, 5)
 	if err != nil || ev.Kind != "RECLAIM_CANCELLED" || ev.Line != "idle" || ev.AtMs != 5 || c.Reclaims[0].State != ReclaimCancelled {

@@ -65,7 +65,14 @@ type Result struct {
 	CoreRefused     int   // refused applies of CORE lines
 	CoreCritRefused int   // of which critical
 	RefusedByReason map[Reason]int
-	Events          []Event
+	// ExploreRefused counts refused applies of EXPLORE lines, of which
+	// ExploreRefusedNonCritical were non-critical.
+	ExploreRefused            int
+	ExploreRefusedNonCritical int
+	IdleQuota                 int64              // see IdlePct
+	Ceiling                   int64              // see CeilingPct
+	LineUtilisation           map[string]float64 // per line: charged / allotted, percent
+	Events                    []Event
 	// ReactionMs: for each burst, ms from its start to the first buffer
 	// lent to its line (absent when none was), by kind of lending.
 	ReactionMs map[string][]int64
@@ -73,9 +80,6 @@ type Result struct {
 
 // UtilisationPct is charged / offered quota.
 func (r Result) UtilisationPct() float64 { return pct(r.Charged, r.QuotaOffered) }
-
-// IdlePct is the offered quota left unused.
-func (r Result) IdlePct() float64 { return 100 - r.UtilisationPct() }
 
 // RefusedPct is the refused share of all applies.
 func (r Result) RefusedPct() float64 { return pct(int64(r.Refused), int64(r.Requests)) }
@@ -129,10 +133,12 @@ func Simulate(w Workload, cfg SimConfig) (Result, error) {
 	}
 	res := Result{Scheme: cfg.Scheme, RefusedByReason: map[Reason]int{}, ReactionMs: map[string][]int64{}}
 	type fin struct {
-		at  int64
-		sid string
-		act int64
+		at   int64
+		sid  string
+		line string
+		act  int64
 	}
+	bk := newBook(w, cfg.Limit, cfg.PeriodMs)
 	var fins []fin // a min-heap would do; the slice stays short (sessions last seconds)
 	tiers := map[string]Tier{}
 	for _, l := range lay.Lines {
@@ -146,6 +152,7 @@ func Simulate(w Workload, cfg SimConfig) (Result, error) {
 		for ; k < len(fins) && fins[k].at <= t; k++ {
 			if _, err := m.Finish(fins[k].sid, fins[k].act); err == nil {
 				res.Charged += fins[k].act
+				bk.charged[fins[k].line] += fins[k].act
 			}
 		}
 		fins = fins[k:]
@@ -158,6 +165,7 @@ func Simulate(w Workload, cfg SimConfig) (Result, error) {
 			}
 			finishDue(next)
 			if next == (period+1)*cfg.PeriodMs {
+				bk.closePeriod(m)
 				period++
 				m.NewPeriod(period)
 			}
@@ -190,6 +198,13 @@ func Simulate(w Workload, cfg SimConfig) (Result, error) {
 			if r.Burst {
 				res.BurstRefused++
 			}
+			bk.refused[r.Line] = true
+			if tiers[r.Line] == TierExplore {
+				res.ExploreRefused++
+				if !r.Critical {
+					res.ExploreRefusedNonCritical++
+				}
+			}
 			if tiers[r.Line] == TierCore {
 				res.CoreRefused++
 				if r.Critical {
@@ -198,12 +213,14 @@ func Simulate(w Workload, cfg SimConfig) (Result, error) {
 			}
 			continue
 		}
-		fins = append(fins, fin{at: r.AtMs + r.DurationMs, sid: sid, act: r.Actual})
+		fins = append(fins, fin{at: r.AtMs + r.DurationMs, sid: sid, line: r.Line, act: r.Actual})
 	}
 	end := (last/cfg.PeriodMs + 1) * cfg.PeriodMs
 	advance(end - 1)
 	finishDue(end)
+	bk.closePeriod(m)
 	res.Periods = int(end / cfg.PeriodMs)
+	bk.finish(&res, res.Periods)
 	res.QuotaOffered = cfg.Limit * int64(res.Periods)
 	res.ReactionMs = reactions(w.Bursts, res.Events)
 	return res, nil

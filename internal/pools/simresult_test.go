@@ -9,8 +9,15 @@ import (
 // is 0 %, not a division by zero.
 func TestSimResultFigures(t *testing.T) {
 	r := Result{Requests: 8, Refused: 2, BurstRequests: 4, BurstRefused: 3, QuotaOffered: 1000, Charged: 250,
-		ReactionMs: map[string][]int64{"any": {1000, 3000}}}
-	if r.UtilisationPct() != 25 || r.IdlePct() != 75 || r.RefusedPct() != 25 || r.BurstRefusedPct() != 75 {
+		IdleQuota: 100, Ceiling: 500, ExploreRefused: 4, ExploreRefusedNonCritical: 3,
+		LineUtilisation: map[string]float64{"a": 20, "b": 95, "c": 50}, ReactionMs: map[string][]int64{"any": {1000, 3000}}}
+	if r.CeilingPct() != 50 || r.UtilisationOfCeilingPct() != 50 || r.ExploreNonCriticalPct() != 75 {
+		t.Fatalf("ceiling %.1f, of it %.1f, EXPLORE non-critical %.1f", r.CeilingPct(), r.UtilisationOfCeilingPct(), r.ExploreNonCriticalPct())
+	}
+	if lo, hi := r.LineUtilisationRange(); lo != 20 || hi != 95 {
+		t.Fatalf("line utilisation %.0f … %.0f", lo, hi)
+	}
+	if r.UtilisationPct() != 25 || r.IdlePct() != 10 || r.RefusedPct() != 25 || r.BurstRefusedPct() != 75 {
 		t.Fatalf("utilisation %.1f idle %.1f refused %.1f burst refused %.1f", r.UtilisationPct(), r.IdlePct(), r.RefusedPct(), r.BurstRefusedPct())
 	}
 	if s, n := r.MeanReactionSeconds("any"); s != 2 || n != 2 {
@@ -20,7 +27,7 @@ func TestSimResultFigures(t *testing.T) {
 		t.Fatalf("no reactions: %.1f s over %d", s, n)
 	}
 	var empty Result
-	if empty.UtilisationPct() != 0 || empty.RefusedPct() != 0 || empty.IdlePct() != 100 {
+	if empty.UtilisationPct() != 0 || empty.RefusedPct() != 0 || empty.IdlePct() != 0 || empty.ExploreNonCriticalPct() != 100 {
 		t.Fatal("an empty run")
 	}
 }

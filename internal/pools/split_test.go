@@ -317,3 +317,38 @@ func TestSplitKeepsTheTraceOrderAtEqualTimes(t *testing.T) {
 		}
 	}
 }
+
+// EqualShares declares every line with the same weight and leaves demand as
+// it was; another Seed sends rows to other lines (the same rows, the same
+// total demand).
+func TestSplitEqualSharesAndSeed(t *testing.T) {
+	rows := make([]TraceRow, 3000)
+	for i := range rows {
+		rows[i] = TraceRow{AtMs: int64(i) * 1000, Context: int64(100 + i%50), Generated: 10}
+	}
+	plain := SplitTrace(rows, SplitOptions{})
+	eq := SplitTrace(rows, SplitOptions{EqualShares: true})
+	for k, l := range eq.Lines {
+		if l.Weight != 100 || l.Name != plain.Lines[k].Name || l.Tier != plain.Lines[k].Tier {
+			t.Fatalf("line %d: %+v, plain %+v", k, l, plain.Lines[k])
+		}
+	}
+	if plain.Lines[11].Weight == 100 {
+		t.Fatal("EqualShares changed the plain split's lines")
+	}
+	for i := range plain.Requests {
+		if plain.Requests[i] != eq.Requests[i] {
+			t.Fatalf("request %d: %+v, with equal shares %+v", i, plain.Requests[i], eq.Requests[i])
+		}
+	}
+	other := SplitTrace(rows, SplitOptions{Seed: 1})
+	moved := 0
+	for i := range plain.Requests {
+		if plain.Requests[i].Line != other.Requests[i].Line {
+			moved++
+		}
+	}
+	if moved < len(rows)/2 || other.Demand() != plain.Demand() {
+		t.Fatalf("seed 1 moved %d of %d rows; demand %d vs %d", moved, len(rows), other.Demand(), plain.Demand())
+	}
+}

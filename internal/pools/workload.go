@@ -21,6 +21,14 @@ type SplitOptions struct {
 	BurstMs      int64     // length of each burst (default 5 minutes)
 	SwingPct     int64     // how much a line's share swings over time, percent (default 60)
 	SwingMs      int64     // the swing's cycle (default 15 minutes)
+	// EqualShares declares every line with the same weight (the fixed equal
+	// shares a platform gives lines it has no demand figures for), while
+	// demand still follows 100·0.85^k: static quotas and dedicated parts are
+	// then not sized to each line's mean.
+	EqualShares bool
+	// Seed changes which line each row goes to (0: the shipped split), for
+	// runs on line assignments the constants were not chosen on.
+	Seed uint64
 }
 
 // splitHash is a 64-bit mix of (a, b) (splitmix64's finaliser): the
@@ -113,13 +121,13 @@ func SplitTrace(rows []TraceRow, o SplitOptions) Workload {
 			weights[k] = float64(s.Weight) * (1 + float64(o.SwingPct)/100*math.Sin(t+2*math.Pi*float64(k)/float64(n)))
 			sum += weights[k]
 		}
-		u := unit(uint64(i), 1) * sum
+		u := unit(uint64(i)+o.Seed<<40, 1) * sum
 		k := 0
 		for ; k < n-1 && u >= weights[k]; k++ {
 			u -= weights[k]
 		}
 		req := Request{AtMs: r.AtMs, Line: specs[k].Name, Amount: r.Context + o.MaxTokens, Actual: r.Context + r.Generated,
-			DurationMs: 1000 + 30*r.Generated, Critical: unit(uint64(i), 2) >= 0.1, Continuation: unit(uint64(i), 3) < 0.25}
+			DurationMs: 1000 + 30*r.Generated, Critical: unit(uint64(i)+o.Seed<<40, 2) >= 0.1, Continuation: unit(uint64(i)+o.Seed<<40, 3) < 0.25}
 		for _, b := range w.Bursts {
 			if b.Line == req.Line && r.AtMs >= b.StartMs && r.AtMs < b.EndMs {
 				req.Burst = true
@@ -156,6 +164,12 @@ func SplitTrace(rows []TraceRow, o SplitOptions) Workload {
 			copies[c].AtMs = b.StartMs + (b.EndMs-b.StartMs)*int64(c)/int64(len(copies))
 		}
 		w.Requests = append(w.Requests, copies...)
+	}
+	if o.EqualShares {
+		w.Lines = slices.Clone(specs)
+		for k := range w.Lines {
+			w.Lines[k].Weight = 100
+		}
 	}
 	slices.SortStableFunc(w.Requests, func(a, b Request) int {
 		switch {

@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// Policy returns a resource's policy, from a short-lived cache
-// (Options.PolicyCacheTTL); while MySQL is unavailable an expired entry is
-// still used. Concurrent misses of one resource share one read: a cold cache
-// under load sends one query to MySQL, not one per request.
+// Policy returns a resource's policy from the policy cache
+// (policycache.go): fresh for Options.PolicyCacheTTL, then served at once
+// while one read in the background refreshes it, and while MySQL is
+// unavailable however old. A resource not cached waits for its read at most
+// Options.LedgerTimeout. Concurrent misses of one resource share one read: a
+// cold cache under load sends one query to MySQL, not one per request.
 //
-// Errors: ErrResourceNotFound, ErrUnavailable.
+// Errors: ErrResourceNotFound, ErrUnavailable, ErrCircuitOpen.
 func (s *Service) Policy(ctx context.Context, resource string) (Policy, error) {
 	return s.policies.get(ctx, resource)
 }

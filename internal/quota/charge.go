@@ -207,7 +207,7 @@ func (s *Service) plainResource(ctx context.Context, pol Policy) error {
 	if s.opt.Pools == nil {
 		return nil
 	}
-	use, err := s.opt.Pools.PoolsOf(ctx, pol.ResourceName) // behind its own breakers (poolctl.Guarded)
+	use, err := s.policies.poolsOf(ctx, pol.ResourceName)
 	if err != nil {
 		return fmt.Errorf("charge %s: pools: %w", pol.ResourceName, err)
 	}

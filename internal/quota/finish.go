@@ -120,7 +120,9 @@ func (s *Service) settle(ctx context.Context, pol Policy, req FinishRequest, res
 	rec := FinishRecord(req.ResourceName, req.SessionID, res)
 	// Always settle the row, also on a replay: the first finish may have
 	// settled Redis and then failed to reach the ledger.
-	err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(ctx, rec) })
+	lctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
+	defer cancel()
+	err := GuardErr(s.mysql, func() error { return s.ledger.FinishSession(lctx, rec) })
 	if err != nil {
 		return FinishResponse{}, fmt.Errorf("finish %s: record: %w", req.ResourceName, err)
 	}

@@ -62,7 +62,7 @@ func (s *Service) poolsCmd(ctx context.Context, pol Policy, req ApplyRequest) (*
 	}
 	var use PoolUse
 	if s.opt.Pools != nil {
-		u, err := s.opt.Pools.PoolsOf(ctx, pol.ResourceName) // behind its own breakers (poolctl.Guarded)
+		u, err := s.policies.poolsOf(ctx, pol.ResourceName)
 		if err != nil {
 			return nil, fmt.Errorf("apply %s: pools: %w", pol.ResourceName, err)
 		}

@@ -69,8 +69,9 @@ func ValidateReason(reason string) error {
 // [A-Za-z0-9_.:-]. It returns a *ValidationError for field "sessionId".
 func ValidateSessionID(id string) error { return validateSessionID(id) }
 
-// ForgetPolicy drops the cached policy of resource, so that this instance
-// reads it again on its next use (after a reset or a delete; other
-// instances follow when the change is announced to them, at the latest
-// within Options.PolicyCacheTTL).
+// ForgetPolicy makes this instance read the policy and the pools of
+// resource again before their next use (after a change of either, here or
+// announced by another instance; unannounced changes show within
+// Options.PolicyCacheTTL). Until that read answers, the old ones are
+// served only while the store is down (policycache.go).
 func (s *Service) ForgetPolicy(resource string) { s.policies.drop(resource) }

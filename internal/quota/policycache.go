@@ -4,88 +4,73 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
-// policyCache keeps the policies read from the PolicyStore for ttl, and
-// with each the last period computed for it. It has its own lock. Concurrent
-// misses of one resource share one read (singleflight): a cold cache under
-// load sends one query to the store, not one per request.
+// policyCache is the one per-instance cache of what apply, heartbeat,
+// finish, charge and status read from MySQL: each resource's policy (the
+// PolicyStore) and its use of pools (the PoolSource), each a staleCache
+// (stalecache.go): reused for ttl, then served stale while a read in the
+// background refreshes it, so these calls never wait on MySQL for a
+// resource the instance has read before; a resource it has not read waits
+// at most wait. With each policy it keeps the last period computed for it.
 type policyCache struct {
 	store PolicyStore
+	pools PoolSource // nil: no resource uses pools
 	sched Scheduler
 	mysql Breaker // in front of store
-	ttl   time.Duration
-	now   func() time.Time
 
-	mu      sync.RWMutex
-	entries map[string]cachedPolicy
-	loads   singleflight.Group // per resource
+	policies *staleCache[Policy]
+	uses     *staleCache[PoolUse]
+
+	mu   sync.Mutex
+	pers map[string]memoPeriod // per resource
 }
 
-type cachedPolicy struct {
-	p       Policy
-	expires time.Time
-	per     Period // the last period computed for p; zero until then
+// memoPeriod is the last period computed for a policy.
+type memoPeriod struct {
+	p   Policy
+	per Period
 }
 
-func newPolicyCache(store PolicyStore, sched Scheduler, mysql Breaker, ttl time.Duration, now func() time.Time) *policyCache {
-	return &policyCache{store: store, sched: sched, mysql: mysql, ttl: ttl, now: now, entries: make(map[string]cachedPolicy)}
+func newPolicyCache(store PolicyStore, pools PoolSource, sched Scheduler, mysql Breaker, ttl, wait time.Duration, now func() time.Time) *policyCache {
+	return &policyCache{
+		store: store, pools: pools, sched: sched, mysql: mysql,
+		policies: newStaleCache[Policy](ttl, wait, now),
+		uses:     newStaleCache[PoolUse](ttl, wait, now),
+		pers:     make(map[string]memoPeriod),
+	}
 }
 
-// get returns a resource's policy, from the cache while it is fresh; while
-// the store is unavailable an expired entry is still used. Errors:
+// get returns a resource's policy (see staleCache.get). Errors:
 // ErrResourceNotFound, ErrUnavailable, ErrCircuitOpen.
 func (c *policyCache) get(ctx context.Context, resource string) (Policy, error) {
-	if p, fresh, ok := c.cached(resource); ok && fresh {
-		return p, nil
-	}
-	_, err, _ := c.loads.Do(resource, func() (any, error) {
-		// Shared by every waiter: not bound to the first caller's
-		// cancellation (the store's query timeout bounds it).
-		p, err := c.read(context.WithoutCancel(ctx), resource)
-		if err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		c.entries[resource] = cachedPolicy{p: p, expires: c.now().Add(c.ttl)}
-		c.mu.Unlock()
-		return nil, nil
-	})
-	p, _, ok := c.cached(resource)
-	switch {
-	case err == nil && ok:
-		return p, nil
-	case err != nil && ok && isBackendFailure(err):
-		// Stale beats unknown while MySQL is down: limits live in Redis,
-		// and a fail-open policy must still be known to fail open.
-		return p, nil
-	case err == nil:
-		// A PUT dropped the entry just after the load: read it again.
-		return c.read(ctx, resource)
-	}
-	return Policy{}, err
+	return c.policies.get(ctx, resource, func(ctx context.Context) (Policy, error) { return c.read(ctx, resource) })
 }
 
-// read reads a policy from the store, through its breaker.
+// poolsOf returns how a resource uses pools (see staleCache.get); the zero
+// PoolUse without a PoolSource. Errors: the PoolSource's.
+func (c *policyCache) poolsOf(ctx context.Context, resource string) (PoolUse, error) {
+	if c.pools == nil {
+		return PoolUse{}, nil
+	}
+	return c.uses.get(ctx, resource, func(ctx context.Context) (PoolUse, error) {
+		return c.pools.PoolsOf(ctx, resource) // behind its own breakers (poolctl.Guarded)
+	})
+}
+
+// read reads a policy from the store, through its breaker (uncached).
 func (c *policyCache) read(ctx context.Context, resource string) (Policy, error) {
 	return Guard(c.mysql, func() (Policy, error) { return c.store.GetPolicy(ctx, resource) })
 }
 
-// cached returns the cached policy, whether it is still fresh, and whether
-// there is one at all.
-func (c *policyCache) cached(resource string) (Policy, bool, bool) {
-	c.mu.RLock()
-	e, ok := c.entries[resource]
-	c.mu.RUnlock()
-	return e.p, ok && c.now().Before(e.expires), ok
-}
-
-// drop forgets a resource's policy (after a PUT).
+// drop makes the next use of a resource's policy and pools read them again
+// (after a change: a PUT here, or another instance's announcement); until
+// that read answers the old ones are served only while the store is down.
 func (c *policyCache) drop(resource string) {
+	c.policies.invalidate(resource)
+	c.uses.invalidate(resource)
 	c.mu.Lock()
-	delete(c.entries, resource)
+	delete(c.pers, resource)
 	c.mu.Unlock()
 }
 
@@ -94,21 +79,20 @@ func (c *policyCache) drop(resource string) {
 // expressions), not once per request. The answer is remembered only while
 // pol is the cached policy.
 func (c *policyCache) periodAt(pol Policy, now time.Time) (Period, error) {
-	c.mu.RLock()
-	e, ok := c.entries[pol.ResourceName]
-	c.mu.RUnlock()
-	if ok && e.p == pol && !e.per.Start.IsZero() && e.per.Contains(now) {
-		return e.per, nil
+	c.mu.Lock()
+	m, ok := c.pers[pol.ResourceName]
+	c.mu.Unlock()
+	if ok && m.p == pol && m.per.Contains(now) {
+		return m.per, nil
 	}
 	per, err := c.sched.PeriodAt(pol, now)
 	if err != nil {
 		return per, err
 	}
-	c.mu.Lock()
-	if e, ok := c.entries[pol.ResourceName]; ok && e.p == pol {
-		e.per = per
-		c.entries[pol.ResourceName] = e
+	if cur, ok := c.policies.peek(pol.ResourceName); ok && cur == pol {
+		c.mu.Lock()
+		c.pers[pol.ResourceName] = memoPeriod{p: pol, per: per}
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 	return per, nil
 }

@@ -179,13 +179,19 @@ func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 	}
 }
 
-// insertSession writes a new ledger row, through the ledger's breaker.
+// insertSession writes a new ledger row, through the ledger's breaker,
+// within Options.LedgerTimeout.
 func (s *Service) insertSession(ctx context.Context, rec UsageRecord) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
+	defer cancel()
 	return GuardErr(s.mysql, func() error { return s.ledger.InsertSession(ctx, rec) })
 }
 
-// session reads a ledger row, through the ledger's breaker.
+// session reads a ledger row, through the ledger's breaker, within
+// Options.LedgerTimeout.
 func (s *Service) session(ctx context.Context, id string) (UsageRecord, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
+	defer cancel()
 	return Guard(s.mysql, func() (UsageRecord, error) { return s.ledger.Session(ctx, id) })
 }
 

@@ -11,8 +11,9 @@ import (
 
 // Options tune a Service. Zero values take the documented defaults.
 type Options struct {
-	// PolicyCacheTTL is how long a policy read from the PolicyStore is reused
-	// (default 2s). Limits are read from the BalanceStore on every apply, so
+	// PolicyCacheTTL is how long a policy read from the PolicyStore (and a
+	// resource's PoolUse) is reused before a read in the background
+	// refreshes it (default 2s; policycache.go). Limits are read from the BalanceStore on every apply, so
 	// a limit change applies at once whatever this is; the cron, timezone and
 	// leak threshold of a changed policy reach other instances within it.
 	PolicyCacheTTL time.Duration
@@ -57,6 +58,13 @@ type Options struct {
 	// retries them every 50 ms, so that a ledger back within it loses none
 	// (default 3s; negative: Close does not wait).
 	CloseMarksWait time.Duration
+	// LedgerTimeout is the deadline of each Ledger and PolicyStore call on
+	// the request path (apply, heartbeat, finish, charge, status), and the
+	// longest such a request waits for a policy or pool read the policy
+	// cache cannot serve (default 2s, mysqlstore's own default; issue 22
+	// §5). A resource's cached policy and pools are served without waiting,
+	// stale while they are read again (policycache.go).
+	LedgerTimeout time.Duration
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease
@@ -95,6 +103,9 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	if opt.NewSessionID == nil {
 		opt.NewSessionID = randomID
 	}
+	if opt.LedgerTimeout <= 0 {
+		opt.LedgerTimeout = 2 * time.Second
+	}
 	if opt.CloseMarksWait == 0 {
 		opt.CloseMarksWait = closeMarksWait
 	}
@@ -102,7 +113,7 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 		balances: b, ledger: l, sched: s, store: p, opt: opt,
 		redis: opt.Breakers.Balances, mysql: opt.Breakers.Ledger,
 		comp:     compensations{wake: make(chan struct{}, 1)},
-		policies: newPolicyCache(p, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.Now),
+		policies: newPolicyCache(p, opt.Pools, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.LedgerTimeout, opt.Now),
 	}
 }
 

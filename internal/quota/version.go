@@ -10,7 +10,7 @@ import (
 // limit shows within the policy cache's TTL), when its period resets (the
 // start of the period containing now), and when its pools change (a line,
 // the pool settings, a temporary grant or a buffer release; PoolUse.Version,
-// within the PoolSource's cache TTL). A client holding quota ahead of use
+// within the policy cache's TTL, read through it). A client holding quota ahead of use
 // (the Go SDK's LocalPool) returns it and applies again when the token
 // changes. "" when the period or the pools cannot be read.
 func (s *Service) policyVersion(ctx context.Context, pol Policy) string {
@@ -22,7 +22,7 @@ func (s *Service) policyVersion(ctx context.Context, pol Policy) string {
 	b := strconv.AppendInt(buf[:0], pol.UpdatedAt.UnixMilli(), 36)
 	b = strconv.AppendInt(append(b, '.'), per.Start.UnixMilli(), 36)
 	if s.opt.Pools != nil {
-		use, err := s.opt.Pools.PoolsOf(ctx, pol.ResourceName)
+		use, err := s.policies.poolsOf(ctx, pol.ResourceName)
 		if err != nil {
 			return ""
 		}

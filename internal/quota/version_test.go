@@ -17,7 +17,8 @@ func TestPolicyVersionChangesWithThePolicyAndThePeriod(t *testing.T) {
 		getPolicy: func(string) (Policy, error) { return pol, nil },
 		heartbeat: func(string, string, string, time.Duration) (time.Time, error) { return now.Add(time.Minute), nil },
 	}
-	svc := newStubService(st, Options{Now: func() time.Time { return now }})
+	// A TTL past the test's days: no refresh reads pol in the background.
+	svc := newStubService(st, Options{Now: func() time.Time { return now }, PolicyCacheTTL: 1000 * time.Hour})
 	ctx := context.Background()
 	beat := func() string {
 		t.Helper()
@@ -51,8 +52,9 @@ func TestPolicyVersionChangesWithThePolicyAndThePeriod(t *testing.T) {
 }
 
 // The pools' Version is folded into the policy version: it changes when the
-// resource's pools change; a resource without any ("") answers as without
-// a PoolSource; pools that cannot be read give no version.
+// resource's pools change (announced: ForgetPolicy); a resource without any
+// ("") answers as without a PoolSource; pools that cannot be read, and were
+// never read, give no version.
 func TestPolicyVersionFollowsThePools(t *testing.T) {
 	now := testEpoch.Add(time.Hour)
 	st := &stubs{heartbeat: func(string, string, string, time.Duration) (time.Time, error) { return now.Add(time.Minute), nil }}
@@ -73,13 +75,19 @@ func TestPolicyVersionFollowsThePools(t *testing.T) {
 		t.Fatalf("no pools: version %q, without a PoolSource %q", v, plain)
 	}
 	src.use.Version = "p1"
+	withPools.ForgetPolicy("r")
 	v1 := version(withPools)
 	src.use.Version = "p2"
+	withPools.ForgetPolicy("r")
 	if v2 := version(withPools); v1 == plain || v2 == v1 {
 		t.Fatalf("pools p1: %q, p2: %q, none: %q; want three versions", v1, v2, plain)
 	}
 	src.err = ErrUnavailable
-	if v := version(withPools); v != "" {
-		t.Fatalf("unreadable pools: version %q, want none", v)
+	if v := version(withPools); v != v1[:len(plain)]+".p2" {
+		t.Fatalf("pools read before, unreadable now: version %q, want the last one read", v)
+	}
+	fresh := newStubService(st, Options{Now: func() time.Time { return now }, Pools: src})
+	if v := version(fresh); v != "" {
+		t.Fatalf("unreadable pools never read: version %q, want none", v)
 	}
 }

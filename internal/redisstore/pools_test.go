@@ -128,6 +128,7 @@ func (w *poolWorld) addGrant(t *testing.T, g pools.Grant) {
 // and counters, on real Redis and miniredis.
 func TestPoolApplyMatchesTheModel(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
+		refusedBy := map[pools.Reason]int{}
 		for seed := range uint64(4) {
 			rng := rand.New(rand.NewPCG(seed, 13))
 			limit := int64(1000 + rng.IntN(100_000))
@@ -160,9 +161,10 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 					if rng.IntN(40) == 0 {
 						line = "no-such-line"
 					}
-					w.apply(t, pools.ApplyReq{SessionID: fmt.Sprintf("s%d-%d", seed, step), Line: line,
+					d, _ := w.apply(t, pools.ApplyReq{SessionID: fmt.Sprintf("s%d-%d", seed, step), Line: line,
 						Amount: 1 + rng.Int64N(limit/8+1), Min: rng.Int64N(2) * (1 + rng.Int64N(limit/20+1)),
 						Critical: rng.IntN(3) > 0, Continuation: rng.IntN(4) == 0, Now: w.now})
+					refusedBy[d.Reason]++
 				default:
 					// Active (expiring at various times), future or expired grants.
 					eff := w.now - hour + rng.Int64N(3)*hour*3/2
@@ -174,6 +176,12 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 						EffectiveMs: eff, ExpiresMs: eff + hour/2 + rng.Int64N(4)*hour})
 				}
 				w.check(t, step)
+			}
+		}
+		// Every decision was exercised (the watermark's counter included).
+		for _, r := range []pools.Reason{"", pools.ReasonWatermark, pools.ReasonLineExhausted, pools.ReasonPoolExhausted} {
+			if refusedBy[r] == 0 {
+				t.Errorf("no apply ended with %q: %v", r, refusedBy)
 			}
 		}
 	})

@@ -18,12 +18,23 @@ import (
 func TestPoolSeedKeepsRefundsThatLandAfterTheLedgerRead(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		w := newPoolWorld(t, e, 10_000, pools.DefaultSettings(), pools.LineNames(3))
-		a, b := w.names[0], w.names[1]
+		a, b, c := w.names[0], w.names[1], w.names[2]
 		w.addGrant(t, pools.Grant{ID: "g1", Line: a, Amount: 500, EffectiveMs: w.now - 1000, ExpiresMs: w.now + 3_600_000})
 		req := func(id, line string, n int64) pools.ApplyReq {
-			return pools.ApplyReq{SessionID: id, Line: line, Amount: n, Critical: true, Now: w.now}
+			return pools.ApplyReq{SessionID: id, Line: line, Amount: n, Now: w.now}
 		}
-		// a: 1000 dedicated, 500 of shared at most, then the grant.
+		// c holds all but 1000 of the shared pool (a continuation, which may
+		// take it all), used and finished; then a (non-critical): its
+		// dedicated part, of the shared pool the larger of its borrowing
+		// limit and half of what is free, then the grant.
+		hog := w.model.Lines[c].OwnDedicated() + w.model.SharedCap() - 1000
+		if d, _ := w.apply(t, pools.ApplyReq{SessionID: "hog", Line: c, Amount: hog, Continuation: true, Now: w.now}); d.Reason != "" {
+			t.Fatalf("hog: %+v", d)
+		}
+		if _, err := w.model.Finish("hog", hog); err != nil {
+			t.Fatal(err)
+		}
+		e.finish(t, "hog", hog)
 		for _, r := range []pools.ApplyReq{req("fill", a, 1200), req("done", b, 400), req("late-finish", a, 700),
 			req("late-cancel", b, 300), req("open", a, 100)} {
 			if d, _ := w.apply(t, r); d.Reason != "" {
@@ -148,11 +159,21 @@ func TestGrantRestoreKeepsRefundsThatLandAfterTheLedgerRead(t *testing.T) {
 		g := pools.Grant{ID: "g1", Line: a, Amount: 3000, EffectiveMs: w.now - 1000, ExpiresMs: w.now + 3_600_000}
 		w.addGrant(t, g)
 		req := func(id string, n int64) pools.ApplyReq {
-			return pools.ApplyReq{SessionID: id, Line: a, Amount: n, Critical: true, Now: w.now}
+			return pools.ApplyReq{SessionID: id, Line: a, Amount: n, Critical: true, Continuation: true, Now: w.now}
 		}
-		// a: what it may use of its own (dedicated and borrowing) first, then the grant.
+		// The other line holds the whole shared pool (a continuation, used
+		// and finished); a: its dedicated part first, then the grant.
+		b := w.names[1]
+		hog := w.model.Lines[b].OwnDedicated() + w.model.SharedCap()
+		if d, _ := w.apply(t, pools.ApplyReq{SessionID: "hog", Line: b, Amount: hog, Continuation: true, Now: w.now}); d.Reason != "" {
+			t.Fatalf("hog: %+v", d)
+		}
+		if _, err := w.model.Finish("hog", hog); err != nil {
+			t.Fatal(err)
+		}
+		e.finish(t, "hog", hog)
 		l := w.model.Lines[a]
-		own := l.OwnDedicated() + min(l.BorrowCap, w.model.SharedCap())
+		own := l.OwnDedicated()
 		for _, r := range []pools.ApplyReq{req("fill", own), req("done", 500), req("late-finish", 800), req("late-cancel", 600), req("open", 300)} {
 			if d, _ := w.apply(t, r); d.Reason != "" || (r.SessionID != "fill" && d.Drawn.Grant != r.Amount) {
 				t.Fatalf("apply %+v: %+v", r, d)

@@ -19,10 +19,11 @@
 -- KEYS[7] qc:{r}:s:<scopedId>  ARGV[14] scopedId ("" or absent = none): which
 --   of the bare and the scoped session is this one (scoped_session.lib, as
 --   apply.lua; internal/quota scope.go); for the scoped one every code is
---   returned plus 10. The watermark's bucket is of the bare id either way.
+--   returned plus 10.
 -- qc:{r}:pl: shared, sbuf (buffer released to shared) and per line L:
 --   t:L tier (CORE|GROWTH|EXPLORE), d:L dedicated part, c:L borrow cap, w:L watermark (bp),
---   l:L lent by reclaim, r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods)
+--   l:L lent by reclaim, r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods),
+--   k:L the watermark's refusal counter (basis points, pools.LineState.RefuseAcc)
 -- qc:{r}:b:<p> adds: ps = "1" once the pool counters are seeded, su shared held,
 --   ud:L us:L ub:L ug:L held from dedicated / shared / buffer / grants, gsum held from grants
 -- qc:{r}:gr: <id> = "amount|effectiveMs|expiresMs|line", u:<id> = held (all periods)
@@ -33,7 +34,8 @@
 --   period's remaining, limit − charged − reserved, exactly past 2^53).
 --   codes as apply.lua (1 granted, 2 replayed, 3 refused, 4 wrong period,
 --   5 need balance, 6 conflict) and 8 unknown line. reason: LINE_EXHAUSTED,
---   WATERMARK, POOL_EXHAUSTED, EXHAUSTED. remaining: what the line (or the
+--   WATERMARK, POOL_EXHAUSTED (its borrowing limit would cover it, the shared
+--   pool does not), EXHAUSTED. remaining: what the line (or the
 --   resource) could still be granted after this apply. grantList "id=n;id=n".
 --   tight: 1 when buffer is lent to the line now (elasticity saw its quota
 --   getting tight, or an operator released it): the caller should degrade
@@ -122,20 +124,43 @@ local function want(avail)
   if min > 0 and avail >= min then return avail end
   return nil
 end
--- Refused by the watermark: the same float arithmetic as pools.Refuses.
-local function bucket(sid)
-  local h = 0
-  for i = 1, #sid do h = (h * 31 + string.byte(sid, i)) % 4294967291 end
-  return h % 10000
-end
-local function refuses(used, may, wm)
-  if may <= 0 then return false end
-  local x = used / may * 100
+-- The watermark's refused share in basis points: the same float
+-- arithmetic as pools.RefuseShare (non-critical applies from the watermark,
+-- critical ones from halfway between it and 100 %).
+local function refuseShare(used, reach, wm, critical)
+  if reach <= 0 then return 0 end
+  local x = used / reach * 100
   local w = wm / 100
-  if x < w then return false end
-  local frac = (x - w) / (100 - w)
-  if frac >= 1 then return true end
-  return bucket(ARGV[7]) < frac * 10000
+  local span = (100 - w) / 2
+  local lo = w
+  if critical then lo = w + span end
+  if x < lo then return 0 end
+  local frac = (x - lo) / span
+  if frac >= 1 then return 10000 end
+  return math.floor(frac * 10000)
+end
+-- Refused by the watermark: the line's own error-diffusion counter k:L
+-- (pools.refusedByWatermark) adds the share and refuses at each pass of
+-- 10000; nothing the client sends picks which applies are refused.
+local function refusedByWatermark(used, reach, wm, acc, critical)
+  local share = refuseShare(used, reach, wm, critical)
+  if share == 0 then return false end
+  if share >= 10000 then return true end
+  acc = acc + share
+  local out = false
+  if acc >= 10000 then
+    acc = acc - 10000
+    out = true
+  end
+  redis.call('HSET', KEYS[5], 'k:' .. line, fmt(acc))
+  return out
+end
+-- What a line may draw from the shared pool (pools.Model.BorrowRoom):
+-- everything free for an exempt apply, otherwise the larger of what its
+-- borrowing limit leaves and half of what is free.
+local function borrowRoom(free, cap, us, exempt)
+  if exempt then return free end
+  return math.min(free, math.max(cap - us, math.floor(free / 2)))
 end
 local tight = 0
 local function refuse(reason)
@@ -156,31 +181,24 @@ if line == '' then
   remaining = base + groom - n
 else
   local p = redis.call('HMGET', KEYS[5], 't:' .. line, 'd:' .. line, 'c:' .. line, 'w:' .. line,
-    'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf')
+    'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf', 'k:' .. line)
   if not p[1] then return {8 + form} end
   local own = num(p[2]) - num(p[5]) + num(p[6])
   local cap, buf = num(p[3]), num(p[7])
   if buf > 0 then tight = 1 end
   local ud, us, ub, su = num(b[2]), num(b[3]), num(b[4]), num(b[5])
-  local exempt = ARGV[11] == '1' or (p[1] == 'CORE' and ARGV[10] == '1')
-  if not exempt and refuses(ud + us + ub, own + cap + buf, num(p[4])) then
+  local critical = ARGV[10] == '1'
+  local exempt = ARGV[11] == '1' or (p[1] == 'CORE' and critical)
+  local free = math.max(0, num(p[8]) + num(p[9]) - su)
+  local availS = borrowRoom(free, cap, us, exempt)
+  if not exempt and refusedByWatermark(ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
     return refuse('WATERMARK')
   end
-  local scap = num(p[8]) + num(p[9])
-  -- Below CORE, a line may fill the shared pool only to its tier's base
-  -- watermark: floor(scap * w / 10000), computed without a product past 2^53.
-  local tw = ({GROWTH = 8000, EXPLORE = 6000})[p[1]]
-  if tw then
-    local r = scap % 10000
-    scap = (scap - r) / 10000 * tw + math.floor(r * tw / 10000)
-  end
   local availD = math.max(0, own - ud)
-  local borrow = math.max(0, cap - us)
-  local availS = math.max(0, math.min(borrow, scap - su))
   local availB = math.max(0, buf - ub)
   n = want(availD + availS + availB + groom)
   if not n then
-    if want(availD + borrow + availB + groom) then return refuse('POOL_EXHAUSTED') end
+    if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED') end
     return refuse('LINE_EXHAUSTED')
   end
   local rest = n
