@@ -300,9 +300,13 @@ func (m *Manager) Client() *Client { return m.c }
 // BreakerState returns the breaker's state: "closed", "half-open" or "open".
 func (m *Manager) BreakerState() string { return m.breaker.Load().State().String() }
 
-// newBreaker makes a closed breaker as WithBreaker says.
+// newBreaker makes a closed breaker as WithBreaker says. Only the Manager's
+// current breaker reports its state changes: one replaced by probeOK may
+// still move (to half-open once its open time is over, when a call that
+// loaded it before the swap runs), which is no longer the Manager's state.
 func (m *Manager) newBreaker() *gobreaker.CircuitBreaker[struct{}] {
-	return gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+	var cb *gobreaker.CircuitBreaker[struct{}]
+	cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "quota-center",
 		MaxRequests: 1,
 		Timeout:     m.cfg.breakerOpenFor,
@@ -311,10 +315,14 @@ func (m *Manager) newBreaker() *gobreaker.CircuitBreaker[struct{}] {
 		},
 		IsSuccessful: func(err error) bool { return !isCenterFailure(err) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if m.breaker.Load() != cb {
+				return // replaced by probeOK
+			}
 			m.met.breakerState.Set(float64(to))
 			m.log.Warn("quota-center client: circuit breaker", "from", from.String(), "to", to.String())
 		},
 	})
+	return cb
 }
 
 // probeOK closes the breaker b after a probe the center answered (see
@@ -323,7 +331,8 @@ func (m *Manager) newBreaker() *gobreaker.CircuitBreaker[struct{}] {
 func (m *Manager) probeOK(b *gobreaker.CircuitBreaker[struct{}]) {
 	if m.breaker.CompareAndSwap(b, m.newBreaker()) {
 		m.met.breakerState.Set(float64(gobreaker.StateClosed))
-		m.log.Warn("quota-center client: circuit breaker", "from", b.State().String(), "to", "closed", "why", "a usage report reached the center")
+		// Not b.State(): it would move b to half-open once its open time is over.
+		m.log.Warn("quota-center client: circuit breaker", "from", "open", "to", "closed", "why", "a usage report reached the center")
 	}
 }
 

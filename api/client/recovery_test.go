@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/quotacenter/quota-center/api/client"
 )
 
@@ -94,13 +96,7 @@ func TestReportsGoOutSoonAfterTheCenterReturnsAndCloseTheBreaker(t *testing.T) {
 	o := newOutage(t)
 	m, id := failOpenDuringOutage(t, o, client.WithReportInterval(10*time.Millisecond))
 	defer m.Close(context.Background())
-	deadline := time.Now().Add(10 * time.Second)
-	for m.PendingReports() > 0 || m.BreakerState() != "closed" {
-		if time.Now().After(deadline) {
-			t.Fatalf("10s after the center returned: %d reports pending, breaker %s (open for an hour)", m.PendingReports(), m.BreakerState())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitDeliveredAndClosed(t, m)
 	if c, ok := o.charged(id); !ok || c != 7 {
 		t.Fatalf("the center charged %d (known %v), want 7", c, ok)
 	}
@@ -124,5 +120,56 @@ func TestCloseDuringTheOutageSaysWhyTheReportsAreLost(t *testing.T) {
 	}
 	if !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("Close's error %v does not say the center was unavailable", err)
+	}
+}
+
+// A probe that outlasts the old breaker's open time (the center slow to
+// answer its first call after the outage) must leave
+// quota_client_breaker_state at 0 once the breaker closed: the replaced
+// breaker's late move to half-open is not the Manager's state. Before, the
+// gauge said 1 (half-open) with the breaker closed, until its next change.
+func TestASlowProbeLeavesTheBreakerStateMetricClosed(t *testing.T) {
+	o := newOutage(t)
+	var slow atomic.Bool
+	inner := o.Config.Handler
+	o.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !o.down.Load() && slow.CompareAndSwap(true, false) {
+			time.Sleep(80 * time.Millisecond) // the first answer after the outage outlasts the open time
+		}
+		inner.ServeHTTP(w, r)
+	})
+	slow.Store(true)
+	reg := prometheus.NewRegistry()
+	// The round at 100 ms probes the breaker opened at 0 ms; its answer comes
+	// after the open time (150 ms) has run out.
+	m, _ := failOpenDuringOutage(t, o, client.WithReportInterval(100*time.Millisecond),
+		client.WithBreaker(1, 150*time.Millisecond), client.WithRegistry(reg))
+	defer m.Close(context.Background())
+	waitDeliveredAndClosed(t, m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "quota_client_breaker_state" {
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0 || m.BreakerState() != "closed" {
+				t.Fatalf("quota_client_breaker_state = %v with the breaker %s, want 0 (closed)", v, m.BreakerState())
+			}
+			return
+		}
+	}
+	t.Fatal("quota_client_breaker_state not on the registry")
+}
+
+// waitDeliveredAndClosed polls, for at most 10 s, until m has no report
+// pending and its breaker is closed.
+func waitDeliveredAndClosed(t *testing.T, m *client.Manager) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for m.PendingReports() > 0 || m.BreakerState() != "closed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after the center returned: %d reports pending, breaker %s", m.PendingReports(), m.BreakerState())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -179,7 +179,12 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), last)
 	defer cancel()
-	if p.wait.on() {
+	if _, cluster := p.rdb.(*redis.ClusterClient); cluster || p.wait.on() {
+		// One pipeline per master, each on its own connection: go-redis's
+		// cluster pipeline, when one master's read times out and the
+		// context ends before its retry, gives that error to every call of
+		// the pipeline, also those the other masters answered, which then
+		// failed and opened those masters' breakers too.
 		execGrouped(ctx, p.rdb, live, p.wait)
 	} else {
 		exec(ctx, p.rdb, live, p.wait)

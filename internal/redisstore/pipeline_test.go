@@ -61,6 +61,10 @@ func hookedEnv(t *testing.T, e *env, hook *pipelineHook, p Pipelining) *Store {
 	t.Helper()
 	rdb := e.sameClient(t)
 	rdb.AddHook(hook)
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		// On a cluster the pipelines go to each master's node client.
+		cc.OnNewNode(func(c *redis.Client) { c.AddHook(hook) })
+	}
 	s := NewPipelined(rdb, p)
 	t.Cleanup(s.Close) // before the client closes (LIFO)
 	return s
