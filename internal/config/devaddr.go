@@ -35,6 +35,7 @@ func (c Config) validateDevListen() []error {
 	var errs []error
 	for _, l := range []struct{ flag, env, addr string }{
 		{"http-addr", "QC_HTTP_ADDR", c.HTTP.Addr}, {"grpc-addr", "QC_GRPC_ADDR", c.GRPC.Addr},
+		{"pprof-addr", "QC_PPROF_ADDR", c.HTTP.PprofAddr}, // never authenticated
 	} {
 		if l.addr != "" && !isLoopbackAddr(l.addr) {
 			errs = append(errs, fmt.Errorf("dev mode (no QC_REDIS_ADDR, no QC_MYSQL_DSN) listens on loopback only, but %s (%s) is %q: "+

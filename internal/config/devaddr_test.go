@@ -57,7 +57,7 @@ func unsetenv(t *testing.T, k string) {
 // and a container started without backends served dev mode's open
 // endpoints on every interface (issue 22 §4). Production is not affected.
 func TestDevModeRefusesANonLoopbackAddress(t *testing.T) {
-	for _, k := range []string{"QC_HTTP_ADDR", "QC_GRPC_ADDR", "QC_REDIS_ADDR", "QC_MYSQL_DSN", "QC_DEV_INSECURE_NON_LOOPBACK"} {
+	for _, k := range []string{"QC_HTTP_ADDR", "QC_GRPC_ADDR", "QC_PPROF_ADDR", "QC_REDIS_ADDR", "QC_MYSQL_DSN", "QC_DEV_INSECURE_NON_LOOPBACK"} {
 		unsetenv(t, k)
 	}
 	gw := []string{"--gateway-config", "gateway.yaml"}
@@ -74,6 +74,8 @@ func TestDevModeRefusesANonLoopbackAddress(t *testing.T) {
 		{name: "a LAN address", args: []string{"--http-addr", "10.1.2.3:8080"}, refused: "http-addr"},
 		{name: "a host name", args: []string{"--http-addr", "quota.example.com:8080"}, refused: "http-addr"},
 		{name: "the gRPC listener on every interface", args: append([]string{"--grpc-addr", ":8081"}, gw...), refused: "grpc-addr"},
+		{name: "pprof on every interface", args: []string{"--pprof-addr", "0.0.0.0:6060"}, refused: "pprof-addr"},
+		{name: "pprof on loopback", args: []string{"--pprof-addr", "127.0.0.1:6060"}},
 		{name: "127.0.0.1", args: []string{"--http-addr", "127.0.0.1:8080"}},
 		{name: "127.0.0.2 (still loopback)", args: []string{"--http-addr", "127.0.0.2:8080"}},
 		{name: "localhost", args: []string{"--http-addr", "localhost:8080"}},
