@@ -417,11 +417,29 @@ func (m *Manager) reportLoop() {
 			if m.spool != nil { // the reports of Managers that died since
 				m.pending.addLoaded(m.spool.adopt()...)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.reportInterval)
-			m.pending.flush(ctx)
-			cancel()
+			m.flushRound()
 		}
 	}
+}
+
+// flushRound is one report round of reportLoop. It may run for the report
+// interval or for one report's budget (an apply and a finish, each with
+// its retries: 2 × finishBudget), whichever is longer: bounded by the
+// interval alone, a center slower than half of it per call never took a
+// report (each round cancelled its first one), and the usage stayed
+// pending for as long as the center stayed that slow. Close ends a round at
+// once (it sends what is pending itself, under its own context).
+func (m *Manager) flushRound() {
+	ctx, cancel := context.WithTimeout(context.Background(), max(m.cfg.reportInterval, 2*m.finishBudget()))
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	m.pending.flush(ctx)
 }
 
 // fallbackFor returns the fallback chosen for resource.
