@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -29,15 +30,43 @@ const (
 	catchUpLockTTL = 10 * time.Second
 )
 
-// catchUps are a Service's scheduled and running catch-ups, stopped by
-// Close.
+// catchUpSlots is the default Options.CatchUpConcurrency. Each catch-up
+// holds a resource's reconcile lock and reads every open ledger row of the
+// resource, so many at once (1,000 resources first applied within seconds,
+// issue 23 §1) made the apply path's own Redis and MySQL calls time out;
+// a few at a time keep them in the background, and the waiting ones are
+// late by their turn only (what is late past the catch-up is reconciled).
+const catchUpSlots = 4
+
+// catchUps are a Service's scheduled, waiting and running catch-ups,
+// stopped by Close. A scheduled one (timers) comes due after its delay and
+// waits (waiting, queue) for one of the Service's slots. One per resource
+// and period waits: a rebuild due while another waits adds its snapshot to
+// it, and one due while another runs waits (not queued) until that ends.
+// The waiting ones are thus at most one per resource and period: nothing
+// is dropped but at Close.
 type catchUps struct {
 	mu      sync.Mutex
 	stopped bool
 	timers  map[*time.Timer]struct{}
-	running sync.WaitGroup
-	ctx     context.Context // cancelled by Close
+	waiting map[string]*catchUpJob // by catchUpKey: due, not started
+	queue   []string               // waiting keys with none running, oldest first
+	running map[string]bool        // by catchUpKey
+	wg      sync.WaitGroup         // the running ones
+	ctx     context.Context        // cancelled by Close
 	cancel  context.CancelFunc
+}
+
+// catchUpJob is one due catch-up: the rebuilt period and the open rows of
+// its snapshot(s).
+type catchUpJob struct {
+	pol  Policy
+	per  Period
+	snap []UsageRecord
+}
+
+func catchUpKey(resource string, per Period) string {
+	return resource + "@" + strconv.FormatInt(per.ID(), 10)
 }
 
 // catchUpLater schedules the catch-up of the period's rebuild, whose
@@ -55,28 +84,76 @@ func (s *Service) catchUpLater(pol Policy, per Period, snap []UsageRecord) {
 	}
 	if c.timers == nil {
 		c.timers = map[*time.Timer]struct{}{}
+		c.waiting = map[string]*catchUpJob{}
+		c.running = map[string]bool{}
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 	}
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		if _, ok := c.timers[t]; !ok {
-			c.mu.Unlock()
 			return // stopped
 		}
 		delete(c.timers, t)
-		c.running.Add(1)
-		base := c.ctx
-		c.mu.Unlock()
-		defer c.running.Done()
-		ctx, cancel := context.WithTimeout(base, catchUpTimeout)
-		defer cancel()
-		err := s.catchUp(ctx, pol, per, snap)
-		if s.opt.OnCatchUp != nil {
-			s.opt.OnCatchUp(pol.ResourceName, err)
-		}
+		s.dueCatchUp(catchUpJob{pol: pol, per: per, snap: snap})
 	})
 	c.timers[t] = struct{}{}
+}
+
+// dueCatchUp makes job wait for a slot, or joins it to the one of its
+// resource and period waiting already: the newer policy, both snapshots
+// (finishing a row twice replays, finish.lua). c.mu is held.
+func (s *Service) dueCatchUp(job catchUpJob) {
+	c := &s.catchUps
+	key := catchUpKey(job.pol.ResourceName, job.per)
+	if w, ok := c.waiting[key]; ok {
+		// A full slice expression: the seeder's slice is not written to.
+		w.pol, w.snap = job.pol, append(w.snap[:len(w.snap):len(w.snap)], job.snap...)
+		return
+	}
+	c.waiting[key] = &job
+	if !c.running[key] {
+		c.queue = append(c.queue, key)
+	}
+	s.startCatchUps()
+}
+
+// startCatchUps starts the oldest waiting catch-ups while a slot is free.
+// c.mu is held.
+func (s *Service) startCatchUps() {
+	c := &s.catchUps
+	for !c.stopped && len(c.running) < s.opt.CatchUpConcurrency && len(c.queue) > 0 {
+		key := c.queue[0]
+		c.queue[0] = ""
+		c.queue = c.queue[1:]
+		job := c.waiting[key]
+		delete(c.waiting, key)
+		c.running[key] = true
+		c.wg.Add(1)
+		go s.runCatchUp(c.ctx, key, *job)
+	}
+}
+
+// runCatchUp runs one catch-up, reports it to OnCatchUp, and frees its
+// slot for the oldest waiting one; its own resource's next one, if one
+// came due meanwhile, joins the queue at its end.
+func (s *Service) runCatchUp(base context.Context, key string, job catchUpJob) {
+	c := &s.catchUps
+	defer c.wg.Done()
+	ctx, cancel := context.WithTimeout(base, catchUpTimeout)
+	err := s.catchUp(ctx, job.pol, job.per, job.snap)
+	cancel()
+	if s.opt.OnCatchUp != nil {
+		s.opt.OnCatchUp(job.pol.ResourceName, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.running, key)
+	if _, ok := c.waiting[key]; ok {
+		c.queue = append(c.queue, key)
+	}
+	s.startCatchUps()
 }
 
 // catchUpDelay is how long after a rebuild its catch-up runs, for
@@ -92,8 +169,9 @@ func catchUpDelay(after time.Duration) (d time.Duration, ok bool) {
 	return after, true
 }
 
-// stopCatchUps drops the catch-ups not started and waits for the running
-// ones, whose context it cancels.
+// stopCatchUps drops the catch-ups not started (scheduled or waiting; the
+// next reconciliation repairs what they would have) and waits for the
+// running ones, whose context it cancels.
 func (s *Service) stopCatchUps() {
 	c := &s.catchUps
 	c.mu.Lock()
@@ -101,12 +179,12 @@ func (s *Service) stopCatchUps() {
 	for t := range c.timers {
 		t.Stop()
 	}
-	c.timers = nil
+	c.timers, c.waiting, c.queue = nil, nil, nil
 	if c.cancel != nil {
 		c.cancel()
 	}
 	c.mu.Unlock()
-	c.running.Wait()
+	c.wg.Wait()
 }
 
 // catchUp reads the ledger again and brings the rebuilt balance of per up

@@ -48,6 +48,10 @@ type Options struct {
 	// error (nil when it succeeded; after a failure the next
 	// reconciliation repairs what it would have).
 	OnCatchUp func(resource string, err error)
+	// CatchUpConcurrency is how many catch-ups run at once in this
+	// Service (default 4, catchUpSlots); the others wait their turn, one
+	// per resource and period (catchup.go; issue 23 §1).
+	CatchUpConcurrency int
 	// GlobalSessionIDs: new sessions are stored under their bare id, one
 	// namespace for all clients, as before session ids were scoped
 	// (QC_GLOBAL_SESSION_IDS, for a rolling upgrade; see scope.go). Both
@@ -105,6 +109,9 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	}
 	if opt.LedgerTimeout <= 0 {
 		opt.LedgerTimeout = 2 * time.Second
+	}
+	if opt.CatchUpConcurrency <= 0 {
+		opt.CatchUpConcurrency = catchUpSlots
 	}
 	if opt.CloseMarksWait == 0 {
 		opt.CloseMarksWait = closeMarksWait
