@@ -2,6 +2,7 @@
 //
 //	quota-center serve    serve the HTTP API (default)
 //	quota-center migrate  apply the ledger migrations to QC_MYSQL_DSN
+//	quota-center ledger prune  run one pass of the ledger's lifecycle (rollup, retention) against QC_MYSQL_DSN
 //	quota-center version  print the version
 //	quota-center admin    the operators' commands (policies, status, sessions, usage, reset, finish)
 //
@@ -59,12 +60,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return app.Migrate(ctx, args, stdout)
 	case "admin":
 		return admincli.Run(ctx, args, stdout, stderr)
+	case "ledger":
+		if len(args) > 0 && args[0] == "prune" {
+			return app.PruneLedger(ctx, args[1:], stdout)
+		}
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			_, err := fmt.Fprintln(stdout, ledgerUsage)
+			return err
+		}
+		return fmt.Errorf("unknown ledger command %q: %s", args[0], ledgerUsage)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "quota-center", version)
 		return err
 	case "help", "-h", "--help":
-		_, err := fmt.Fprintln(stdout, "usage: quota-center [serve|migrate|admin|version] [flags]; quota-center serve -h lists the flags, quota-center admin -h the commands")
+		_, err := fmt.Fprintln(stdout, "usage: quota-center [serve|migrate|admin|ledger prune|version] [flags]; quota-center serve -h lists the flags, quota-center admin -h the commands")
 		return err
 	}
-	return fmt.Errorf("unknown command %q: use serve, migrate, admin or version", cmd)
+	return fmt.Errorf("unknown command %q: use serve, migrate, admin, ledger or version", cmd)
 }
+
+// ledgerUsage is the help of `quota-center ledger`.
+const ledgerUsage = "usage: quota-center ledger prune [--dry-run] [--resource R] [-o table|json] [flags]: " +
+	"one pass of the ledger's lifecycle (rollup, then deletion past QC_LEDGER_RETENTION) against QC_MYSQL_DSN; " +
+	"quota-center ledger prune -h lists the flags"

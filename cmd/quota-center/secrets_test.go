@@ -86,7 +86,7 @@ func TestHelpAndFlagErrorsPrintNoSecret(t *testing.T) {
 	for k, v := range secretEnv {
 		t.Setenv(k, v)
 	}
-	cmds := [][]string{{"serve"}, {"migrate"}, {"admin"}}
+	cmds := [][]string{{"serve"}, {"migrate"}, {"ledger", "prune"}, {"admin"}}
 	admin := adminCommands(t, nil)
 	if len(admin) < 10 {
 		t.Fatalf("found %d admin commands in the help, want every one: %v", len(admin), admin)
@@ -111,7 +111,7 @@ func TestHelpAndFlagErrorsPrintNoSecret(t *testing.T) {
 			}
 		}
 	}
-	for _, args := range [][]string{{"help"}, {"--bogus"}, {"bogus"}} {
+	for _, args := range [][]string{{"help"}, {"--bogus"}, {"bogus"}, {"ledger"}, {"ledger", "bogus"}, {"ledger", "prune", "--dry-run"}} {
 		printed := runCaptured(t, args...)
 		for _, s := range secretMarkers {
 			if strings.Contains(printed, s) {

@@ -199,8 +199,20 @@ func (c Config) DevMode() bool { return c.Redis.Addr == "" && c.MySQL.DSN == "" 
 // Flags win over the environment. It returns the usage text on -h as
 // flag.ErrHelp.
 func Load(name string, args []string) (Config, *flag.FlagSet, error) {
+	return LoadWith(name, args, nil)
+}
+
+// LoadWith is Load for a command with flags of its own: more (if not nil)
+// declares them on the flag set before parsing, so that they share its
+// usage text and errors (and, like every flag, may come from QC_
+// variables). Every command but serve needs MySQL only and does not parse
+// the admin tokens or API keys.
+func LoadWith(name string, args []string, more func(*flag.FlagSet)) (Config, *flag.FlagSet, error) {
 	c := Default()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if more != nil {
+		more(fs)
+	}
 	fs.StringVar(&c.HTTP.Addr, "http-addr", c.HTTP.Addr, "HTTP listen address")
 	fs.DurationVar(&c.HTTP.ReadHeaderTimeout, "http-read-header-timeout", c.HTTP.ReadHeaderTimeout, "time to read request headers")
 	fs.DurationVar(&c.HTTP.ReadTimeout, "http-read-timeout", c.HTTP.ReadTimeout, "time to read a whole request")
@@ -267,7 +279,7 @@ func Load(name string, args []string) (Config, *flag.FlagSet, error) {
 		// "true" and ignores the backends that follow, starting dev mode).
 		return c, fs, fmt.Errorf("unexpected argument %q: flags only (a bool flag takes --name or --name=false, not a separate value)", fs.Arg(0))
 	}
-	if name == "migrate" {
+	if name != "serve" {
 		return c, fs, c.validate(false)
 	}
 	c.HTTP.Addr = defaultHTTPAddr(c, fs)

@@ -21,7 +21,8 @@
 // and the new watermark together.
 //
 // A dry run (Config.DryRun) writes nothing and reports, per resource, what
-// a pass would roll up and delete. The job exports Prometheus metrics
+// a pass would roll up and delete. `quota-center ledger prune` runs one
+// Pass on demand (internal/app.PruneLedger). The job exports Prometheus metrics
 // (quota_ledger_*) and logs each pass.
 //
 // It imports quota, prometheus and zap; never the adapters.

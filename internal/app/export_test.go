@@ -1,0 +1,17 @@
+package app
+
+import (
+	"context"
+	"io"
+
+	"github.com/quotacenter/quota-center/internal/config"
+	"github.com/quotacenter/quota-center/internal/mysqlstore"
+)
+
+// PruneStore runs ledger prune's pass over st (e.g. a SQLite store, which
+// the command itself does not open) with the lifecycle settings of cfg.
+func PruneStore(ctx context.Context, st *mysqlstore.Store, cfg config.Ledger, dryRun bool, resource, output string, stdout io.Writer) error {
+	lc := lifecycleConfig(cfg)
+	lc.DryRun = dryRun
+	return pruneWith(ctx, st, lc, pruneOptions{dryRun: dryRun, resource: resource, output: output}, stdout)
+}
