@@ -35,6 +35,7 @@ type Ops interface {
 	Sessions(ctx context.Context, q admin.SessionQuery) (admin.SessionPage, error)
 	Usage(ctx context.Context, q admin.UsageQuery) (admin.Usage, error)
 	PatchPolicy(ctx context.Context, resource string, patch []byte, force bool, reason string) (quota.Policy, error)
+	CreatePolicy(ctx context.Context, p quota.Policy, reason string) (quota.Policy, error)
 	Reset(ctx context.Context, resource, reason string) (old, cur quota.Period, err error)
 	ForceFinish(ctx context.Context, req admin.FinishRequest) (quota.FinishResponse, quota.UsageRecord, error)
 }
@@ -142,6 +143,7 @@ func (c *Console) routes() *chi.Mux {
 		r.Group(func(r chi.Router) {
 			r.Use(c.requireCSRF)
 			r.Post(Prefix+"/logout", c.logout)
+			r.Post(Prefix+"/policies", c.createPolicy)
 			r.Post(Prefix+"/resources/{resourceName}/limit", c.changeLimit)
 			r.Post(Prefix+"/resources/{resourceName}/policy", c.editPolicy)
 			r.Post(Prefix+"/resources/{resourceName}/reset", c.resetPeriod)
