@@ -42,7 +42,8 @@ type Ops interface {
 
 // Pools are the pools' reads and actions (*poolctl.Admin): the pools page
 // (layout, lines, grants, reclaims, events), temporary grants, reserve
-// releases, voiding a grant, and confirming or cancelling a reclaim.
+// releases, voiding a grant, confirming or cancelling a reclaim, and the
+// pool settings.
 type Pools interface {
 	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
 	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
@@ -51,6 +52,7 @@ type Pools interface {
 	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
 	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
 	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
+	PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error)
 }
 
 // AuditReader reads the audit log (*quota.Service).
@@ -151,6 +153,7 @@ func (c *Console) routes() *chi.Mux {
 			r.Post(Prefix+"/resources/{resourceName}/grant", c.grant(false))
 			r.Post(Prefix+"/resources/{resourceName}/release", c.grant(true))
 			r.Post(Prefix+"/resources/{resourceName}/grants/{id}/void", c.voidGrant)
+			r.Post(Prefix+"/resources/{resourceName}/pools", c.poolSettings)
 			r.Post(Prefix+"/resources/{resourceName}/reclaims/{id}/{step}", c.reclaimStep)
 		})
 	})
