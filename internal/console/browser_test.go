@@ -210,20 +210,33 @@ func TestConsoleInChromium(t *testing.T) {
 	if injected {
 		t.Fatal("markup from a client id became part of the usage page")
 	}
+
+	// Create a policy from the resources page; it is listed at once.
+	fresh := testenv.Resource(t)
+	run(t, ctx, "new policy form", chromedp.Navigate(ui+"/resources"), chromedp.WaitVisible(`#resources`),
+		chromedp.Click(`#new-policy-box > summary`), chromedp.WaitVisible(`#new-name`),
+		chromedp.SendKeys(`#new-name`, fresh), chromedp.SetValue(`#new-type`, "COUNT"),
+		chromedp.SendKeys(`#create-limit`, "2,500"), chromedp.SendKeys(`#new-policy input[name=cron]`, "0 0 * * *"),
+		chromedp.SendKeys(`#new-policy input[name=reason]`, "a new team"),
+		chromedp.Click(`#new-policy input[name=confirm]`))
+	shot(t, ctx, "new-policy")
+	run(t, ctx, "create the policy", chromedp.Submit(`#new-policy`), chromedp.WaitVisible(`#flash`))
+	if text = get(t, ctx, "created", chromedp.Text(`#flash`)); !strings.Contains(text, "created") {
+		t.Fatalf("flash after the create: %q", text)
+	}
+	run(t, ctx, "listed", chromedp.Navigate(ui+"/resources"), chromedp.WaitVisible(`tr[data-resource="`+fresh+`"]`))
+	if text = get(t, ctx, "new row", chromedp.Text(`tr[data-resource="`+fresh+`"]`)); !strings.Contains(text, "COUNT") || !strings.Contains(text, "2,500") {
+		t.Fatalf("new resource row %q", text)
+	}
+	if p, err := c.GetPolicy(context.Background(), fresh); err != nil || p.QuotaType != "COUNT" || p.TotalLimit != 2500 || p.ResetCron != "0 0 * * *" {
+		t.Fatalf("created policy: %+v, %v", p, err)
+	}
 }
 
 // Changes need a session and the session's CSRF token; refused ones change
 // nothing. (Plain HTTP: this is about the server, not the browser.)
 func TestConsoleRefusesChangesWithoutSessionOrCSRF(t *testing.T) {
-	s := testenv.Start(t, testenv.Dev, "--admin-tokens", "ops-bob:"+adminToken)
-	c, err := client.New(s.URL, client.WithAdminToken(adminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := testenv.Resource(t)
-	if _, err := c.PutPolicy(context.Background(), client.PolicySpec{ResourceName: res, QuotaType: "COUNT", TotalLimit: 100}); err != nil {
-		t.Fatal(err)
-	}
+	s, c, res := policyServer(t, "ops-bob", "COUNT", 100)
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	ui := s.URL + "/admin/ui"

@@ -35,13 +35,15 @@ type Ops interface {
 	Sessions(ctx context.Context, q admin.SessionQuery) (admin.SessionPage, error)
 	Usage(ctx context.Context, q admin.UsageQuery) (admin.Usage, error)
 	PatchPolicy(ctx context.Context, resource string, patch []byte, force bool, reason string) (quota.Policy, error)
+	CreatePolicy(ctx context.Context, p quota.Policy, reason string) (quota.Policy, error)
 	Reset(ctx context.Context, resource, reason string) (old, cur quota.Period, err error)
 	ForceFinish(ctx context.Context, req admin.FinishRequest) (quota.FinishResponse, quota.UsageRecord, error)
 }
 
 // Pools are the pools' reads and actions (*poolctl.Admin): the pools page
 // (layout, lines, grants, reclaims, events), temporary grants, reserve
-// releases, voiding a grant, and confirming or cancelling a reclaim.
+// releases, voiding a grant, confirming or cancelling a reclaim, and the
+// pool settings.
 type Pools interface {
 	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
 	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
@@ -50,6 +52,7 @@ type Pools interface {
 	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
 	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
 	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)
+	PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error)
 }
 
 // AuditReader reads the audit log (*quota.Service).
@@ -142,6 +145,7 @@ func (c *Console) routes() *chi.Mux {
 		r.Group(func(r chi.Router) {
 			r.Use(c.requireCSRF)
 			r.Post(Prefix+"/logout", c.logout)
+			r.Post(Prefix+"/policies", c.createPolicy)
 			r.Post(Prefix+"/resources/{resourceName}/limit", c.changeLimit)
 			r.Post(Prefix+"/resources/{resourceName}/policy", c.editPolicy)
 			r.Post(Prefix+"/resources/{resourceName}/reset", c.resetPeriod)
@@ -149,6 +153,7 @@ func (c *Console) routes() *chi.Mux {
 			r.Post(Prefix+"/resources/{resourceName}/grant", c.grant(false))
 			r.Post(Prefix+"/resources/{resourceName}/release", c.grant(true))
 			r.Post(Prefix+"/resources/{resourceName}/grants/{id}/void", c.voidGrant)
+			r.Post(Prefix+"/resources/{resourceName}/pools", c.poolSettings)
 			r.Post(Prefix+"/resources/{resourceName}/reclaims/{id}/{step}", c.reclaimStep)
 		})
 	})

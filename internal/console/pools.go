@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -132,19 +133,28 @@ func backToPools(w http.ResponseWriter, r *http.Request, resource, msg string) {
 	http.Redirect(w, r, Prefix+"/resources/"+url.PathEscape(resource)+"/pools?done="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
+// poolsChange checks what every pools action asks for: a server with
+// pools (404 otherwise), the confirmation and a reason (400, see
+// confirmed). It answers itself when one is missing; ctx carries the
+// reason for the audit.
+func (c *Console) poolsChange(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
+	if c.d.Pools == nil {
+		c.fail(w, r, http.StatusNotFound, "this server has no pools")
+		return nil, false
+	}
+	reason, ok := c.confirmed(w, r)
+	return quota.WithReason(r.Context(), reason), ok
+}
+
 // voidGrant ends a grant or release now (confirmation and reason, as every
 // change); what sessions hold of it stays charged.
 func (c *Console) voidGrant(w http.ResponseWriter, r *http.Request) {
 	name, id := chi.URLParam(r, "resourceName"), chi.URLParam(r, "id")
-	if c.d.Pools == nil {
-		c.fail(w, r, http.StatusNotFound, "this server has no pools")
-		return
-	}
-	reason, ok := c.confirmed(w, r)
+	ctx, ok := c.poolsChange(w, r)
 	if !ok {
 		return
 	}
-	if err := c.d.Pools.VoidGrant(quota.WithReason(r.Context(), reason), name, id); err != nil {
+	if err := c.d.Pools.VoidGrant(ctx, name, id); err != nil {
 		c.fail(w, r, statusOf(err), "nothing was changed: "+err.Error())
 		return
 	}

@@ -122,10 +122,17 @@ func TestConsolePoolsInChromium(t *testing.T) {
 	run(t, ctx, "void the grant",
 		chromedp.Click(`tr[data-grant="`+grantID+`"] summary`), chromedp.WaitVisible(vf+` input[name=reason]`),
 		chromedp.SendKeys(vf+` input[name=reason]`, "launch moved"), chromedp.Click(vf+` input[name=confirm]`),
-		chromedp.Submit(vf), chromedp.WaitVisible(`#flash`))
-	gs, err := c.Grants(context.Background(), res)
-	if err != nil || len(gs) != 1 || gs[0].VoidedAt == nil {
-		t.Fatalf("grants after voiding: %+v, %v", gs, err)
+		chromedp.Submit(vf))
+	// #flash is still on the page from the confirmation until the void's
+	// answer replaces it: wait for the void itself, with a deadline.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		gs, err := c.Grants(context.Background(), res)
+		if err == nil && len(gs) == 1 && gs[0].VoidedAt != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grants after voiding: %+v, %v", gs, err)
+		}
 	}
 	if get(t, ctx, "markup", chromedp.Evaluate[bool](`document.querySelector('#grants b') !== null`)) {
 		t.Fatal("markup from a grant's reason became part of the page")

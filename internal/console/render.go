@@ -33,6 +33,7 @@ var funcs = template.FuncMap{
 	"rate":    func(t quota.QuotaType, r *float64) string { return display.Rate(t.Unit(), r) },
 	"clock":   func(d time.Duration) string { return display.Clock(int64(d / time.Second)) },
 	"grouped": display.Grouped,
+	"list":    func(v ...string) []string { return v },
 	"ts": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
