@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -22,6 +23,11 @@ import (
 //   - quota_burn_rate_<unit>_per_second{resource}: consumption (charged +
 //     reserved) per second over the last 5 minutes of the current period;
 //     absent while unknown.
+//
+// The status and burn samples are read at scrape time (no value is older
+// than its scrape), ScrapeWorkers resources at a time so that the Redis
+// client auto-pipelines them (issue 23 §1), within the per-scrape timeout;
+// a failed read counts one quota_forecast_scrape_errors_total.
 type ForecastCollector struct {
 	svc     *Service
 	timeout time.Duration
@@ -68,19 +74,33 @@ func (c *ForecastCollector) Collect(ch chan<- prometheus.Metric) {
 		c.errs.Inc()
 		return
 	}
+	var g errgroup.Group
+	g.SetLimit(ScrapeWorkers)
 	for _, p := range pols {
-		st, f, err := c.svc.Status(ctx, p.ResourceName)
-		if err != nil {
-			c.errs.Inc()
-			continue
-		}
-		eta := math.Inf(1)
-		if d, ok := f.ETA(c.svc.now()); ok {
-			eta = d.Seconds()
-		}
-		ch <- prometheus.MustNewConstMetric(c.eta, prometheus.GaugeValue, eta, p.ResourceName)
-		if d, ok := c.burn[st.Policy.QuotaType.Unit()]; ok && f.BurnRate != nil {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, *f.BurnRate, p.ResourceName)
-		}
+		g.Go(func() error {
+			if st, f, err := c.svc.Status(ctx, p.ResourceName); err != nil {
+				c.errs.Inc()
+			} else {
+				c.collect(ch, p.ResourceName, st, f)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+// ScrapeWorkers bounds the resources a forecast scrape reads at once
+// (httpapi.ScrapeWorkers, which this package cannot import).
+const ScrapeWorkers = 32
+
+// collect sends the forecast series of resource r.
+func (c *ForecastCollector) collect(ch chan<- prometheus.Metric, r string, st quota.StatusResponse, f Forecast) {
+	eta := math.Inf(1)
+	if d, ok := f.ETA(c.svc.now()); ok {
+		eta = d.Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(c.eta, prometheus.GaugeValue, eta, r)
+	if d, ok := c.burn[st.Policy.QuotaType.Unit()]; ok && f.BurnRate != nil {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, *f.BurnRate, r)
 	}
 }

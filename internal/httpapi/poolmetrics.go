@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -79,7 +80,10 @@ type PolicyLister interface {
 //     {resource,line}, and quota_line_watermark_percent{resource,line,tier}
 //     (the reject watermark now, a percentage of may_use).
 //
-// Resources without lines or grants have none of these series.
+// Resources without lines or grants have none of these series. Like the
+// BalanceCollector's, the reads are made at scrape time (no value is older
+// than its scrape), ScrapeWorkers at a time, within the per-scrape timeout;
+// a failed read counts one quota_pool_scrape_errors_total.
 type PoolCollector struct {
 	policies PolicyLister
 	pools    PoolStatusReader
@@ -138,20 +142,25 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		c.errs.Inc()
 		return
 	}
+	var g errgroup.Group
+	g.SetLimit(ScrapeWorkers)
 	for _, p := range pols {
 		u := p.QuotaType.Unit()
 		if _, known := c.size[u]; !known {
 			continue
 		}
-		st, ok, err := c.pools.Status(ctx, p.ResourceName)
-		if err != nil {
-			c.errs.Inc()
-			continue
-		}
-		if ok {
-			c.collect(ch, p.ResourceName, u, st)
-		}
+		g.Go(func() error {
+			st, ok, err := c.pools.Status(ctx, p.ResourceName)
+			switch {
+			case err != nil:
+				c.errs.Inc()
+			case ok:
+				c.collect(ch, p.ResourceName, u, st)
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 }
 
 func (c *PoolCollector) collect(ch chan<- prometheus.Metric, r, u string, st poolctl.Status) {
