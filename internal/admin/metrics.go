@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/scrape"
 )
 
 // ForecastCollector exports each active resource's forecast (every
@@ -74,24 +74,18 @@ func (c *ForecastCollector) Collect(ch chan<- prometheus.Metric) {
 		c.errs.Inc()
 		return
 	}
-	var g errgroup.Group
-	g.SetLimit(ScrapeWorkers)
-	for _, p := range pols {
-		g.Go(func() error {
-			if st, f, err := c.svc.Status(ctx, p.ResourceName); err != nil {
-				c.errs.Inc()
-			} else {
-				c.collect(ch, p.ResourceName, st, f)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
+	scrape.Each(pols, func(p quota.Policy) {
+		if st, f, err := c.svc.Status(ctx, p.ResourceName); err != nil {
+			c.errs.Inc()
+		} else {
+			c.collect(ch, p.ResourceName, st, f)
+		}
+	})
 }
 
 // ScrapeWorkers bounds the resources a forecast scrape reads at once
-// (httpapi.ScrapeWorkers, which this package cannot import).
-const ScrapeWorkers = 32
+// (scrape.Workers).
+const ScrapeWorkers = scrape.Workers
 
 // collect sends the forecast series of resource r.
 func (c *ForecastCollector) collect(ch chan<- prometheus.Metric, r string, st quota.StatusResponse, f Forecast) {

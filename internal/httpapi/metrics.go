@@ -6,9 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/scrape"
 )
 
 // Metrics are the request-side Prometheus metrics. Resource labels are only
@@ -237,13 +237,8 @@ type StatusSource interface {
 }
 
 // ScrapeWorkers bounds the resources a scrape-time collector (balance,
-// pools, forecast) reads at once. The reads of one scrape run concurrently
-// so that the Redis client auto-pipelines them: a scrape's round trips to
-// Redis do not grow with the number of used resources one by one (issue 23
-// §1: 1,000 used resources read one after another took 1.03 s), and no
-// more than ScrapeWorkers of the client's connections (QC_REDIS_POOL_SIZE,
-// 64 by default) wait on a scrape.
-const ScrapeWorkers = 32
+// pools, forecast) reads at once (scrape.Workers).
+const ScrapeWorkers = scrape.Workers
 
 // BalanceCollector exports each resource's current balance, read from the
 // stores at scrape time (never a value captured once, so no gauge is older
@@ -309,19 +304,13 @@ func (c *BalanceCollector) Collect(ch chan<- prometheus.Metric) {
 		c.errs.Inc()
 		return
 	}
-	var g errgroup.Group
-	g.SetLimit(ScrapeWorkers)
-	for _, p := range pols {
-		g.Go(func() error {
-			if st, err := c.src.Status(ctx, p.ResourceName); err != nil {
-				c.errs.Inc()
-			} else {
-				c.collect(ch, p, st)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
+	scrape.Each(pols, func(p quota.Policy) {
+		if st, err := c.src.Status(ctx, p.ResourceName); err != nil {
+			c.errs.Inc()
+		} else {
+			c.collect(ch, p, st)
+		}
+	})
 }
 
 // collect sends the series of p's balance st.

@@ -6,11 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
+	"github.com/quotacenter/quota-center/internal/scrape"
 )
 
 // The pools' metrics (issue 21 §3). Their label values come only from
@@ -142,25 +142,19 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		c.errs.Inc()
 		return
 	}
-	var g errgroup.Group
-	g.SetLimit(ScrapeWorkers)
-	for _, p := range pols {
+	scrape.Each(pols, func(p quota.Policy) {
 		u := p.QuotaType.Unit()
 		if _, known := c.size[u]; !known {
-			continue
+			return
 		}
-		g.Go(func() error {
-			st, ok, err := c.pools.Status(ctx, p.ResourceName)
-			switch {
-			case err != nil:
-				c.errs.Inc()
-			case ok:
-				c.collect(ch, p.ResourceName, u, st)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
+		st, ok, err := c.pools.Status(ctx, p.ResourceName)
+		switch {
+		case err != nil:
+			c.errs.Inc()
+		case ok:
+			c.collect(ch, p.ResourceName, u, st)
+		}
+	})
 }
 
 func (c *PoolCollector) collect(ch chan<- prometheus.Metric, r, u string, st poolctl.Status) {
