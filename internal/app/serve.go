@@ -249,6 +249,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		Interval: cfg.Sweeper.Interval, Batch: cfg.Sweeper.Batch, Retention: cfg.Quota.FinishedRetention,
 		OrphanGrace: cfg.Reconcile.Grace, Breakers: brk,
 		OnPolicy: metrics.Known, // series at 0 for policies created on other instances
+		Refused:  svc.CancelPending,
 	}, active, rs, b.ledger, log.Named("sweeper"), reg)
 	forecastLog := log.Named("forecast")
 	in.loops = []loop{

@@ -44,6 +44,7 @@ type cancelKey struct {
 type cancelMarks struct {
 	mu      sync.Mutex
 	pending map[cancelKey]UsageRecord
+	ids     map[string]int // pending marks per session id (CancelPending)
 	running bool
 	stopped bool          // Close was called: no new marks are taken
 	hurry   chan struct{} // closed when Close starts waiting: retry at once, then every cancelRetryMin
@@ -65,10 +66,14 @@ func (s *Service) markCancelled(rec UsageRecord) {
 	}
 	if m.pending == nil {
 		m.pending, m.stop, m.hurry = map[cancelKey]UsageRecord{}, make(chan struct{}), make(chan struct{})
+		m.ids = map[string]int{}
 	}
 	key := cancelKey{rec.SessionID, rec.StartTime.UnixMilli()}
-	if _, ok := m.pending[key]; !ok && len(m.pending) >= cancelPendingMax {
-		return
+	if _, ok := m.pending[key]; !ok {
+		if len(m.pending) >= cancelPendingMax {
+			return
+		}
+		m.ids[rec.SessionID]++
 	}
 	m.pending[key] = rec
 	if !m.running {
@@ -105,7 +110,7 @@ func (s *Service) drainCancels(idle chan struct{}) {
 				break // the ledger is unreachable: all are retried after the wait
 			}
 			m.mu.Lock()
-			delete(m.pending, cancelKey{rec.SessionID, rec.StartTime.UnixMilli()})
+			m.done(cancelKey{rec.SessionID, rec.StartTime.UnixMilli()})
 			m.mu.Unlock()
 		}
 		m.mu.Lock()
@@ -170,6 +175,30 @@ func (s *Service) Close() {
 	if running && idle != nil {
 		<-idle
 	}
+}
+
+// done drops the pending mark key; m.mu is held.
+func (m *cancelMarks) done(key cancelKey) {
+	if _, ok := m.pending[key]; !ok {
+		return
+	}
+	delete(m.pending, key)
+	if m.ids[key.sessionID]--; m.ids[key.sessionID] <= 0 {
+		delete(m.ids, key.sessionID)
+	}
+}
+
+// CancelPending reports whether this instance answered an apply of
+// sessionID (its stored id) 503, gave its reservation back, and has not
+// yet marked its ledger row CANCELLED (the ledger did not answer yet).
+// Such a row may still read USING; the sweeper must not charge the session
+// as LEAKED meanwhile (a rebuild after Redis lost the tombstone brings it
+// back as a live session): docs/reliability.md G1.
+func (s *Service) CancelPending(sessionID string) bool {
+	m := &s.cancels
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ids[sessionID] > 0
 }
 
 // PendingCancels is how many ledger rows of applies answered 503 are still

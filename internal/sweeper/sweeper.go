@@ -55,6 +55,11 @@ type Config struct {
 	// pass: the service creates its per-resource metric series at 0 for
 	// policies that appeared on another instance.
 	OnPolicy func(quota.Policy)
+	// Refused, when set, says that this instance answered the session's
+	// apply 503 and has not yet marked its ledger row CANCELLED
+	// (quota.Service.CancelPending): the session is never charged as
+	// LEAKED, even while its row still reads USING (docs/reliability.md G1).
+	Refused func(sessionID string) bool
 }
 
 // Sweeper runs the leak sweep on an interval.
@@ -232,7 +237,8 @@ func (s *Sweeper) held(ctx context.Context, resource string, ids []string) (map[
 	for _, id := range ids {
 		// A CANCELLED row is an apply answered 503 whose reservation was
 		// to be given back: never charged (docs/reliability.md G1).
-		if r, ok := rows[id]; ok && r.ResourceName == resource && r.Status != quota.StatusCancelled {
+		refused := s.cfg.Refused != nil && s.cfg.Refused(id)
+		if r, ok := rows[id]; ok && r.ResourceName == resource && r.Status != quota.StatusCancelled && !refused {
 			out[id] = true
 		} else {
 			missing = append(missing, id)
