@@ -66,6 +66,8 @@ func (s *Service) markCancelled(rec UsageRecord) {
 	}
 	if m.pending == nil {
 		m.pending, m.stop, m.hurry = map[cancelKey]UsageRecord{}, make(chan struct{}), make(chan struct{})
+	}
+	if m.ids == nil {
 		m.ids = map[string]int{}
 	}
 	key := cancelKey{rec.SessionID, rec.StartTime.UnixMilli()}
@@ -183,8 +185,10 @@ func (m *cancelMarks) done(key cancelKey) {
 		return
 	}
 	delete(m.pending, key)
-	if m.ids[key.sessionID]--; m.ids[key.sessionID] <= 0 {
-		delete(m.ids, key.sessionID)
+	if n := m.ids[key.sessionID]; n > 1 {
+		m.ids[key.sessionID] = n - 1
+	} else {
+		delete(m.ids, key.sessionID) // a no-op on a nil map
 	}
 }
 
