@@ -3,8 +3,11 @@
 # PRIVATE MariaDB with synthetic ledger rows, rolls them up with
 # `quota-center ledger prune`, measures what apply, finish, GET /admin/usage
 # and the rebuild reads cost on it, and drops it. Run by hand, never by
-# `make test` or `make bench`: the fill writes ~30 GB and takes about an hour
-# on 2 cores. Results: docs/performance.md, "Ledger lifecycle at scale".
+# `make test` or `make bench`: the fill writes about 400 bytes a row (40 GB
+# for 100 M: check `df` first) at 15,000–22,000 rows/s on a shared 2-core
+# machine (1.5–2 hours for 100 M; a stopped fill resumes, and a partial one
+# is a consistent ledger of the most recent days). Results:
+# docs/performance.md, "Ledger lifecycle at scale".
 #
 #   scripts/ledger-scale.sh fill      # database, schema, policies, QC_SCALE_ROWS rows
 #   scripts/ledger-scale.sh rollup    # quota-center ledger prune (retention off), timed
@@ -29,14 +32,17 @@
 #   QC_SCALE_DB      database                                   (default qc_scale)
 #   QC_SCALE_ROWS    rows to write                              (default 100000000)
 #   QC_SCALE_CHUNK   rows per INSERT … SELECT                   (default 1000000)
-#   QC_SCALE_STREAMS chunks written at once                     (default 2)
+#   QC_SCALE_STREAMS chunks written at once (default 1: two streams were 3×
+#                    slower in all, splitting the same index pages)
 #   QC_SCALE_BATCH   QC_LEDGER_ROLLUP_BATCH of the rollup       (default 10000)
 #   QC_SCALE_RESOURCE resource rolled up and measured ("" rolls up all) (default res-0)
 #
 # The server should have a buffer pool that holds the hot ends of the
 # indexes (the measured run: --innodb-buffer-pool-size=4G
-# --innodb-log-file-size=2G); the fill sets innodb_flush_log_at_trx_commit=2
-# and sets it back to 1 at its end.
+# --innodb-log-file-size=2G; more than one stream needs
+# --innodb-autoinc-lock-mode=2, else INSERT … SELECT holds the table's
+# AUTO-INC lock); the fill sets innodb_flush_log_at_trx_commit=2 and sets it
+# back to 1 at its end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,7 +52,7 @@ db=${QC_SCALE_DB:-qc_scale}
 rows=${QC_SCALE_ROWS:-100000000}
 chunk=${QC_SCALE_CHUNK:-1000000}
 batch=${QC_SCALE_BATCH:-10000}
-streams=${QC_SCALE_STREAMS:-2}
+streams=${QC_SCALE_STREAMS:-1}
 resource=${QC_SCALE_RESOURCE-res-0}
 dsn="root@tcp($hostport)/$db"
 bin=${QC_SCALE_BIN:-/tmp/ledger-scale-quota-center}
@@ -150,6 +156,10 @@ measure() {
 	slow=$(sql -N -e "SELECT @@slow_query_log_file")
 	case $slow in /*) ;; *) slow=$(sql -N -e "SELECT @@datadir")/$slow ;; esac
 	go build -o /tmp/ledgerscale ./scripts/ledgerscale
+	# Durable commits, as in production (a stopped fill left them at 2).
+	sql -e "SET GLOBAL innodb_flush_log_at_trx_commit = 1"
+	sql -e "SELECT table_rows, ROUND(data_length/1e9, 1) AS data_gb, ROUND(index_length/1e9, 1) AS index_gb
+		FROM information_schema.tables WHERE table_schema = '$db' AND table_name = 'quota_usage'"
 	sql -e "DROP DATABASE IF EXISTS qc_scale_empty; CREATE DATABASE qc_scale_empty"
 	QC_MYSQL_DSN="root@tcp($hostport)/qc_scale_empty" "$bin" migrate >&2
 	/tmp/ledgerscale -dsn "root@tcp($hostport)/qc_scale_empty" -slowlog "$slow" -label "empty ledger" -resource "${resource:-res-0}"

@@ -302,17 +302,26 @@ func measureWrites(ctx context.Context, m *meter, s *mysqlstore.Store, n int, re
 // windows ending at T), the period totals of the current period and of one
 // 30 days back, the seed snapshot and the walk over the open sessions.
 func measureReads(ctx context.Context, m *meter, s *mysqlstore.Store, resource string, tEnd time.Time) error {
+	const day = 24 * time.Hour
+	// Windows in days before T (the last ones end an hour after T, so they
+	// hold the open sessions); "ending 9 days back" lies wholly below the
+	// rollup's watermark (QC_LEDGER_ROLLUP_AFTER, 8 days, after the rollup).
 	windows := []struct {
-		name string
-		d    time.Duration
-	}{{"1 day", 24 * time.Hour}, {"30 days", 30 * 24 * time.Hour}, {"120 days", 120 * 24 * time.Hour}}
+		name     string
+		from, to time.Duration
+	}{
+		{"last 1 day", -day, time.Hour},
+		{"last 30 days", -30 * day, time.Hour},
+		{"30 days ending 9 days back", -39 * day, -9 * day},
+		{"last 120 days", -120 * day, time.Hour},
+	}
 	for _, w := range windows {
 		for _, g := range []string{quota.GroupByClient, quota.GroupByLine, quota.GroupByDay, quota.GroupByHour} {
 			p, err := m.start(ctx, fmt.Sprintf("usage %s by %s", w.name, g))
 			if err != nil {
 				return err
 			}
-			q := quota.UsageQuery{Resource: resource, From: tEnd.Add(-w.d), To: tEnd.Add(time.Hour), GroupBy: g, MaxGroups: 1000}
+			q := quota.UsageQuery{Resource: resource, From: tEnd.Add(w.from), To: tEnd.Add(w.to), GroupBy: g, MaxGroups: 1000}
 			for range 2 {
 				if err := p.time(func() error { _, err := s.Usage(ctx, q); return err }); err != nil {
 					return fmt.Errorf("usage: %w", err)
