@@ -1,9 +1,10 @@
 package admin
 
-// The pools' administration (issue 21 §1): business lines, pool settings,
-// reclaims and the layout they make; grants and buffer releases are in
-// poolgrants.go, the backend breakers in poolguard.go, the status in
-// poolstatus.go.
+// The pools' administration (issue 21 §1): its type and stores, a
+// resource's configuration and layout, the settings stored with a policy,
+// reclaims and events. Lines and settings changes are in poollines.go,
+// grants and buffer releases in poolgrants.go, the status in
+// poolstatus.go, the backend breakers in poolguard.go.
 
 import (
 	"context"
@@ -175,17 +176,6 @@ func (a *Pools) Config(ctx context.Context, resource string) (PoolConfig, error)
 		return PoolConfig{}, fmt.Errorf("pools of %s: %w", resource, err)
 	}
 	return PoolConfig{Policy: pol, Settings: set, Lines: lines, Layout: lay}, nil
-}
-
-// Relayout writes a resource's layout to Redis from the policy store (the
-// quota Service's WritePoolLayout: with the moves rebuilt where Redis lost
-// them). Errors: quota.ErrResourceNotFound, quota.ErrUnavailable.
-func (a *Pools) Relayout(ctx context.Context, resource string) error {
-	c, err := a.Config(ctx, resource)
-	if err != nil {
-		return err
-	}
-	return a.quota.WritePoolLayout(ctx, resource, c.Layout)
 }
 
 // CheckLayout says whether a resource's lines fit limit with the pool

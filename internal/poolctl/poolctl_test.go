@@ -105,7 +105,17 @@ func movesOf(m *pools.Model) map[string]moved {
 func TestMovesComeBackAfterRedisLoss(t *testing.T) {
 	w := testenv.NewPoolWorld(t, pools.ElasticityReactive)
 	burst(t, w, runner(w))
-	admin := admin.NewPools(w.DB, w.RS, w.Quota(quota.Breakers{}), w, w.Now)
+	svc := w.Quota(quota.Breakers{})
+	pa := admin.NewPools(w.DB, w.RS, svc, w, w.Now)
+	// relayout is what the seed step does (quota.Service.WritePoolLayout):
+	// the layout of the policy store, with the moves where Redis lost it.
+	relayout := func() error {
+		c, err := pa.Config(w.Ctx, "llm")
+		if err != nil {
+			return err
+		}
+		return svc.WritePoolLayout(w.Ctx, "llm", c.Layout)
+	}
 	for _, mv := range []pools.Move{{Op: "watermark", Line: "b", Amount: 7000}, {Op: "reclaim", Line: "b", To: "a", Amount: 2000}} {
 		if _, _, err := w.RS.MovePools(w.Ctx, "llm", w.Per, mv); err != nil {
 			t.Fatal(err)
@@ -123,7 +133,7 @@ func TestMovesComeBackAfterRedisLoss(t *testing.T) {
 		t.Fatalf("the scenario did not move: %+v", before)
 	}
 	w.MR.FlushAll()
-	if err := admin.Relayout(w.Ctx, "llm"); err != nil {
+	if err := relayout(); err != nil {
 		t.Fatal(err)
 	}
 	if after := movesOf(w.Model(t)); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -133,7 +143,7 @@ func TestMovesComeBackAfterRedisLoss(t *testing.T) {
 	if _, _, err := w.RS.MovePools(w.Ctx, "llm", w.Per, pools.Move{Op: "watermark", Line: "b", Amount: 8000}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Relayout(w.Ctx, "llm"); err != nil {
+	if err := relayout(); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.Model(t).Lines["b"].Watermark; got != 8000 {
