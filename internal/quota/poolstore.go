@@ -233,16 +233,21 @@ func (s *Service) relayoutPools(ctx context.Context, pol Policy, v poolView) err
 }
 
 // seedPools is the pools' part of seeding a period (seed): for a resource
-// that uses pools, its configuration back in the balance store where it
-// was lost (relayoutPools), then the period's pool counters rebuilt from
-// the ledger unless they are there. The balance must exist. Errors: the
-// stores'.
+// that uses pools (as the policy+pools cache says: a plain resource costs
+// no read here), its configuration back in the balance store where it was
+// lost (relayoutPools, from a fresh read), then the period's pool counters
+// rebuilt from the ledger unless they are there. The balance must exist.
+// Errors: the stores'.
 func (s *Service) seedPools(ctx context.Context, pol Policy, per Period) error {
 	if !s.pooled() {
 		return nil
 	}
+	use, err := s.policies.poolsOf(ctx, pol.ResourceName)
+	if err != nil || (len(use.Lines) == 0 && !use.Grants) {
+		return err
+	}
 	v, err := s.freshPools(ctx, pol.ResourceName)
-	if err != nil || (len(v.use.Lines) == 0 && !v.use.Grants) {
+	if err != nil {
 		return err
 	}
 	if err := s.relayoutPools(ctx, pol, v); err != nil {
