@@ -15,9 +15,9 @@ import (
 // Service reads a resource's pools through them into its one policy+pools
 // cache, and writes them back to the balance store in its seed step
 // (issue 21 §1: the pooled apply is a variant of the one apply; nothing
-// outside quota is called to drive the balance). Config nil: no resource
-// uses pools. Every call goes through the backend breakers
-// (Options.Breakers), as the Service's other store calls do.
+// outside quota is called to drive the balance). Set both or neither;
+// Config nil: no resource uses pools. Every call goes through the backend
+// breakers (Options.Breakers), as the Service's other store calls do.
 type PoolStores struct {
 	Config   PoolConfig   // the policy store and ledger (mysqlstore)
 	Balances PoolBalances // the balance store (redisstore)
