@@ -12,9 +12,10 @@ import (
 // an apply of a failMode OPEN resource (one without business lines, one
 // with) is counted live in Redis and flagged (docs/design.md §8), so its
 // heartbeat works and its use reaches the books once MySQL is back. The
-// lines lookup (poolctl.Source) used to fail first, once its cached answer
-// was past its TTL: the grant was answered with remainingQuota −1, recorded
-// nowhere, and its heartbeat and finish answered 404.
+// lines lookup (then poolctl.Source, now the quota Service's policy+pools
+// cache) used to fail first, once its cached answer was past its TTL: the
+// grant was answered with remainingQuota −1, recorded nowhere, and its
+// heartbeat and finish answered 404.
 func TestFailOpenWithMySQLDownIsCountedInRedis(t *testing.T) {
 	const ttl = 200 * time.Millisecond
 	s, p, ledger := startBehindMySQLProxy(t, "--policy-cache-ttl", ttl.String(),

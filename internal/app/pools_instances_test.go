@@ -112,7 +112,7 @@ func TestTwoInstancesKeepThePoolInvariants(t *testing.T) {
 			if code, out, _ := call(t, b, http.MethodPost, "/admin/policies/"+r+"/buffer/release", map[string]any{"amount": released, "businessLine": "explore", "reason": "test"}); code != 201 {
 				t.Fatalf("release: %d %v", code, out)
 			}
-			// Both instances know the lines and the grant (PoolSource cache)
+			// Both instances know the lines and the grant (the policy+pools cache)
 			// before the burst.
 			testenv.Eventually(t, 10*time.Second, "both instances see the grant", func() bool {
 				for _, s := range via {

@@ -176,24 +176,22 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// Policy changes are announced on Redis pub/sub so every instance drops
 	// its cached copy at once (internal/policysync; the TTL stays the bound).
 	var svc *quota.Service
-	var poolSource *poolctl.Source
 	var active *activeSet
 	bus := policysync.New(b.rdb, log.Named("policysync"),
-		func(r string) { svc.ForgetPolicy(r) }, func(r string) { poolSource.Forget(r) }, func(r string) { active.forget(r) })
+		func(r string) { svc.ForgetPolicy(r) }, func(r string) { active.forget(r) })
 	// The resources used or changed within --active-window, shared by the
 	// instances: the only ones the background loops visit and that have
 	// per-resource series (internal/activity; issue 23 §1).
 	tracker := activity.New(b.rdb, activity.Options{Window: cfg.Scale.ActiveWindow, Log: log.Named("activity")})
 	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }, act: tracker}
-	// The pools' calls go through the backend breakers (poolctl.Guarded).
-	poolLedger, poolLive := poolctl.Guarded(ann, rs, brk)
-	poolAdmin := poolctl.NewAdmin(poolLedger, poolLive, sched, nil)
-	poolSource = poolctl.NewSource(poolAdmin, cfg.Quota.PolicyCacheTTL)
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
 		LedgerTimeout:    cfg.MySQL.Timeout,
 		GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,
-		Audit:            b.ledger, Breakers: brk, Pools: poolSource,
+		Audit:            b.ledger, Breakers: brk,
+		// The pools are part of the balance: the Service reads them into
+		// its policy+pools cache and writes them back in its seed step.
+		Pools:   quota.PoolStores{Config: b.ledger, Balances: rs},
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
 		OnCatchUp: func(r string, err error) {
 			if err != nil {
@@ -201,9 +199,12 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 			}
 		},
 	})
-	// A pools change drops the Service's cached copy at once (ann does so
-	// for the ledger's writes too; this covers every Admin change).
-	poolSource.OnChange(svc.ForgetPolicy)
+	// The pools' administration and controller call through the backend
+	// breakers (admin.GuardPools); a change made through the
+	// administration drops the Service's cached copy at once (ann does so
+	// for the ledger's writes too, and tells the other instances).
+	poolLedger, poolLive := admin.GuardPools(ann, rs, brk)
+	poolAdmin := admin.NewPools(poolLedger, poolLive, svc, sched, nil)
 	// Its background marks stop before the ledger closes (closers run in order).
 	in.closers = append([]func(){svc.Close}, in.closers...)
 	active = newActiveSet(tracker, b.ledger, svc)
@@ -221,7 +222,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	}, rs, b.ledger, active, sched, log.Named("reconcile"), reg)
 	poolRunner := poolctl.New(activePools{poolLedger, active}, poolLive, poolLedger, sched, log, reg, 0, nil)
 	api := httpapi.New(httpapi.Deps{
-		Service: used, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Lines: poolSource,
+		Service: used, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Lines: svc,
 		Pools:        httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},
 		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
 		Auth:         httpAuth(cfg),

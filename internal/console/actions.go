@@ -12,7 +12,6 @@ import (
 
 	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/display"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/strictjson"
 )
@@ -96,7 +95,7 @@ func (c *Console) grant(release bool) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		req := poolctl.GrantRequest{Reason: reason, Line: strings.TrimSpace(r.PostForm.Get("line"))}
+		req := admin.GrantRequest{Reason: reason, Line: strings.TrimSpace(r.PostForm.Get("line"))}
 		n, ok := wholeNumber(r.PostForm.Get("amount"))
 		if !ok || n < 1 {
 			c.fail(w, r, http.StatusBadRequest, "nothing was changed: the amount must be a whole number, at least 1")

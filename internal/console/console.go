@@ -14,7 +14,6 @@ import (
 
 	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/httpapi"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -40,15 +39,15 @@ type Ops interface {
 	ForceFinish(ctx context.Context, req admin.FinishRequest) (quota.FinishResponse, quota.UsageRecord, error)
 }
 
-// Pools are the pools' reads and actions (*poolctl.Admin): the pools page
+// Pools are the pools' reads and actions (admin.*Pools): the pools page
 // (layout, lines, grants, reclaims, events), temporary grants, reserve
 // releases, voiding a grant, confirming or cancelling a reclaim, and the
 // pool settings.
 type Pools interface {
-	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
-	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	AddGrant(ctx context.Context, resource string, req admin.GrantRequest) (pools.GrantRecord, error)
+	Release(ctx context.Context, resource string, req admin.GrantRequest) (pools.GrantRecord, error)
 	VoidGrant(ctx context.Context, resource, id string) error
-	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
+	Status(ctx context.Context, resource string) (admin.PoolStatus, bool, error)
 	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
 	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)
 	Events(ctx context.Context, resource string, limit int) ([]pools.PoolEvent, error)

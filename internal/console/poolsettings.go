@@ -15,7 +15,7 @@ import (
 // (percent of a line's dedicated part, 0 … 1000), elasticity, the reclaim
 // threshold (percent), the reclaim confirmation delay (seconds) and dry
 // run, stored by the call PUT /admin/policies/{r}/pools makes
-// (poolctl.Admin.PutSettings: pools.Settings.Validate's rules, audited as
+// (admin.Pools.PutSettings: pools.Settings.Validate's rules, audited as
 // the signed-in admin with the reason). Every number is required (the form
 // comes filled with the current values); a bad one is a 400 and nothing
 // changes.

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotacenter/quota-center/api"
+	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/httpapi"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 )
 
 // operations maps "METHOD path" to true, HEAD and OPTIONS aside.
@@ -41,7 +41,7 @@ func TestRouterMatchesTheOpenAPIDocument(t *testing.T) {
 	srv := httpapi.New(httpapi.Deps{
 		Gatherer:  prometheus.NewRegistry(),
 		Reconcile: func(context.Context, string) (any, int, error) { return nil, 0, nil },
-		Pools:     httpapi.PoolAdmin{Lines: &poolctl.Admin{}, Grants: &poolctl.Admin{}, Reclaims: &poolctl.Admin{}},
+		Pools:     httpapi.PoolAdmin{Lines: &admin.Pools{}, Grants: &admin.Pools{}, Reclaims: &admin.Pools{}},
 	})
 	routed := operations{}
 	err := chi.Walk(srv.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {

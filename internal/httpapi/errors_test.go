@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/quotacenter/quota-center/internal/admin"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -33,9 +32,9 @@ func TestClassifyMapsEachErrorToItsStatusAndCode(t *testing.T) {
 		{"no reclaim", pools.ErrUnknownReclaim, http.StatusNotFound, CodeNotFound},
 		{"a session not active", &quota.NotActiveError{SessionID: "s", Status: quota.StatusLeaked}, http.StatusConflict, CodeSessionNotActive},
 		{"a session conflict", quota.ErrSessionConflict, http.StatusConflict, CodeSessionConflict},
-		{"a busy line", fmt.Errorf("line a: %w", poolctl.ErrLineBusy), http.StatusConflict, CodeConflict},
+		{"a busy line", fmt.Errorf("line a: %w", admin.ErrLineBusy), http.StatusConflict, CodeConflict},
 		{"a reclaim in another state", pools.ErrReclaimState, http.StatusConflict, CodeConflict},
-		{"too little buffer", poolctl.ErrBufferShort, http.StatusConflict, CodeConflict},
+		{"too little buffer", admin.ErrBufferShort, http.StatusConflict, CodeConflict},
 		{"a policy in use", errors.Join(admin.ErrInUse, errors.New("3 live sessions")), http.StatusConflict, CodePolicyInUse},
 		{"an open breaker", &quota.CircuitOpenError{Backend: "redis"}, http.StatusServiceUnavailable, CodeCircuitOpen},
 		{"a backend down", quota.ErrUnavailable, http.StatusServiceUnavailable, CodeBackendUnavailable},

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/admin"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -254,7 +253,7 @@ func (s *Server) handlePatchPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	var p quota.Policy
 	if only { // nothing but "pools": the policy stays as it is
-		var c poolctl.Config
+		var c admin.PoolConfig
 		c, err = s.pools.Lines.Config(r.Context(), name)
 		p = c.Policy
 	} else {

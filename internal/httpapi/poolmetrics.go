@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/quotacenter/quota-center/internal/poolctl"
+	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/scrape"
@@ -19,7 +19,8 @@ import (
 // text: an apply naming an unknown line is refused before it is counted.
 
 // LineTiers says which business lines a resource has and their tiers
-// (poolctl.Source.PoolsOf, cached: the apply that was just refused read it).
+// (quota.Service.PoolsOf, from its policy+pools cache: the apply that was
+// just refused read it).
 type LineTiers interface {
 	PoolsOf(ctx context.Context, resource string) (quota.PoolUse, error)
 }
@@ -56,9 +57,9 @@ func (s *Server) countRefusal(ctx context.Context, req quota.ApplyRequest, res q
 }
 
 // PoolStatusReader reads a resource's pools now; ok is false for a
-// resource without business lines or grants (poolctl.Admin.Status).
+// resource without business lines or grants (admin.Pools.Status).
 type PoolStatusReader interface {
-	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
+	Status(ctx context.Context, resource string) (admin.PoolStatus, bool, error)
 }
 
 // PolicyLister lists the resources whose series to export (the balance
@@ -157,7 +158,7 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
-func (c *PoolCollector) collect(ch chan<- prometheus.Metric, r, u string, st poolctl.Status) {
+func (c *PoolCollector) collect(ch chan<- prometheus.Metric, r, u string, st admin.PoolStatus) {
 	g := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 	}

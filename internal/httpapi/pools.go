@@ -9,13 +9,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/quotacenter/quota-center/internal/poolctl"
+	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
 // PoolAdmin serves the pools' admin endpoints, by part (each one of
-// internal/poolctl.Admin's roles); a nil part has no endpoints. Lines nil:
+// internal/admin.Pools's roles); a nil part has no endpoints. Lines nil:
 // no pools at all (status and policy answers carry none either).
 type PoolAdmin struct {
 	Lines    PoolLines
@@ -26,20 +26,20 @@ type PoolAdmin struct {
 // PoolLines is the pools' configuration: business lines, pool settings and
 // the layout and live status they give.
 type PoolLines interface {
-	Config(ctx context.Context, resource string) (poolctl.Config, error)
+	Config(ctx context.Context, resource string) (admin.PoolConfig, error)
 	PutLine(ctx context.Context, resource string, l pools.LineSpec) (pools.LineLayout, bool, error)
 	DeleteLine(ctx context.Context, resource, line string) error
 	PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error)
-	Status(ctx context.Context, resource string) (poolctl.Status, bool, error)
+	Status(ctx context.Context, resource string) (admin.PoolStatus, bool, error)
 	CheckLayout(ctx context.Context, resource string, limit int64, set *pools.Settings) error
 }
 
 // PoolGrants is temporary grants and buffer releases.
 type PoolGrants interface {
-	AddGrant(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	AddGrant(ctx context.Context, resource string, req admin.GrantRequest) (pools.GrantRecord, error)
 	Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error)
 	VoidGrant(ctx context.Context, resource, id string) error
-	Release(ctx context.Context, resource string, req poolctl.GrantRequest) (pools.GrantRecord, error)
+	Release(ctx context.Context, resource string, req admin.GrantRequest) (pools.GrantRecord, error)
 }
 
 // PoolReclaims is the controller's reclaims (confirm, cancel) and the pool
@@ -94,7 +94,7 @@ type poolsJSON struct {
 	Lines    []lineJSON     `json:"lines"`
 }
 
-func linesJSON(c poolctl.Config) []lineJSON {
+func linesJSON(c admin.PoolConfig) []lineJSON {
 	w := map[string]int64{}
 	for _, l := range c.Lines {
 		w[l.Name] = l.Weight
@@ -213,7 +213,7 @@ func parseTime(field, v string) (int64, error) {
 	return t.UnixMilli(), nil
 }
 
-func (s *Server) decodeGrant(r *http.Request) (poolctl.GrantRequest, error) {
+func (s *Server) decodeGrant(r *http.Request) (admin.GrantRequest, error) {
 	var body struct {
 		Amount       json.RawMessage `json:"amount"`
 		BusinessLine string          `json:"businessLine"`
@@ -221,7 +221,7 @@ func (s *Server) decodeGrant(r *http.Request) (poolctl.GrantRequest, error) {
 		ExpiresAt    string          `json:"expiresAt"`
 		Reason       string          `json:"reason"`
 	}
-	var g poolctl.GrantRequest
+	var g admin.GrantRequest
 	err := decode(r, &body)
 	if err == nil {
 		g.Amount, err = parseAmount("amount", body.Amount, true)

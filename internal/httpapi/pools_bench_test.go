@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	opsadmin "github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/redisstore"
@@ -49,8 +49,8 @@ func BenchmarkApplyHandlerPlainVersusLines(b *testing.B) {
 			}
 			rs := redisstore.New(rdb)
 			sched := &period.Scheduler{}
-			admin := poolctl.NewAdmin(sql, rs, sched, nil)
-			svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: poolctl.NewSource(admin, 0)})
+			svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: quota.PoolStores{Config: sql, Balances: rs}})
+			admin := opsadmin.NewPools(sql, rs, svc, sched, nil)
 			srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()), Pools: httpapi.PoolAdmin{Lines: admin, Grants: admin, Reclaims: admin}})
 			h := srv.Handler()
 			res := "bench-" + name + "-" + strconv.Itoa(round) + "-" + strconv.Itoa(b.N) + "-" + strconv.FormatInt(int64(os.Getpid()), 10)

@@ -19,13 +19,12 @@ import (
 	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/redisstore"
 )
 
 // newPoolsHarness is newHarness with the pools: the admin endpoints and
-// the Service's PoolSource, wired as app.Serve does.
+// the Service's pools' stores, wired as app.Serve does.
 func newPoolsHarness(t *testing.T, keys ...httpapi.APIKey) (*testAPI, *mysqlstore.Store) {
 	t.Helper()
 	a, sql, _ := newPoolsHarnessOn(t, miniredis.RunT(t), keys...)
@@ -41,10 +40,8 @@ func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.AP
 	t.Cleanup(func() { _ = rdb.Close() })
 	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
-	admin := poolctl.NewAdmin(sql, rs, sched, nil)
-	src := poolctl.NewSource(admin, time.Millisecond)
-	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: src})
-	src.OnChange(svc.ForgetPolicy) // as serve wires it: a pools change drops the Service's cached copy
+	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: quota.PoolStores{Config: sql, Balances: rs}})
+	admin := opsadmin.NewPools(sql, rs, svc, sched, nil) // a pools change drops the Service's cached copy
 	ops := opsadmin.New(opsadmin.Deps{Quota: svc, Live: rs, Ledger: sql, Audit: sql, Sched: sched})
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(prometheus.NewRegistry()),
 		Pools: httpapi.PoolAdmin{Lines: admin, Grants: admin, Reclaims: admin}, Operator: ops, Auth: httpapi.AuthConfig{APIKeys: keys}})

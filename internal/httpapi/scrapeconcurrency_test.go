@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/httpapi"
-	"github.com/quotacenter/quota-center/internal/poolctl"
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/testenv"
@@ -42,11 +42,11 @@ func (h heldStatus) Status(ctx context.Context, resource string) (quota.StatusRe
 
 type heldPools struct{ heldStatus }
 
-func (h heldPools) Status(ctx context.Context, _ string) (poolctl.Status, bool, error) {
+func (h heldPools) Status(ctx context.Context, _ string) (admin.PoolStatus, bool, error) {
 	if err := h.b.Enter(ctx); err != nil {
-		return poolctl.Status{}, false, err
+		return admin.PoolStatus{}, false, err
 	}
-	return poolctl.Status{Model: &pools.Model{}}, true, nil
+	return admin.PoolStatus{Model: &pools.Model{}}, true, nil
 }
 
 // A scrape reads the used resources' balances and pools concurrently,

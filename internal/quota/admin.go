@@ -83,7 +83,7 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 	if err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: set limit: %w", p.ResourceName, err)
 	}
-	if err := s.relayoutPools(ctx, p.ResourceName); err != nil {
+	if err := s.relayoutAfterPut(ctx, stored); err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: pools: %w", p.ResourceName, err)
 	}
 	return stored, created, nil

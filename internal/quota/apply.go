@@ -278,7 +278,7 @@ func (s *Service) failOpen(ctx context.Context, pol Policy, cmd ApplyCmd, cause 
 func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyResponse, error) {
 	for range maxAttempts {
 		res, err := Guard(s.redisFor(cmd.ResourceName), func() (ApplyResult, error) { return s.balances.Apply(ctx, cmd) })
-		if err != nil && s.relayout(ctx, cmd, err) {
+		if err != nil && s.relayout(ctx, pol, cmd, err) {
 			continue
 		}
 		if err != nil {

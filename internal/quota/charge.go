@@ -204,9 +204,6 @@ func (s *Service) chargeGroups(ctx context.Context, req ChargeRequest) (map[stri
 // plainResource refuses a resource with business lines or grants: a
 // charge draws from the resource's own balance only.
 func (s *Service) plainResource(ctx context.Context, pol Policy) error {
-	if s.opt.Pools == nil {
-		return nil
-	}
 	use, err := s.policies.poolsOf(ctx, pol.ResourceName)
 	if err != nil {
 		return fmt.Errorf("charge %s: pools: %w", pol.ResourceName, err)

@@ -170,22 +170,22 @@ func TestChargeFailOpenCheckIsRecorded(t *testing.T) {
 
 // A charge draws from the resource's own balance only: a resource with
 // business lines or temporary grants is refused (a validation error,
-// nothing charged); a pool source that fails fails the charge.
+// nothing charged); pools that cannot be read fail the charge.
 func TestChargeRefusesResourcesWithLinesOrGrants(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		src     *poolSourceStub
+		src     *poolStub
 		invalid bool
 		err     bool
 	}{
-		{"lines", &poolSourceStub{use: twoLines}, true, true},
-		{"grants", &poolSourceStub{use: PoolUse{Grants: true}}, true, true},
-		{"pool source down", &poolSourceStub{err: fmt.Errorf("pools: %w", ErrUnavailable)}, false, true},
-		{"plain", &poolSourceStub{}, false, false},
+		{"lines", &poolStub{lines: twoLines}, true, true},
+		{"grants", &poolStub{grants: oneGrant}, true, true},
+		{"pools unreadable", &poolStub{err: fmt.Errorf("pools: %w", ErrUnavailable)}, false, true},
+		{"plain", &poolStub{}, false, false},
 	} {
 		f := newFakeCharges(map[string]int64{"a": 10})
 		st := &stubs{session: func(string) (UsageRecord, error) { return UsageRecord{}, ErrSessionNotFound }}
-		svc := newStubService(st, Options{Charges: ChargeStores{Balances: f, Ledger: f}, Pools: c.src})
+		svc := newStubService(st, pooled(st, c.src, Options{Charges: ChargeStores{Balances: f, Ledger: f}}))
 		resp, err := svc.Charge(context.Background(), ChargeRequest{Items: []ChargeItem{{"a", 3, false}}})
 		var ve *ValidationError
 		if (err != nil) != c.err || errors.As(err, &ve) != c.invalid {

@@ -35,7 +35,7 @@ const (
 	CodeSessionConflict Code = "SESSION_CONFLICT"
 	// CodeConflict: a pools change refused by the state it meets (a line
 	// with open sessions, a reclaim in another state, too little buffer,
-	// pools.ErrReclaimState and the errors poolctl makes with NewError).
+	// pools.ErrReclaimState and the errors admin makes with NewError).
 	CodeConflict Code = "CONFLICT"
 	// CodePolicyInUse: a policy change that would reinterpret or orphan
 	// what is in use (admin.ErrInUse, made with NewError).

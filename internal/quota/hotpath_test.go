@@ -6,22 +6,24 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
 )
 
-// blockable is the policy store and the PoolSource of the hot-path tests:
-// healthy until block, then every GetPolicy and PoolsOf hangs, ignoring its
+// blockable is the policy store and the PoolConfig of the hot-path tests:
+// healthy until block, then every GetPolicy and Lines hangs, ignoring its
 // context, until the test ends (a frozen MariaDB whose client has no
 // deadline). A call that answers while they hang did not wait for them.
 type blockable struct {
 	*stubs
-	poolSourceStub
+	pools   poolStub
 	blocked atomic.Bool
 	release chan struct{}
 }
 
 func newBlockable(t *testing.T) *blockable {
 	b := &blockable{stubs: &stubs{}, release: make(chan struct{})}
-	b.use = PoolUse{Version: "p1"}
+	b.pools = poolStub{stubs: b.stubs, grants: oneGrant} // a pools' version
 	t.Cleanup(func() { close(b.release) })
 	return b
 }
@@ -37,9 +39,25 @@ func (b *blockable) GetPolicy(ctx context.Context, resource string) (Policy, err
 	return b.stubs.GetPolicy(ctx, resource)
 }
 
-func (b *blockable) PoolsOf(ctx context.Context, resource string) (PoolUse, error) {
+func (b *blockable) Lines(ctx context.Context, resource string) ([]pools.LineSpec, error) {
 	b.hang()
-	return b.poolSourceStub.PoolsOf(ctx, resource)
+	return b.pools.Lines(ctx, resource)
+}
+
+func (b *blockable) PoolSettings(ctx context.Context, resource string) (pools.Settings, bool, error) {
+	return b.pools.PoolSettings(ctx, resource)
+}
+
+func (b *blockable) Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error) {
+	return b.pools.Grants(ctx, resource, since)
+}
+
+func (b *blockable) GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error) {
+	return b.pools.GrantsHeld(ctx, resource, since)
+}
+
+func (b *blockable) PoolMoves(ctx context.Context, resource string) (pools.Moves, error) {
+	return b.pools.PoolMoves(ctx, resource)
 }
 
 // answers runs call and fails the test if it has not returned within 10 s
@@ -69,7 +87,7 @@ func TestHotPathAnswersWhileThePolicyStoreHangs(t *testing.T) {
 	b.heartbeat = func(string, string, string, time.Duration) (time.Time, error) { return now.Add(time.Minute), nil }
 	b.finish = func(FinishCmd) (FinishResult, error) { return FinishResult{Granted: 5, Charged: 3, Refunded: 2}, nil }
 	svc := NewService(b.stubs, b.stubs, b, daySched{}, Options{
-		Now: func() time.Time { return now }, Pools: b, PolicyCacheTTL: time.Second,
+		Now: func() time.Time { return now }, Pools: PoolStores{Config: b, Balances: b.stubs}, PolicyCacheTTL: time.Second,
 	})
 	ctx := context.Background()
 	ap, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1"})
@@ -110,7 +128,7 @@ func TestHotPathAnswersWhileThePolicyStoreHangs(t *testing.T) {
 // waits as long, then is served the answer it had.
 func TestPolicyMissWaitsBoundedWhileTheStoreHangs(t *testing.T) {
 	b := newBlockable(t)
-	svc := NewService(b.stubs, b.stubs, b, daySched{}, Options{Pools: b, LedgerTimeout: 20 * time.Millisecond})
+	svc := NewService(b.stubs, b.stubs, b, daySched{}, Options{Pools: PoolStores{Config: b, Balances: b.stubs}, LedgerTimeout: 20 * time.Millisecond})
 	ctx := context.Background()
 	if _, err := svc.Policy(ctx, "known"); err != nil {
 		t.Fatal(err)

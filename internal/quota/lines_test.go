@@ -8,23 +8,56 @@ import (
 	"github.com/quotacenter/quota-center/internal/pools"
 )
 
-// poolSourceStub is a PoolSource in process.
-type poolSourceStub struct {
-	use         PoolUse
-	err         error
-	relayoutErr error
-	limitErr    error
-	relayouts   int
+// poolStub is the pools' configuration in process (PoolConfig): its lines
+// and grants (the default pool settings), or err on every read; what the
+// ledger's rows drew is its stubs' (stubs.PoolTotals). Each read is counted
+// by the stubs under its method name.
+type poolStub struct {
+	*stubs
+	lines  []pools.LineSpec
+	grants []pools.GrantRecord
+	err    error
 }
 
-func (p *poolSourceStub) PoolsOf(context.Context, string) (PoolUse, error) { return p.use, p.err }
-func (p *poolSourceStub) Relayout(context.Context, string) error {
-	p.relayouts++
-	return p.relayoutErr
+func (p *poolStub) Lines(ctx context.Context, _ string) ([]pools.LineSpec, error) {
+	p.count("Lines")
+	return p.lines, p.err
 }
-func (p *poolSourceStub) CheckLimit(context.Context, string, int64) error { return p.limitErr }
 
-var twoLines = PoolUse{Lines: map[string]pools.Tier{"chat": pools.TierCore, "lab": pools.TierExplore}}
+func (p *poolStub) PoolSettings(ctx context.Context, _ string) (pools.Settings, bool, error) {
+	p.count("PoolSettings")
+	return pools.DefaultSettings(), false, p.err
+}
+
+func (p *poolStub) Grants(ctx context.Context, _ string, _ int64) ([]pools.GrantRecord, error) {
+	p.count("Grants")
+	return p.grants, p.err
+}
+
+func (p *poolStub) GrantsHeld(ctx context.Context, _ string, _ int64) (pools.GrantUse, error) {
+	p.count("GrantsHeld")
+	return pools.GrantUse{}, p.err
+}
+
+func (p *poolStub) PoolMoves(ctx context.Context, _ string) (pools.Moves, error) {
+	p.count("PoolMoves")
+	return pools.Moves{}, p.err
+}
+
+// pooled is opt with the pools' stores: p's configuration (p.stubs set to
+// st), st's pool counters.
+func pooled(st *stubs, p *poolStub, opt Options) Options {
+	p.stubs = st
+	opt.Pools = PoolStores{Config: p, Balances: st}
+	return opt
+}
+
+// twoLines are two business lines of the default settings; oneGrant is a
+// temporary grant in force from the epoch on.
+var (
+	twoLines = []pools.LineSpec{{Name: "chat", Tier: pools.TierCore, Weight: 1}, {Name: "lab", Tier: pools.TierExplore, Weight: 1}}
+	oneGrant = []pools.GrantRecord{{Grant: pools.Grant{ID: "g1", Amount: 10, ExpiresMs: pools.MaxAmount}, Kind: pools.KindGrant}}
+)
 
 // A resource with business lines requires one of its lines; one without
 // refuses any; the store is told the line, whether the call is critical
@@ -33,17 +66,17 @@ func TestApplyBusinessLineRules(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name  string
-		use   PoolUse
+		pools poolStub
 		line  string
 		field string
 	}{
-		{"line required", twoLines, "", "businessLine"},
-		{"no lines", PoolUse{}, "chat", "businessLine"},
-		{"no lines, grants", PoolUse{Grants: true}, "chat", "businessLine"},
-		{"not a line", twoLines, "ads", "businessLine"},
+		{"line required", poolStub{lines: twoLines}, "", "businessLine"},
+		{"no lines", poolStub{}, "chat", "businessLine"},
+		{"no lines, grants", poolStub{grants: oneGrant}, "chat", "businessLine"},
+		{"not a line", poolStub{lines: twoLines}, "ads", "businessLine"},
 	} {
 		st := &stubs{}
-		svc := newStubService(st, Options{Pools: &poolSourceStub{use: c.use}})
+		svc := newStubService(st, pooled(st, &c.pools, Options{}))
 		if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 1, BusinessLine: c.line}); field(err) != c.field || st.n("Apply") != 0 {
 			t.Errorf("%s: %v", c.name, err)
 		}
@@ -56,7 +89,7 @@ func TestApplyBusinessLineRules(t *testing.T) {
 	}}
 	var row UsageRecord
 	st.insert = func(r UsageRecord) error { row = r; return nil }
-	svc := newStubService(st, Options{Pools: &poolSourceStub{use: twoLines}})
+	svc := newStubService(st, pooled(st, &poolStub{lines: twoLines}, Options{}))
 	resp, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "lab", NonCritical: true, Continuation: true})
 	if err != nil || cmd.Pools == nil || *cmd.Pools != (PoolsCmd{Line: "lab", Critical: false, Continuation: true, NoGrants: true}) {
 		t.Fatalf("%v; store asked %+v", err, cmd.Pools)
@@ -71,12 +104,12 @@ func TestApplyBusinessLineRules(t *testing.T) {
 		t.Fatalf("critical by default: %v, %+v", err, cmd.Pools)
 	}
 	// Grants without lines: the pools' path, no line.
-	svc = newStubService(st, Options{Pools: &poolSourceStub{use: PoolUse{Grants: true}}})
+	svc = newStubService(st, pooled(st, &poolStub{grants: oneGrant}, Options{}))
 	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || cmd.Pools == nil || cmd.Pools.Line != "" || cmd.Pools.NoGrants {
 		t.Fatalf("grants: %v, %+v", err, cmd.Pools)
 	}
 	// Neither: the plain path.
-	svc = newStubService(st, Options{Pools: &poolSourceStub{}})
+	svc = newStubService(st, pooled(st, &poolStub{}, Options{}))
 	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || cmd.Pools != nil {
 		t.Fatalf("plain: %v, %+v", err, cmd.Pools)
 	}
@@ -86,28 +119,28 @@ func TestApplyBusinessLineRules(t *testing.T) {
 // ErrUnavailable, OPEN fails open.
 func TestApplyWithUnreadablePools(t *testing.T) {
 	ctx := context.Background()
-	src := &poolSourceStub{err: ErrUnavailable}
+	src := &poolStub{err: ErrUnavailable}
 	st := &stubs{}
-	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, ErrUnavailable) || st.n("Apply") != 0 {
+	if _, err := newStubService(st, pooled(st, src, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, ErrUnavailable) || st.n("Apply") != 0 {
 		t.Fatalf("CLOSED: %v", err)
 	}
 	st.getPolicy = func(string) (Policy, error) { p := testPolicy; p.FailMode = FailOpen; return p, nil }
-	resp, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5})
+	resp, err := newStubService(st, pooled(st, src, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5})
 	if err != nil || !resp.FailOpen || resp.Granted != 5 || st.n("Apply") != 0 {
 		t.Fatalf("OPEN: %+v, %v", resp, err)
 	}
 	src.err = errors.New("bad settings row")
-	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err == nil || errors.Is(err, ErrUnavailable) {
+	if _, err := newStubService(st, pooled(st, src, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err == nil || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("OPEN, not an outage: %v", err)
 	}
 }
 
 // The balance store lost a resource's layout (it does not know the line):
 // the layout is written again and the apply retried; seeding a pools'
-// period rebuilds its pool counters too.
+// period rebuilds its layout, grants and pool counters too, in the seed
+// step, from the stores (nothing outside quota is called).
 func TestApplyRepairsLostPools(t *testing.T) {
 	ctx := context.Background()
-	src := &poolSourceStub{use: twoLines}
 	lost := true
 	st := &stubs{apply: func(c ApplyCmd) (ApplyResult, error) {
 		if lost {
@@ -115,14 +148,14 @@ func TestApplyRepairsLostPools(t *testing.T) {
 		}
 		return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, PeriodStart: c.Period.Start}, nil
 	}}
-	src.relayoutErr = ErrUnavailable
-	svc := newStubService(st, Options{Pools: src})
-	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, pools.ErrUnknownLine) || src.relayouts != 1 {
-		t.Fatalf("relayout failed: %v after %d relayouts", err, src.relayouts)
+	st.poolLayoutErr = ErrUnavailable
+	svc := newStubService(st, pooled(st, &poolStub{lines: twoLines}, Options{}))
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, pools.ErrUnknownLine) || st.n("SetPoolLayout") != 1 {
+		t.Fatalf("relayout failed: %v after %d layouts written", err, st.n("SetPoolLayout"))
 	}
-	src.relayoutErr = nil
+	st.poolLayoutErr = nil
 	st.apply = func(c ApplyCmd) (ApplyResult, error) {
-		if src.relayouts < 2 {
+		if st.n("SetPoolLayout") < 2 {
 			return ApplyResult{}, pools.ErrUnknownLine
 		}
 		return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, PeriodStart: c.Period.Start}, nil
@@ -130,59 +163,60 @@ func TestApplyRepairsLostPools(t *testing.T) {
 	if resp, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil || resp.Granted != 5 {
 		t.Fatalf("relayout: %+v, %v", resp, err)
 	}
+	if st.n("RestoreGrants") != 1 {
+		t.Fatalf("relayout: %d grant restores; want the grants back", st.n("RestoreGrants"))
+	}
 	// Without pools an unknown line is not repaired.
-	st.apply = func(ApplyCmd) (ApplyResult, error) { return ApplyResult{}, pools.ErrUnknownLine }
-	plain := &poolSourceStub{}
-	if _, err := newStubService(st, Options{Pools: plain}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, pools.ErrUnknownLine) || plain.relayouts != 0 {
-		t.Fatalf("plain: %v, %d relayouts", err, plain.relayouts)
+	st = &stubs{apply: func(ApplyCmd) (ApplyResult, error) { return ApplyResult{}, pools.ErrUnknownLine }}
+	if _, err := newStubService(st, pooled(st, &poolStub{}, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, pools.ErrUnknownLine) || st.n("SetPoolLayout") != 0 {
+		t.Fatalf("plain: %v, %d layouts written", err, st.n("SetPoolLayout"))
 	}
 	if _, err := newStubService(st, Options{}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); !errors.Is(err, pools.ErrUnknownLine) {
 		t.Fatalf("no pools: %v", err)
 	}
 
 	// A new period: the balance is seeded, then, in the same seed step, the
-	// pools' configuration and counters.
+	// pools' layout, grants and counters.
 	seeded := false
-	st = &stubs{
-		apply: func(c ApplyCmd) (ApplyResult, error) {
-			if !seeded {
-				return ApplyResult{Outcome: ApplyNeedBalance}, nil
-			}
-			return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, PeriodStart: c.Period.Start}, nil
-		},
-		balance: func(string, Period) (Balance, error) { return Balance{}, nil },
-		seed: func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) {
-			seeded = true
-			return true, nil
-		},
+	newStubs := func() *stubs {
+		return &stubs{
+			apply: func(c ApplyCmd) (ApplyResult, error) {
+				if !seeded {
+					return ApplyResult{Outcome: ApplyNeedBalance}, nil
+				}
+				return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, PeriodStart: c.Period.Start}, nil
+			},
+			balance: func(string, Period) (Balance, error) { return Balance{}, nil },
+			seed: func(string, Period, int64, PeriodTotals, []UsageRecord) (bool, error) {
+				seeded = true
+				return true, nil
+			},
+		}
 	}
-	src = &poolSourceStub{use: twoLines}
-	svc = newStubService(st, Options{Pools: src})
-	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil ||
-		st.n("PoolTotals") != 1 || st.n("SeedPools") != 1 || src.relayouts != 1 {
-		t.Fatalf("%v; %d pool totals, %d pool seeds, %d relayouts", err, st.n("PoolTotals"), st.n("SeedPools"), src.relayouts)
+	st = newStubs()
+	if _, err := newStubService(st, pooled(st, &poolStub{lines: twoLines}, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); err != nil ||
+		st.n("PoolTotals") != 1 || st.n("SeedPools") != 1 || st.n("SetPoolLayout") != 1 || st.n("RestoreGrants") != 1 {
+		t.Fatalf("%v; %d pool totals, %d pool seeds, %d layouts, %d grant restores", err, st.n("PoolTotals"), st.n("SeedPools"), st.n("SetPoolLayout"), st.n("RestoreGrants"))
 	}
 	for name, c := range map[string]struct {
-		src            *poolSourceStub
-		totals, counts error
+		layout, totals, counts error
 	}{
-		"relayout": {src: &poolSourceStub{use: twoLines, relayoutErr: ErrUnavailable}},
-		"totals":   {src: &poolSourceStub{use: twoLines}, totals: ErrUnavailable},
-		"seed":     {src: &poolSourceStub{use: twoLines}, counts: ErrUnavailable},
+		"relayout": {layout: ErrUnavailable},
+		"totals":   {totals: ErrUnavailable},
+		"seed":     {counts: ErrUnavailable},
 	} {
 		seeded = false
-		st.poolTotalsErr, st.seedPoolsErr = c.totals, c.counts
-		if _, err := newStubService(st, Options{Pools: c.src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) {
+		st = newStubs()
+		st.poolLayoutErr, st.poolTotalsErr, st.seedPoolsErr = c.layout, c.totals, c.counts
+		if _, err := newStubService(st, pooled(st, &poolStub{lines: twoLines}, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s failed: %v", name, err)
 		}
 	}
-	st.poolTotalsErr, st.seedPoolsErr = nil, nil
 	// A plain resource's seeding touches no pools.
 	seeded = false
-	src = &poolSourceStub{}
-	before := st.n("SeedPools")
-	if _, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || st.n("SeedPools") != before || src.relayouts != 0 {
-		t.Fatalf("plain seeding: %v; %d pool seeds", err, st.n("SeedPools")-before)
+	st = newStubs()
+	if _, err := newStubService(st, pooled(st, &poolStub{}, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5}); err != nil || st.n("SeedPools") != 0 || st.n("SetPoolLayout") != 0 {
+		t.Fatalf("plain seeding: %v; %d pool seeds, %d layouts", err, st.n("SeedPools"), st.n("SetPoolLayout"))
 	}
 }
 
@@ -228,19 +262,24 @@ func TestPoolSplits(t *testing.T) {
 func TestPutPolicyChecksAndRelayoutsThePools(t *testing.T) {
 	ctx := context.Background()
 	pol := Policy{ResourceName: "r", QuotaType: TypeCount, TotalLimit: 7}
-	st := &stubs{putPolicy: func(p Policy) (Policy, bool, error) { return p, false, nil }}
-	bad := &poolSourceStub{use: twoLines, limitErr: &ValidationError{Field: "totalLimit", Reason: "does not fit"}}
-	if _, _, err := newStubService(st, Options{Pools: bad}).PutPolicy(ctx, pol); field(err) != "totalLimit" || st.n("PutPolicy") != 0 || st.n("SetLimit") != 0 {
+	newStubs := func() *stubs { return &stubs{putPolicy: func(p Policy) (Policy, bool, error) { return p, false, nil }} }
+	st := newStubs()
+	tooBig := []pools.LineSpec{{Name: "chat", Tier: pools.TierCore, Dedicated: 100}}
+	if _, _, err := newStubService(st, pooled(st, &poolStub{lines: tooBig}, Options{})).PutPolicy(ctx, pol); field(err) != "totalLimit" || st.n("PutPolicy") != 0 || st.n("SetLimit") != 0 {
 		t.Fatalf("a limit the lines do not fit: %v; stored %d, set %d", err, st.n("PutPolicy"), st.n("SetLimit"))
 	}
-	lined, plain := &poolSourceStub{use: twoLines}, &poolSourceStub{}
-	for _, src := range []*poolSourceStub{lined, plain} {
-		if _, _, err := newStubService(st, Options{Pools: src}).PutPolicy(ctx, pol); err != nil {
+	st = newStubs()
+	if _, _, err := newStubService(st, pooled(st, &poolStub{lines: twoLines, err: ErrUnavailable}, Options{})).PutPolicy(ctx, pol); !errors.Is(err, ErrUnavailable) || st.n("PutPolicy") != 0 {
+		t.Fatalf("lines unreadable: %v; stored %d", err, st.n("PutPolicy"))
+	}
+	for lines, want := range map[int]int{2: 1, 0: 0} {
+		st = newStubs()
+		if _, _, err := newStubService(st, pooled(st, &poolStub{lines: twoLines[:lines]}, Options{})).PutPolicy(ctx, pol); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if lined.relayouts != 1 || plain.relayouts != 0 {
-		t.Fatalf("relayouts: with lines %d, without %d", lined.relayouts, plain.relayouts)
+		if st.n("SetPoolLayout") != want {
+			t.Fatalf("%d lines: %d layouts written, want %d", lines, st.n("SetPoolLayout"), want)
+		}
 	}
 }
 
@@ -252,12 +291,12 @@ func TestApplyLineRemainingOnlyOnALine(t *testing.T) {
 	st := &stubs{apply: func(c ApplyCmd) (ApplyResult, error) {
 		return ApplyResult{Outcome: ApplyGranted, Granted: c.Amount, Remaining: 90, LineRemaining: 7, PeriodStart: c.Period.Start}, nil
 	}}
-	resp, err := newStubService(st, Options{Pools: &poolSourceStub{use: twoLines}}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"})
+	resp, err := newStubService(st, pooled(st, &poolStub{lines: twoLines}, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"})
 	if err != nil || resp.LineRemaining == nil || *resp.LineRemaining != 7 || resp.Remaining != 90 {
 		t.Fatalf("on a line: %+v (line remaining %v), %v; want 7", resp, resp.LineRemaining, err)
 	}
-	for name, src := range map[string]*poolSourceStub{"grants, no line": {use: PoolUse{Grants: true}}, "plain": {}} {
-		resp, err := newStubService(st, Options{Pools: src}).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5})
+	for name, src := range map[string]*poolStub{"grants, no line": {grants: oneGrant}, "plain": {}} {
+		resp, err := newStubService(st, pooled(st, src, Options{})).Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5})
 		if err != nil || resp.LineRemaining != nil {
 			t.Errorf("%s: line remaining %v, %v; want none", name, resp.LineRemaining, err)
 		}

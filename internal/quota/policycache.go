@@ -8,19 +8,21 @@ import (
 
 // policyCache is the one per-instance cache of what apply, heartbeat,
 // finish, charge and status read from MySQL: each resource's policy (the
-// PolicyStore) and its use of pools (the PoolSource), each a staleCache
+// PolicyStore) and its pools (PoolConfig: the use an apply needs and the
+// configuration its layout is cut from), each a staleCache
 // (stalecache.go): reused for ttl, then served stale while a read in the
 // background refreshes it, so these calls never wait on MySQL for a
 // resource the instance has read before; a resource it has not read waits
 // at most wait. With each policy it keeps the last period computed for it.
 type policyCache struct {
 	store PolicyStore
-	pools PoolSource // nil: no resource uses pools
+	pools PoolConfig // nil: no resource uses pools
 	sched Scheduler
-	mysql Breaker // in front of store
+	mysql Breaker // in front of store and pools
+	now   func() time.Time
 
 	policies *staleCache[Policy]
-	uses     *staleCache[PoolUse]
+	uses     *staleCache[poolView]
 
 	mu   sync.Mutex
 	pers map[string]memoPeriod // per resource
@@ -32,11 +34,11 @@ type memoPeriod struct {
 	per Period
 }
 
-func newPolicyCache(store PolicyStore, pools PoolSource, sched Scheduler, mysql Breaker, ttl, wait time.Duration, now func() time.Time) *policyCache {
+func newPolicyCache(store PolicyStore, pools PoolConfig, sched Scheduler, mysql Breaker, ttl, wait time.Duration, now func() time.Time) *policyCache {
 	return &policyCache{
-		store: store, pools: pools, sched: sched, mysql: mysql,
+		store: store, pools: pools, sched: sched, mysql: mysql, now: now,
 		policies: newStaleCache[Policy](ttl, wait, now),
-		uses:     newStaleCache[PoolUse](ttl, wait, now),
+		uses:     newStaleCache[poolView](ttl, wait, now),
 		pers:     make(map[string]memoPeriod),
 	}
 }
@@ -48,14 +50,15 @@ func (c *policyCache) get(ctx context.Context, resource string) (Policy, error) 
 }
 
 // poolsOf returns how a resource uses pools (see staleCache.get); the zero
-// PoolUse without a PoolSource. Errors: the PoolSource's.
+// PoolUse without a PoolConfig. Errors: the PoolConfig's.
 func (c *policyCache) poolsOf(ctx context.Context, resource string) (PoolUse, error) {
 	if c.pools == nil {
 		return PoolUse{}, nil
 	}
-	return c.uses.get(ctx, resource, func(ctx context.Context) (PoolUse, error) {
-		return c.pools.PoolsOf(ctx, resource) // behind its own breakers (poolctl.Guarded)
+	v, err := c.uses.get(ctx, resource, func(ctx context.Context) (poolView, error) {
+		return readPools(ctx, c.pools, c.mysql, resource, c.now().UnixMilli())
 	})
+	return v.use, err
 }
 
 // read reads a policy from the store, through its breaker (uncached).

@@ -46,7 +46,7 @@ func (s *Service) seed(ctx context.Context, pol Policy, per Period) error {
 		if err := s.seedOnce(sctx, pol, per); err != nil {
 			return nil, err
 		}
-		return nil, s.seedPools(sctx, pol.ResourceName, per)
+		return nil, s.seedPools(sctx, pol, per)
 	})
 	if err != nil {
 		return fmt.Errorf("seed period %d: %w", per.ID(), err)

@@ -34,9 +34,12 @@ type Options struct {
 	// Breakers guard the calls to the two backends; nil ones let every
 	// call through.
 	Breakers Breakers
-	// Pools, when set, tells which resources use business lines or
-	// temporary grants (internal/pools); nil: none does.
-	Pools PoolSource
+	// Pools, when its Config is set, are the pools' parts of the stores:
+	// which resources use business lines or temporary grants
+	// (internal/pools), read into the policy cache, and what the seed step
+	// writes back to the balance store (poolstore.go). Config nil: no
+	// resource does.
+	Pools PoolStores
 	// Charges, when set, lets Charge (session-less apply-and-finish, for
 	// gateways) run; without them it fails.
 	Charges ChargeStores
@@ -120,7 +123,7 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 		balances: b, ledger: l, sched: s, store: p, opt: opt,
 		redis: opt.Breakers.Balances, mysql: opt.Breakers.Ledger,
 		comp:     compensations{wake: make(chan struct{}, 1)},
-		policies: newPolicyCache(p, opt.Pools, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.LedgerTimeout, opt.Now),
+		policies: newPolicyCache(p, opt.Pools.Config, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.LedgerTimeout, opt.Now),
 	}
 }
 

@@ -41,9 +41,9 @@ type stubs struct {
 	periodTotals func(resource string, start time.Time) (PeriodTotals, error)
 	openPage     func(resource string, after int64, limit int) ([]UsageRecord, int64, error)
 
-	// The pools' counters (PoolLedger, PoolCounters): these errors, else
-	// empty totals and written.
-	poolTotalsErr, seedPoolsErr error
+	// The pools' parts (PoolConfig.PoolTotals, PoolBalances): these
+	// errors, else empty totals and written.
+	poolTotalsErr, seedPoolsErr, poolLayoutErr error
 
 	getPolicy    func(resource string) (Policy, error)
 	listPolicies func() ([]Policy, error)
@@ -298,6 +298,20 @@ func (s *stubs) SeedPools(ctx context.Context, resource string, per Period, t po
 		return false, err
 	}
 	return s.seedPoolsErr == nil, s.seedPoolsErr
+}
+
+func (s *stubs) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error) {
+	if err := s.enter(ctx, "SetPoolLayout"); err != nil {
+		return false, err
+	}
+	return s.poolLayoutErr == nil, s.poolLayoutErr // the store had a layout: written
+}
+
+func (s *stubs) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {
+	if err := s.enter(ctx, "RestoreGrants"); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 func (s *stubs) PeriodTotals(ctx context.Context, resource string, start time.Time) (PeriodTotals, error) {

@@ -21,14 +21,12 @@ func (s *Service) policyVersion(ctx context.Context, pol Policy) string {
 	var buf [64]byte // one string made, not three
 	b := strconv.AppendInt(buf[:0], pol.UpdatedAt.UnixMilli(), 36)
 	b = strconv.AppendInt(append(b, '.'), per.Start.UnixMilli(), 36)
-	if s.opt.Pools != nil {
-		use, err := s.policies.poolsOf(ctx, pol.ResourceName)
-		if err != nil {
-			return ""
-		}
-		if use.Version != "" {
-			b = append(append(b, '.'), use.Version...)
-		}
+	use, err := s.policies.poolsOf(ctx, pol.ResourceName)
+	if err != nil {
+		return ""
+	}
+	if use.Version != "" {
+		b = append(append(b, '.'), use.Version...)
 	}
 	return string(b)
 }

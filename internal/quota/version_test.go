@@ -53,13 +53,13 @@ func TestPolicyVersionChangesWithThePolicyAndThePeriod(t *testing.T) {
 
 // The pools' Version is folded into the policy version: it changes when the
 // resource's pools change (announced: ForgetPolicy); a resource without any
-// ("") answers as without a PoolSource; pools that cannot be read, and were
+// answers as without pools' stores; pools that cannot be read, and were
 // never read, give no version.
 func TestPolicyVersionFollowsThePools(t *testing.T) {
 	now := testEpoch.Add(time.Hour)
 	st := &stubs{heartbeat: func(string, string, string, time.Duration) (time.Time, error) { return now.Add(time.Minute), nil }}
-	src := &poolSourceStub{}
-	withPools := newStubService(st, Options{Now: func() time.Time { return now }, Pools: src})
+	src := &poolStub{}
+	withPools := newStubService(st, pooled(st, src, Options{Now: func() time.Time { return now }}))
 	without := newStubService(st, Options{Now: func() time.Time { return now }})
 	ctx := context.Background()
 	version := func(svc *Service) string {
@@ -72,21 +72,23 @@ func TestPolicyVersionFollowsThePools(t *testing.T) {
 	}
 	plain := version(without)
 	if v := version(withPools); v != plain || v == "" {
-		t.Fatalf("no pools: version %q, without a PoolSource %q", v, plain)
+		t.Fatalf("no pools: version %q, without pools' stores %q", v, plain)
 	}
-	src.use.Version = "p1"
+	src.grants = oneGrant
 	withPools.ForgetPolicy("r")
 	v1 := version(withPools)
-	src.use.Version = "p2"
+	src.lines = twoLines
 	withPools.ForgetPolicy("r")
-	if v2 := version(withPools); v1 == plain || v2 == v1 {
-		t.Fatalf("pools p1: %q, p2: %q, none: %q; want three versions", v1, v2, plain)
+	v2 := version(withPools)
+	if v1 == plain || v2 == v1 || v2 == plain || v2[:len(plain)] != plain {
+		t.Fatalf("a grant: %q, and lines: %q, none: %q; want three versions", v1, v2, plain)
 	}
 	src.err = ErrUnavailable
-	if v := version(withPools); v != v1[:len(plain)]+".p2" {
-		t.Fatalf("pools read before, unreadable now: version %q, want the last one read", v)
+	withPools.ForgetPolicy("r")
+	if v := version(withPools); v != v2 {
+		t.Fatalf("pools read before, unreadable now: version %q, want the last one read %q", v, v2)
 	}
-	fresh := newStubService(st, Options{Now: func() time.Time { return now }, Pools: src})
+	fresh := newStubService(st, pooled(st, src, Options{Now: func() time.Time { return now }}))
 	if v := version(fresh); v != "" {
 		t.Fatalf("unreadable pools never read: version %q, want none", v)
 	}

@@ -1,4 +1,4 @@
-package poolctl
+package admin
 
 import (
 	"context"
@@ -8,35 +8,42 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// Ledger is everything the pools use of the policy store and ledger
-// (MySQL): ConfigStore and Policies.
-type Ledger interface {
-	ConfigStore
+// PoolLedger is everything the pools' administration and controller
+// (internal/poolctl) use of the policy store and ledger (MySQL): PoolStore
+// and the list of policies (a sum of roles, as PoolStore is).
+type PoolLedger interface {
+	PoolStore
 	ListPolicies(ctx context.Context) ([]quota.Policy, error)
 }
 
-// Live is everything the pools use of the balance store (Redis): LiveStore
-// and the controller's lock.
-type Live interface {
-	LiveStore
+// PoolLocks is the controller's lock in the balance store (Redis).
+type PoolLocks interface {
 	TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error)
 	RenewLock(ctx context.Context, resource, name, token string, ttl time.Duration) (bool, error)
 	Unlock(ctx context.Context, resource, name, token string) error
 }
 
-// Guarded returns l and s behind the backend breakers (quota.Guard, as the
-// Service, the sweeper and reconciliation call their stores): every call of
-// the admin surface, the Service's PoolSource and the controller counts
-// towards, and is refused by, the breaker of its backend. Unlock goes
-// straight through (releasing a lock is cleanup; it expires anyway). s's
-// calls meet the breaker of their resource (quota.ForResource: on a Redis
-// Cluster, that of the master serving it).
-func Guarded(l Ledger, s Live, b quota.Breakers) (Ledger, Live) {
+// PoolRedis is everything the pools' administration and controller use of
+// the balance store (Redis): PoolLive and PoolLocks.
+type PoolRedis interface {
+	PoolLive
+	PoolLocks
+}
+
+// GuardPools returns l and s behind the backend breakers (quota.Guard, as
+// the Service, the sweeper and reconciliation call their stores): every
+// call of the pools' administration and of the controller counts towards,
+// and is refused by, the breaker of its backend (the quota Service guards
+// its own pools' calls). Unlock goes straight through (releasing a lock is
+// cleanup; it expires anyway). s's calls meet the breaker of their
+// resource (quota.ForResource: on a Redis Cluster, that of the master
+// serving it).
+func GuardPools(l PoolLedger, s PoolRedis, b quota.Breakers) (PoolLedger, PoolRedis) {
 	return guardedLedger{l: l, b: b.Ledger}, guardedLive{s: s, b: b.Balances}
 }
 
 type guardedLedger struct {
-	l Ledger
+	l PoolLedger
 	b quota.Breaker
 }
 
@@ -109,29 +116,13 @@ func (g guardedLedger) RecordAudit(ctx context.Context, e quota.AuditEntry) erro
 	return quota.GuardErr(g.b, func() error { return g.l.RecordAudit(ctx, e) })
 }
 
-func (g guardedLedger) PoolMoves(ctx context.Context, resource string) (pools.Moves, error) {
-	return quota.Guard(g.b, func() (pools.Moves, error) { return g.l.PoolMoves(ctx, resource) })
-}
-
-func (g guardedLedger) GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error) {
-	return quota.Guard(g.b, func() (pools.GrantUse, error) { return g.l.GrantsHeld(ctx, resource, since) })
-}
-
 func (g guardedLedger) LineReserved(ctx context.Context, resource string, periodStart time.Time) (map[string]int64, error) {
 	return quota.Guard(g.b, func() (map[string]int64, error) { return g.l.LineReserved(ctx, resource, periodStart) })
 }
 
 type guardedLive struct {
-	s Live
+	s PoolRedis
 	b quota.Breaker
-}
-
-func (g guardedLive) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error) {
-	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.SetPoolLayout(ctx, resource, lay, moves) })
-}
-
-func (g guardedLive) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {
-	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.RestoreGrants(ctx, resource, gs, open) })
 }
 
 func (g guardedLive) PutGrant(ctx context.Context, resource string, gr pools.Grant) error {

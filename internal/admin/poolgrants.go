@@ -1,4 +1,4 @@
-package poolctl
+package admin
 
 // Temporary grants and buffer releases: the operators' additions to what may
 // be used, each audited.
@@ -30,7 +30,7 @@ func newID(prefix string) string {
 }
 
 // checkGrant validates a request; releases use the same rules.
-func (a *Admin) checkGrant(c Config, g GrantRequest, release bool) (GrantRequest, error) {
+func (a *Pools) checkGrant(c PoolConfig, g GrantRequest, release bool) (GrantRequest, error) {
 	now := a.now().UnixMilli()
 	if g.EffectiveMs == 0 {
 		g.EffectiveMs = now
@@ -65,7 +65,7 @@ func (a *Admin) checkGrant(c Config, g GrantRequest, release bool) (GrantRequest
 // to there, so a larger total would lose or invent units. Releases are not
 // counted: they lend the buffer, which is part of the limit.
 // Errors: *quota.ValidationError, quota.ErrUnavailable.
-func (a *Admin) checkGrantTotal(ctx context.Context, c Config, amount int64) error {
+func (a *Pools) checkGrantTotal(ctx context.Context, c PoolConfig, amount int64) error {
 	gs, err := a.grants.Grants(ctx, c.Policy.ResourceName, a.now().UnixMilli())
 	if err != nil {
 		return err
@@ -86,7 +86,7 @@ func (a *Admin) checkGrantTotal(ctx context.Context, c Config, amount int64) err
 // AddGrant records a temporary grant (resources with or without lines).
 // Errors: *quota.ValidationError, quota.ErrResourceNotFound,
 // quota.ErrUnavailable.
-func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
+func (a *Pools) AddGrant(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
 	c, err := a.Config(ctx, resource)
 	if err != nil {
 		return pools.GrantRecord{}, err
@@ -99,7 +99,7 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 	}
 	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("g"), Line: req.Line, Amount: req.Amount,
 		EffectiveMs: req.EffectiveMs, ExpiresMs: req.ExpiresMs}, Kind: pools.KindGrant, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
-	if err := a.RestoreGrants(ctx, resource); err != nil {
+	if err := a.quota.RestorePoolGrants(ctx, resource); err != nil {
 		return pools.GrantRecord{}, err // Redis lost the others: they come back first
 	}
 	if err := a.grants.InsertGrant(ctx, resource, g); err != nil {
@@ -114,7 +114,7 @@ func (a *Admin) AddGrant(ctx context.Context, resource string, req GrantRequest)
 
 // Grants lists a resource's grants and releases not yet expired, with
 // what is held of each grant now.
-func (a *Admin) Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error) {
+func (a *Pools) Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error) {
 	c, err := a.Config(ctx, resource)
 	if err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (a *Admin) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 
 // VoidGrant ends a grant now. Errors: pools.ErrUnknownGrant,
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
-func (a *Admin) VoidGrant(ctx context.Context, resource, id string) error {
+func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 	if _, err := a.lines.GetPolicy(ctx, resource); err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ var ErrBufferShort = quota.NewError(quota.CodeConflict, "not enough free buffer"
 // ExpiresMs (the controller returns it then, as far as it is not held).
 // Errors: *quota.ValidationError, ErrBufferShort, quota.ErrResourceNotFound,
 // quota.ErrUnavailable.
-func (a *Admin) Release(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
+func (a *Pools) Release(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
 	c, err := a.Config(ctx, resource)
 	if err != nil {
 		return pools.GrantRecord{}, err

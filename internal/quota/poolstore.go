@@ -1,0 +1,307 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+)
+
+// PoolStores are the pools' parts of the stores (Options.Pools): the
+// Service reads a resource's pools through them into its one policy+pools
+// cache, and writes them back to the balance store in its seed step
+// (issue 21 §1: the pooled apply is a variant of the one apply; nothing
+// outside quota is called to drive the balance). Set both or neither;
+// Config nil: no resource uses pools. Every call goes through the backend
+// breakers (Options.Breakers), as the Service's other store calls do.
+type PoolStores struct {
+	Config   PoolConfig   // the policy store and ledger (mysqlstore)
+	Balances PoolBalances // the balance store (redisstore)
+}
+
+// PoolConfig is what the Service reads of the pools in the policy store
+// and ledger (MySQL): the configuration the operators keep there
+// (internal/admin writes it) and what the ledger's rows drew.
+type PoolConfig interface {
+	// Lines lists a resource's business lines (none: a plain resource).
+	Lines(ctx context.Context, resource string) ([]pools.LineSpec, error)
+	// PoolSettings reads its pool settings (the defaults when none are
+	// stored; ok false then).
+	PoolSettings(ctx context.Context, resource string) (s pools.Settings, ok bool, err error)
+	// Grants lists its temporary grants and buffer releases not expired at
+	// since (Unix ms).
+	Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error)
+	// GrantsHeld is what the ledger's sessions since (Unix ms) hold of
+	// each grant: settled by grant id, and the open sessions' draws.
+	GrantsHeld(ctx context.Context, resource string, since int64) (pools.GrantUse, error)
+	// PoolMoves rebuilds the controller's and operators' moves from the
+	// pool events and reclaims (after Redis lost the layout).
+	PoolMoves(ctx context.Context, resource string) (pools.Moves, error)
+	// PoolTotals is what the period's rows drew from each pool, by line
+	// (finished rows summed, open rows one by one).
+	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error)
+}
+
+// PoolBalances is the pools' part of the balance store (Redis). Each write
+// is idempotent.
+type PoolBalances interface {
+	// SetPoolLayout writes a resource's layout (an empty one removes its
+	// pools); with moves nil it writes only where the store still has a
+	// layout, and reports whether it did.
+	SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error)
+	// RestoreGrants writes the temporary grants, with what is held of
+	// each, unless the store has them; reports whether it did.
+	RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error)
+	// SeedPools writes the period's pool counters from t unless they are
+	// there, and reports whether it did; the period's balance must exist.
+	SeedPools(ctx context.Context, resource string, per Period, t pools.Totals) (bool, error)
+}
+
+// pooled reports whether the Service has pools' stores.
+func (s *Service) pooled() bool { return s.opt.Pools.Config != nil }
+
+// poolView is what the policy+pools cache keeps of a resource's pools:
+// its use (for the apply) and the configuration its layout is cut from.
+type poolView struct {
+	use      PoolUse
+	lines    []pools.LineSpec
+	settings pools.Settings // read only when there are lines
+}
+
+// layout is the view's layout under limit (an empty one without lines).
+// Errors: the lines do not fit limit (pools.Plan's).
+func (v poolView) layout(limit int64) (pools.Layout, error) {
+	if len(v.lines) == 0 {
+		return pools.Layout{}, nil
+	}
+	return pools.Plan(limit, v.settings, v.lines)
+}
+
+// readPools reads a resource's pools from the policy store through the
+// ledger's breaker, with the grants and releases in force at now (Unix
+// ms): the policy+pools cache's read, and the fresh read of the seed step
+// and of a limit check (a layout written from a stale copy would undo an
+// operator's change). Errors: the store's.
+func readPools(ctx context.Context, cfg PoolConfig, mysql Breaker, resource string, now int64) (poolView, error) {
+	lines, err := Guard(mysql, func() ([]pools.LineSpec, error) { return cfg.Lines(ctx, resource) })
+	if err != nil {
+		return poolView{}, err
+	}
+	gs, err := Guard(mysql, func() ([]pools.GrantRecord, error) { return cfg.Grants(ctx, resource, now) })
+	if err != nil {
+		return poolView{}, err
+	}
+	v := poolView{lines: lines}
+	if len(lines) > 0 {
+		v.use.Lines = make(map[string]pools.Tier, len(lines))
+		for _, l := range lines {
+			v.use.Lines[l.Name] = l.Tier
+		}
+		v.settings, err = Guard(mysql, func() (pools.Settings, error) {
+			set, _, err := cfg.PoolSettings(ctx, resource)
+			return set, err
+		})
+		if err != nil {
+			return poolView{}, err
+		}
+	}
+	for _, g := range gs {
+		if g.Kind == pools.KindGrant && !g.Voided {
+			v.use.Grants = true
+		}
+	}
+	v.use.Version = v.version(gs, now)
+	return v, nil
+}
+
+// version is PoolUse.Version: a hash of the lines, the pool settings (when
+// there are lines) and the grants and releases in force at now (ms), by id;
+// "" for a resource without any.
+func (v poolView) version(gs []pools.GrantRecord, now int64) string {
+	h := fnv.New64a()
+	for _, l := range v.lines {
+		fmt.Fprintf(h, "l %s %s %d %d\n", l.Name, l.Tier, l.Weight, l.Dedicated)
+	}
+	if len(v.lines) > 0 {
+		fmt.Fprintf(h, "s %+v\n", v.settings)
+	}
+	n := 0
+	for _, g := range gs {
+		if g.Active(now) {
+			fmt.Fprintf(h, "g %s %d\n", g.ID, g.Amount)
+			n++
+		}
+	}
+	if len(v.lines) == 0 && n == 0 {
+		return ""
+	}
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// freshPools reads a resource's pools afresh (readPools at the Service's
+// clock).
+func (s *Service) freshPools(ctx context.Context, resource string) (poolView, error) {
+	return readPools(ctx, s.opt.Pools.Config, s.mysql, resource, s.opt.Now().UnixMilli())
+}
+
+// PoolsOf says how a resource uses pools, from the policy+pools cache (the
+// zero PoolUse without pools' stores). Errors: ErrUnavailable,
+// ErrCircuitOpen when the policy store cannot be read and nothing is
+// cached.
+func (s *Service) PoolsOf(ctx context.Context, resource string) (PoolUse, error) {
+	return s.policies.poolsOf(ctx, resource)
+}
+
+// WritePoolLayout writes a resource's layout to the balance store (after
+// its limit, settings or lines changed, or after the store lost it); where
+// the store has no layout of the resource, with the moves rebuilt from the
+// policy store (PoolConfig.PoolMoves). An empty layout removes the pools.
+// Errors: the stores' (ErrUnavailable, ErrCircuitOpen).
+func (s *Service) WritePoolLayout(ctx context.Context, resource string, lay pools.Layout) error {
+	if !s.pooled() {
+		return fmt.Errorf("pools of %s: the Service has no pools' stores", resource)
+	}
+	bal := s.opt.Pools.Balances
+	ok, err := Guard(s.redisFor(resource), func() (bool, error) { return bal.SetPoolLayout(ctx, resource, lay, nil) })
+	if err != nil || ok {
+		return err
+	}
+	moves, err := Guard(s.mysql, func() (pools.Moves, error) { return s.opt.Pools.Config.PoolMoves(ctx, resource) })
+	if err != nil {
+		return err
+	}
+	_, err = Guard(s.redisFor(resource), func() (bool, error) { return bal.SetPoolLayout(ctx, resource, lay, &moves) })
+	return err
+}
+
+// RestorePoolGrants writes a resource's temporary grants that have not
+// expired back to the balance store, with what sessions hold of each
+// (rebuilt from the ledger), unless the store has them: in the seed step
+// before the period's pool counters, and before a grant is added
+// (internal/admin). Errors: the stores'.
+func (s *Service) RestorePoolGrants(ctx context.Context, resource string) error {
+	if !s.pooled() {
+		return fmt.Errorf("pools of %s: the Service has no pools' stores", resource)
+	}
+	cfg := s.opt.Pools.Config
+	now := s.opt.Now().UnixMilli()
+	recs, err := Guard(s.mysql, func() ([]pools.GrantRecord, error) { return cfg.Grants(ctx, resource, now) })
+	if err != nil {
+		return err
+	}
+	var gs []pools.Grant
+	var open []pools.OpenDraw
+	since := now
+	for _, g := range recs {
+		if g.Kind == pools.KindGrant && !g.Voided {
+			gs = append(gs, g.Grant)
+			since = min(since, g.EffectiveMs)
+		}
+	}
+	if len(gs) > 0 {
+		held, err := Guard(s.mysql, func() (pools.GrantUse, error) { return cfg.GrantsHeld(ctx, resource, since) })
+		if err != nil {
+			return err
+		}
+		for i := range gs {
+			gs[i].Used = held.Settled[gs[i].ID]
+		}
+		open = held.Open
+	}
+	_, err = Guard(s.redisFor(resource), func() (bool, error) {
+		return s.opt.Pools.Balances.RestoreGrants(ctx, resource, gs, open)
+	})
+	return err
+}
+
+// relayoutPools writes pol's pools to the balance store again where it
+// lost them: the layout cut from pol's limit (with the moves, when lost),
+// then the temporary grants. v is the resource's pools, read afresh.
+func (s *Service) relayoutPools(ctx context.Context, pol Policy, v poolView) error {
+	lay, err := v.layout(pol.TotalLimit)
+	if err != nil {
+		return fmt.Errorf("pools of %s: %w", pol.ResourceName, err)
+	}
+	if err := s.WritePoolLayout(ctx, pol.ResourceName, lay); err != nil {
+		return err
+	}
+	return s.RestorePoolGrants(ctx, pol.ResourceName)
+}
+
+// seedPools is the pools' part of seeding a period (seed): for a resource
+// that uses pools (as the policy+pools cache says: a plain resource costs
+// no read here), its configuration back in the balance store where it was
+// lost (relayoutPools, from a fresh read), then the period's pool counters
+// rebuilt from the ledger unless they are there. The balance must exist.
+// Errors: the stores'.
+func (s *Service) seedPools(ctx context.Context, pol Policy, per Period) error {
+	if !s.pooled() {
+		return nil
+	}
+	use, err := s.policies.poolsOf(ctx, pol.ResourceName)
+	if err != nil || (len(use.Lines) == 0 && !use.Grants) {
+		return err
+	}
+	v, err := s.freshPools(ctx, pol.ResourceName)
+	if err != nil {
+		return err
+	}
+	if err := s.relayoutPools(ctx, pol, v); err != nil {
+		return err
+	}
+	t, err := Guard(s.mysql, func() (pools.Totals, error) { return s.opt.Pools.Config.PoolTotals(ctx, pol.ResourceName, per.Start) })
+	if err != nil {
+		return err
+	}
+	_, err = Guard(s.redisFor(pol.ResourceName), func() (bool, error) {
+		return s.opt.Pools.Balances.SeedPools(ctx, pol.ResourceName, per, t)
+	})
+	return err
+}
+
+// relayout reports whether an apply failed because the balance store lost
+// the resource's layout (an unknown line the Service knows), after writing
+// it again: the caller retries.
+func (s *Service) relayout(ctx context.Context, pol Policy, cmd ApplyCmd, err error) bool {
+	if cmd.Pools == nil || !s.pooled() || !errors.Is(err, pools.ErrUnknownLine) {
+		return false
+	}
+	v, rerr := s.freshPools(ctx, pol.ResourceName)
+	return rerr == nil && s.relayoutPools(ctx, pol, v) == nil
+}
+
+// checkPoolsLimit refuses a limit the resource's business lines do not fit
+// with its stored pool settings: nil, or a *ValidationError naming
+// "totalLimit". A resource without lines (or not created yet) fits any
+// limit. Errors: the policy store's.
+func (s *Service) checkPoolsLimit(ctx context.Context, p Policy) error {
+	if !s.pooled() {
+		return nil
+	}
+	v, err := s.freshPools(ctx, p.ResourceName)
+	if err != nil {
+		return err
+	}
+	if _, err := v.layout(p.TotalLimit); err != nil {
+		return &ValidationError{Field: "totalLimit", Reason: "does not fit the business lines of " + p.ResourceName + ": " + err.Error()}
+	}
+	return nil
+}
+
+// relayoutAfterPut writes the layout of a resource with business lines
+// again after its limit may have changed (the pools are cut from the
+// limit).
+func (s *Service) relayoutAfterPut(ctx context.Context, pol Policy) error {
+	if !s.pooled() {
+		return nil
+	}
+	v, err := s.freshPools(ctx, pol.ResourceName)
+	if err != nil || len(v.lines) == 0 {
+		return err
+	}
+	return s.relayoutPools(ctx, pol, v)
+}
