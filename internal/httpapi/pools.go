@@ -202,6 +202,11 @@ func toGrantJSON(g pools.GrantRecord, now int64) grantJSON {
 }
 
 // parseTime reads an optional RFC 3339 time as Unix ms (0 when absent).
+// A time at or before 1970-01-01T00:00:00Z is refused: 0 ms means "not
+// given" (now, or no expiry) to poolctl, and the grants' Redis records
+// (apply.lua's activeGrants) hold only non-negative ms, so a grant that
+// took effect before 1970 made every apply of its resource fail with 500.
+// Errors: *quota.ValidationError of field.
 func parseTime(field, v string) (int64, error) {
 	if v == "" {
 		return 0, nil
@@ -210,24 +215,34 @@ func parseTime(field, v string) (int64, error) {
 	if err != nil {
 		return 0, &quota.ValidationError{Field: field, Reason: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"}
 	}
+	if t.UnixMilli() <= 0 {
+		return 0, &quota.ValidationError{Field: field, Reason: "must be after 1970-01-01T00:00:00Z"}
+	}
 	return t.UnixMilli(), nil
 }
 
-func (s *Server) decodeGrant(r *http.Request) (poolctl.GrantRequest, error) {
+// decodeGrant reads the body of POST …/grants (release false) or POST
+// …/buffer/release (release true). A release lends the buffer at once, so
+// it takes no effectiveAt (one was accepted, answered "active": false, and
+// the buffer moved all the same). Errors: *quota.ValidationError.
+func (s *Server) decodeGrant(r *http.Request, release bool) (poolctl.GrantRequest, error) {
 	var body struct {
 		Amount       json.RawMessage `json:"amount"`
 		BusinessLine string          `json:"businessLine"`
-		EffectiveAt  string          `json:"effectiveAt"`
+		EffectiveAt  *string         `json:"effectiveAt"`
 		ExpiresAt    string          `json:"expiresAt"`
 		Reason       string          `json:"reason"`
 	}
 	var g poolctl.GrantRequest
 	err := decode(r, &body)
+	if err == nil && release && body.EffectiveAt != nil {
+		err = &quota.ValidationError{Field: "effectiveAt", Reason: "is not taken by a buffer release (it lends the buffer now)"}
+	}
 	if err == nil {
 		g.Amount, err = parseAmount("amount", body.Amount, true)
 	}
-	if err == nil {
-		g.EffectiveMs, err = parseTime("effectiveAt", body.EffectiveAt)
+	if err == nil && body.EffectiveAt != nil {
+		g.EffectiveMs, err = parseTime("effectiveAt", *body.EffectiveAt)
 	}
 	if err == nil {
 		g.ExpiresMs, err = parseTime("expiresAt", body.ExpiresAt)
@@ -244,7 +259,7 @@ func (s *Server) handleGrantOf(release bool) http.HandlerFunc {
 		add, key = s.pools.Grants.Release, "release"
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		g, err := s.decodeGrant(r)
+		g, err := s.decodeGrant(r, release)
 		if err == nil {
 			var rec pools.GrantRecord
 			if rec, err = add(r.Context(), chi.URLParam(r, "resourceName"), g); err == nil {

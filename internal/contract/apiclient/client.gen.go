@@ -1396,11 +1396,13 @@ type GrantList struct {
 // GrantRequest defines model for GrantRequest.
 type GrantRequest struct {
 	// Amount An amount in the unit of the policy's quotaType.
-	Amount       Amount     `json:"amount"`
-	BusinessLine *string    `json:"businessLine,omitempty"`
-	EffectiveAt  *time.Time `json:"effectiveAt,omitempty"`
+	Amount       Amount  `json:"amount"`
+	BusinessLine *string `json:"businessLine,omitempty"`
 
-	// ExpiresAt Required for grants; releases without one last until returned.
+	// EffectiveAt Grants only (default now), after 1970-01-01T00:00:00Z; a buffer release lends at once and refuses it (400).
+	EffectiveAt *time.Time `json:"effectiveAt,omitempty"`
+
+	// ExpiresAt Required for grants; releases without one last until returned. After 1970-01-01T00:00:00Z.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 
 	// Reason Why, recorded with the grant and in the audit log; at most 500 characters, no control characters other than tab and newline.
