@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -149,6 +150,9 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err == nil {
+		err = lineNameHasAlnum(spec.Name)
+	}
+	if err == nil {
 		var created bool
 		if _, created, err = s.pools.Lines.PutLine(r.Context(), chi.URLParam(r, "resourceName"), spec); err == nil {
 			status := http.StatusOK
@@ -160,6 +164,19 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.writeError(w, r, err)
+}
+
+// lineNameHasAlnum refuses a new line named without a letter or digit
+// (".", "..", "-"), as resource names are (quota.ValidateResourceName):
+// "." and ".." are path segments that browsers, curl and proxies resolve,
+// so such a line, once created, could not be named in a URL to change or
+// delete it. pools.ValidateLineName checks the characters. Errors:
+// *quota.ValidationError.
+func lineNameHasAlnum(name string) error {
+	if name != "" && !strings.ContainsAny(name, "abcdefghijklmnopqrstuvwxyz0123456789") {
+		return &quota.ValidationError{Field: "businessLine", Reason: "must be 1 to 64 characters of [a-z0-9_.-] with at least one letter or digit"}
+	}
+	return nil
 }
 
 func (s *Server) handleDeleteLine(w http.ResponseWriter, r *http.Request) {

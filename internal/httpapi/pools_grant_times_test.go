@@ -79,3 +79,22 @@ func TestBufferReleaseRefusesEffectiveAt(t *testing.T) {
 		t.Fatalf("a release without effectiveAt: %v", pools)
 	}
 }
+
+// TestLineNamesNeedALetterOrDigit: a line named ".", ".." or "-" is a 400,
+// as such a resource name is. "." and ".." were accepted (201), and then
+// the line could not be deleted through any client that resolves dot
+// segments (curl, browsers: DELETE …/lines/.. reached …/policies/llm/).
+func TestLineNamesNeedALetterOrDigit(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "llm", `{"quotaType":"TOKENS","totalLimit":1000}`)
+	for _, name := range []string{".", "..", "-", "_", "._-"} {
+		r := a.do(t, request{method: "PUT", path: "/admin/policies/llm/lines/" + name, body: `{"tier":"CORE"}`})
+		if msg, _ := r.body["message"].(string); r.status != 400 || !strings.Contains(msg, "letter or digit") {
+			t.Fatalf("line %q: %d %s, want 400", name, r.status, r.raw)
+		}
+	}
+	if r := a.get(t, "/admin/policies/llm/lines"); len(r.body["lines"].([]any)) != 0 {
+		t.Fatalf("a refused line was stored: %s", r.raw)
+	}
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a.-_", body: `{"tier":"CORE"}`})
+}
