@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -396,6 +398,55 @@ func (s *Server) handlePoolEvents(w http.ResponseWriter, r *http.Request) {
 		Code    string            `json:"code"`
 		Events  []pools.PoolEvent `json:"events"`
 	}{true, CodeSuccess, evs})
+}
+
+// refuseDeleteWithPools refuses DELETE /admin/policies/{r} while the
+// resource has business lines, or grants or buffer releases that are not
+// voided and not expired: a delete leaves them in the policy store, and a
+// policy created again under the name got them all back (and a new limit
+// they did not fit was refused, naming lines that GET …/lines, answering
+// 404 for the deleted policy, could not show). An unknown resource is the
+// delete's to answer (404). Errors: quota.ErrPolicyInUse-coded (409),
+// quota.ErrUnavailable.
+func (s *Server) refuseDeleteWithPools(ctx context.Context, resource string) error {
+	if s.pools.Lines == nil {
+		return nil
+	}
+	c, err := s.pools.Lines.Config(ctx, resource)
+	if errors.Is(err, quota.ErrResourceNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(c.Lines) > 0 {
+		names := make([]string, 0, len(c.Lines))
+		for _, l := range c.Lines {
+			names = append(names, l.Name)
+		}
+		return quota.NewError(quota.CodePolicyInUse, fmt.Sprintf("%s has business lines (%s): delete them first "+
+			"(DELETE /admin/policies/%s/lines/{line}); a delete would leave them for a policy created again under the name",
+			resource, strings.Join(names, ", "), resource))
+	}
+	if s.pools.Grants == nil {
+		return nil
+	}
+	gs, err := s.pools.Grants.Grants(ctx, resource)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, g := range gs {
+		if g.VoidedMs == 0 {
+			ids = append(ids, g.ID)
+		}
+	}
+	if len(ids) > 0 {
+		return quota.NewError(quota.CodePolicyInUse, fmt.Sprintf("%s has grants or buffer releases not expired (%s): void them first "+
+			"(DELETE /admin/policies/%s/grants/{id}); a delete would leave them for a policy created again under the name",
+			resource, strings.Join(ids, ", "), resource))
+	}
+	return nil
 }
 
 // drawnOf is an apply answer's "drawn" (what the grant took from each

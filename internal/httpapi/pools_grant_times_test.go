@@ -98,3 +98,43 @@ func TestLineNamesNeedALetterOrDigit(t *testing.T) {
 	}
 	a.mustOK(t, request{method: "PUT", path: "/admin/policies/llm/lines/a.-_", body: `{"tier":"CORE"}`})
 }
+
+// TestDeletingAPolicyWithPoolsIsRefused: DELETE /admin/policies/{r} is a
+// 409 POLICY_IN_USE while the resource has business lines or grants not
+// voided, and then deletes nothing. The delete used to succeed and leave
+// the lines and grants in the policy store: a policy created again under
+// the name was refused a limit its invisible lines did not fit, and with a
+// larger one got the old lines and grants back.
+func TestDeletingAPolicyWithPoolsIsRefused(t *testing.T) {
+	a, _ := newPoolsHarness(t)
+	a.putPolicy(t, "dd", `{"quotaType":"TOKENS","totalLimit":1000}`)
+	a.mustOK(t, request{method: "PUT", path: "/admin/policies/dd/lines/search", body: `{"tier":"CORE","dedicated":200}`})
+	exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	g := a.mustOK(t, request{method: "POST", path: "/admin/policies/dd/grants", body: `{"amount":50,"expiresAt":"` + exp + `"}`})
+	id := g.body["grant"].(map[string]any)["id"].(string)
+	refused := func(want string) {
+		t.Helper()
+		r := a.do(t, request{method: "DELETE", path: "/admin/policies/dd"})
+		if msg, _ := r.body["message"].(string); r.status != 409 || r.body["code"] != "POLICY_IN_USE" || !strings.Contains(msg, want) {
+			t.Fatalf("delete: %d %s, want 409 POLICY_IN_USE naming %q", r.status, r.raw, want)
+		}
+		if r := a.get(t, "/admin/policies/dd"); r.status != 200 {
+			t.Fatalf("the refused delete deleted the policy: %d %s", r.status, r.raw)
+		}
+	}
+	refused("search")
+	a.mustOK(t, request{method: "DELETE", path: "/admin/policies/dd/lines/search"})
+	refused(id)
+	a.mustOK(t, request{method: "DELETE", path: "/admin/policies/dd/grants/" + id})
+	a.mustOK(t, request{method: "DELETE", path: "/admin/policies/dd"})
+	a.putPolicy(t, "dd", `{"quotaType":"TOKENS","totalLimit":100}`)
+	if r := a.get(t, "/admin/policies/dd/lines"); len(r.body["lines"].([]any)) != 0 {
+		t.Fatalf("lines came back: %s", r.raw)
+	}
+	if r := a.get(t, "/admin/policies/dd/grants"); r.status != 200 || strings.Contains(string(r.raw), `"active":true`) {
+		t.Fatalf("grants came back: %s", r.raw)
+	}
+	if r := a.do(t, request{method: "DELETE", path: "/admin/policies/nope"}); r.status != 404 {
+		t.Fatalf("delete of an unknown policy: %d %s", r.status, r.raw)
+	}
+}

@@ -2493,7 +2493,9 @@ type ClientInterface interface {
 	// DeletePolicy Delete a policy.
 	//
 	// Refused with 409 POLICY_IN_USE while the resource has live (USING)
-	// sessions. The limit in Redis first drops to 0, so no instance grants
+	// sessions, business lines, or grants or buffer releases that are
+	// neither voided nor expired (a delete would leave them for a policy
+	// created again under the name). The limit in Redis first drops to 0, so no instance grants
 	// while the delete runs (one still holding the policy in its cache
 	// answers 429); if a session slipped in meanwhile the limit is restored
 	// and the delete refused. The ledger rows and audit entries stay.
@@ -3124,7 +3126,9 @@ func (c *Client) ListPolicies(ctx context.Context, reqEditors ...RequestEditorFn
 // DeletePolicy Delete a policy.
 //
 // Refused with 409 POLICY_IN_USE while the resource has live (USING)
-// sessions. The limit in Redis first drops to 0, so no instance grants
+// sessions, business lines, or grants or buffer releases that are
+// neither voided nor expired (a delete would leave them for a policy
+// created again under the name). The limit in Redis first drops to 0, so no instance grants
 // while the delete runs (one still holding the policy in its cache
 // answers 429); if a session slipped in meanwhile the limit is restored
 // and the delete refused. The ledger rows and audit entries stay.
@@ -5814,7 +5818,9 @@ type ClientWithResponsesInterface interface {
 	// DeletePolicyWithResponse Delete a policy.
 	//
 	// Refused with 409 POLICY_IN_USE while the resource has live (USING)
-	// sessions. The limit in Redis first drops to 0, so no instance grants
+	// sessions, business lines, or grants or buffer releases that are
+	// neither voided nor expired (a delete would leave them for a policy
+	// created again under the name). The limit in Redis first drops to 0, so no instance grants
 	// while the delete runs (one still holding the policy in its cache
 	// answers 429); if a session slipped in meanwhile the limit is restored
 	// and the delete refused. The ledger rows and audit entries stay.
@@ -9394,7 +9400,9 @@ func (c *ClientWithResponses) ListPoliciesWithResponse(ctx context.Context, reqE
 // DeletePolicyWithResponse Delete a policy.
 //
 // Refused with 409 POLICY_IN_USE while the resource has live (USING)
-// sessions. The limit in Redis first drops to 0, so no instance grants
+// sessions, business lines, or grants or buffer releases that are
+// neither voided nor expired (a delete would leave them for a policy
+// created again under the name). The limit in Redis first drops to 0, so no instance grants
 // while the delete runs (one still holding the policy in its cache
 // answers 429); if a session slipped in meanwhile the limit is restored
 // and the delete refused. The ledger rows and audit entries stay.
