@@ -286,7 +286,7 @@ func (c *Client) DeletePolicy(ctx context.Context, resource, reason string) (*Po
 type GrantRequest struct {
 	Amount       int64      `json:"amount"`
 	BusinessLine string     `json:"businessLine,omitempty"` // "" = every line (grant) or the shared pool (release)
-	EffectiveAt  *time.Time `json:"effectiveAt,omitempty"`  // nil = now
+	EffectiveAt  *time.Time `json:"effectiveAt,omitempty"`  // nil = now; grants only (a release refuses it)
 	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`    // required for a grant
 	Reason       string     `json:"reason,omitempty"`
 }

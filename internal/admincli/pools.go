@@ -53,9 +53,11 @@ func readPools(ctx context.Context, c *client.Client, resource string) (poolsNow
 
 func (g *globals) linesCmd() *ffcli.Command {
 	var spec client.LineSpec
+	var flags *flag.FlagSet
 	set := g.cmd("set", "quota-center admin lines set <resource> <line> --tier CORE|GROWTH|EXPLORE [--weight N | --dedicated N]",
 		"create or replace a business line (neither --weight nor --dedicated: weight 1)",
 		func(fs *flag.FlagSet) {
+			flags = fs
 			fs.StringVar(&spec.Tier, "tier", "", "CORE, GROWTH or EXPLORE (required)")
 			fs.Int64Var(&spec.Weight, "weight", 0, "its share of the dedicated pool, 1–1000")
 			fs.Int64Var(&spec.Dedicated, "dedicated", 0, "an explicit dedicated amount, in the policy's unit")
@@ -67,8 +69,19 @@ func (g *globals) linesCmd() *ffcli.Command {
 			if spec.Tier == "" {
 				return errors.New("--tier is required (CORE, GROWTH or EXPLORE)")
 			}
-			if spec.Weight != 0 && spec.Dedicated != 0 {
+			// A flag given as 0 (or below) is refused here: the client
+			// leaves a 0 out of the request, and the server reads a line
+			// without weight or dedicated as weight 1, so "--weight 0"
+			// created a line of weight 1.
+			given := map[string]bool{}
+			flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
+			switch {
+			case given["weight"] && given["dedicated"]:
 				return errors.New("give --weight or --dedicated, not both")
+			case given["weight"] && spec.Weight < 1:
+				return errors.New("--weight must be 1 … 1000")
+			case given["dedicated"] && spec.Dedicated < 1:
+				return errors.New("--dedicated must be at least 1, in the policy's unit")
 			}
 			if _, err := c.PutLine(ctx, pos[0], pos[1], spec); err != nil {
 				return err

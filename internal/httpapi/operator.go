@@ -285,6 +285,10 @@ func (s *Server) handleDeletePolicy(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err = s.refuseDeleteWithPools(r.Context(), chi.URLParam(r, "resourceName")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	p, err := s.ops.DeletePolicy(r.Context(), chi.URLParam(r, "resourceName"), q.Get("reason"))
 	if err != nil {
 		s.writeError(w, r, err)

@@ -149,6 +149,9 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err == nil {
+		err = lineNameHasAlnum(spec.Name)
+	}
+	if err == nil {
 		var created bool
 		if _, created, err = s.pools.Lines.PutLine(r.Context(), chi.URLParam(r, "resourceName"), spec); err == nil {
 			status := http.StatusOK
@@ -201,33 +204,28 @@ func toGrantJSON(g pools.GrantRecord, now int64) grantJSON {
 	return j
 }
 
-// parseTime reads an optional RFC 3339 time as Unix ms (0 when absent).
-func parseTime(field, v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return 0, &quota.ValidationError{Field: field, Reason: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"}
-	}
-	return t.UnixMilli(), nil
-}
-
-func (s *Server) decodeGrant(r *http.Request) (admin.GrantRequest, error) {
+// decodeGrant reads the body of POST …/grants (release false) or POST
+// …/buffer/release (release true). A release lends the buffer at once, so
+// it takes no effectiveAt (one was accepted, answered "active": false, and
+// the buffer moved all the same). Errors: *quota.ValidationError.
+func (s *Server) decodeGrant(r *http.Request, release bool) (admin.GrantRequest, error) {
 	var body struct {
 		Amount       json.RawMessage `json:"amount"`
 		BusinessLine string          `json:"businessLine"`
-		EffectiveAt  string          `json:"effectiveAt"`
+		EffectiveAt  *string         `json:"effectiveAt"`
 		ExpiresAt    string          `json:"expiresAt"`
 		Reason       string          `json:"reason"`
 	}
 	var g admin.GrantRequest
 	err := decode(r, &body)
+	if err == nil && release && body.EffectiveAt != nil {
+		err = &quota.ValidationError{Field: "effectiveAt", Reason: "is not taken by a buffer release (it lends the buffer now)"}
+	}
 	if err == nil {
 		g.Amount, err = parseAmount("amount", body.Amount, true)
 	}
-	if err == nil {
-		g.EffectiveMs, err = parseTime("effectiveAt", body.EffectiveAt)
+	if err == nil && body.EffectiveAt != nil {
+		g.EffectiveMs, err = parseTime("effectiveAt", *body.EffectiveAt)
 	}
 	if err == nil {
 		g.ExpiresMs, err = parseTime("expiresAt", body.ExpiresAt)
@@ -244,7 +242,7 @@ func (s *Server) handleGrantOf(release bool) http.HandlerFunc {
 		add, key = s.pools.Grants.Release, "release"
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		g, err := s.decodeGrant(r)
+		g, err := s.decodeGrant(r, release)
 		if err == nil {
 			var rec pools.GrantRecord
 			if rec, err = add(r.Context(), chi.URLParam(r, "resourceName"), g); err == nil {

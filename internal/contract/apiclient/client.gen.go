@@ -1396,11 +1396,13 @@ type GrantList struct {
 // GrantRequest defines model for GrantRequest.
 type GrantRequest struct {
 	// Amount An amount in the unit of the policy's quotaType.
-	Amount       Amount     `json:"amount"`
-	BusinessLine *string    `json:"businessLine,omitempty"`
-	EffectiveAt  *time.Time `json:"effectiveAt,omitempty"`
+	Amount       Amount  `json:"amount"`
+	BusinessLine *string `json:"businessLine,omitempty"`
 
-	// ExpiresAt Required for grants; releases without one last until returned.
+	// EffectiveAt Grants only (default now), after 1970-01-01T00:00:00Z; a buffer release lends at once and refuses it (400).
+	EffectiveAt *time.Time `json:"effectiveAt,omitempty"`
+
+	// ExpiresAt Required for grants; releases without one last until returned. After 1970-01-01T00:00:00Z.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 
 	// Reason Why, recorded with the grant and in the audit log; at most 500 characters, no control characters other than tab and newline.
@@ -2491,7 +2493,9 @@ type ClientInterface interface {
 	// DeletePolicy Delete a policy.
 	//
 	// Refused with 409 POLICY_IN_USE while the resource has live (USING)
-	// sessions. The limit in Redis first drops to 0, so no instance grants
+	// sessions, business lines, or grants or buffer releases that are
+	// neither voided nor expired (a delete would leave them for a policy
+	// created again under the name). The limit in Redis first drops to 0, so no instance grants
 	// while the delete runs (one still holding the policy in its cache
 	// answers 429); if a session slipped in meanwhile the limit is restored
 	// and the delete refused. The ledger rows and audit entries stay.
@@ -3122,7 +3126,9 @@ func (c *Client) ListPolicies(ctx context.Context, reqEditors ...RequestEditorFn
 // DeletePolicy Delete a policy.
 //
 // Refused with 409 POLICY_IN_USE while the resource has live (USING)
-// sessions. The limit in Redis first drops to 0, so no instance grants
+// sessions, business lines, or grants or buffer releases that are
+// neither voided nor expired (a delete would leave them for a policy
+// created again under the name). The limit in Redis first drops to 0, so no instance grants
 // while the delete runs (one still holding the policy in its cache
 // answers 429); if a session slipped in meanwhile the limit is restored
 // and the delete refused. The ledger rows and audit entries stay.
@@ -5812,7 +5818,9 @@ type ClientWithResponsesInterface interface {
 	// DeletePolicyWithResponse Delete a policy.
 	//
 	// Refused with 409 POLICY_IN_USE while the resource has live (USING)
-	// sessions. The limit in Redis first drops to 0, so no instance grants
+	// sessions, business lines, or grants or buffer releases that are
+	// neither voided nor expired (a delete would leave them for a policy
+	// created again under the name). The limit in Redis first drops to 0, so no instance grants
 	// while the delete runs (one still holding the policy in its cache
 	// answers 429); if a session slipped in meanwhile the limit is restored
 	// and the delete refused. The ledger rows and audit entries stay.
@@ -9392,7 +9400,9 @@ func (c *ClientWithResponses) ListPoliciesWithResponse(ctx context.Context, reqE
 // DeletePolicyWithResponse Delete a policy.
 //
 // Refused with 409 POLICY_IN_USE while the resource has live (USING)
-// sessions. The limit in Redis first drops to 0, so no instance grants
+// sessions, business lines, or grants or buffer releases that are
+// neither voided nor expired (a delete would leave them for a policy
+// created again under the name). The limit in Redis first drops to 0, so no instance grants
 // while the delete runs (one still holding the policy in its cache
 // answers 429); if a session slipped in meanwhile the limit is restored
 // and the delete refused. The ledger rows and audit entries stay.
