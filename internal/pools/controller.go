@@ -91,21 +91,23 @@ type lineCtl struct {
 	burstBase     float64 // the rate before the burst that started the reactive release
 	raised        bool    // the watermark was raised at the last sample
 	gaveBackMs    int64   // when a reclaim last gave quota back to the line (0 = never)
-	guard         bool    // buffer was lent to this CORE line because the shared pool ran short
 }
 
 // Controller makes the periodic decisions for one resource. It is not safe
 // for concurrent use; the service runs one per resource under a lock.
 type Controller struct {
-	Settings  Settings
-	PeriodMs  int64 // the policy's period length (ms); ≤ 0 = longer than any horizon
-	lines     map[string]*lineCtl
-	lastTick  int64
-	sampled   int64 // when rates were last sampled (ms), valid when didSample
-	didSample bool
-	epoch     string // the Model.Epoch of the last tick
-	Reclaims  []*Reclaim
-	nextID    int
+	Settings Settings
+	PeriodMs int64 // the policy's period length (ms); ≤ 0 = longer than any horizon
+	lines    map[string]*lineCtl
+	// guardHeld is the buffer guardShared put into the shared pool and has
+	// not taken back; guardPeak the most it held in the episode.
+	guardHeld, guardPeak int64
+	lastTick             int64
+	sampled              int64 // when rates were last sampled (ms), valid when didSample
+	didSample            bool
+	epoch                string // the Model.Epoch of the last tick
+	Reclaims             []*Reclaim
+	nextID               int
 	// Released is the buffer operators lent and that has not expired, by
 	// line ("" = the shared pool), set by the caller before each Tick. Buffer
 	// lent beyond it and beyond what this controller lent (its memory was
@@ -190,12 +192,12 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.sampled, c.didSample = now, true
 		c.reclaim(m, now, names, emit)
 	}
-	c.guardCore(m, names, emit)
+	c.guardShared(m, names, emit)
 	for _, n := range names {
 		c.adopt(m.Lines[n], c.line(n))
 		c.returnBuffer(m, n, now, emit)
 	}
-	if o := m.SharedBuffer - c.Released[""]; o > 0 && c.Released != nil {
+	if o := m.SharedBuffer - c.Released[""] - c.guardHeld; o > 0 && c.Released != nil {
 		if got := m.Return("", o); got > 0 {
 			emit("RETURN", "", got, "buffer in the shared pool that no active release holds")
 		}
@@ -416,12 +418,6 @@ func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFun
 	lc, l := c.line(name), m.Lines[name]
 	if lc.predLent+lc.reactLent == 0 || lc.reactiveUntil > now {
 		return
-	}
-	if lc.guard {
-		if c.sharedShort(m) {
-			return // the shared pool is still short: CORE keeps it
-		}
-		lc.guard = false
 	}
 	if c.ModeOf(name) == ModePredictive && lc.predLent > 0 {
 		k := float64(HorizonMs / SampleMs)
