@@ -288,7 +288,16 @@ func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, ha
 	}
 	// Still high after the reactive release: lower the watermark gently —
 	// never a CORE line's (its critical applies pass it anyway, and its
-	// previews are what the 95 % keeps).
+	// previews are what the 95 % keeps), and only while the line still
+	// holds buffer of the release: the throttle eases a line off the
+	// reserve as the buffer goes back. Once it is all back (returned past
+	// the hold, or taken into a short shared pool) the line draws only what
+	// pools alone would give it, and a watermark still being lowered would
+	// refuse it what they grant (issue 21 §2: elasticity never makes
+	// refusals worse than pools alone; TestGentleLoweringEndsWithTheBuffer).
+	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && lc.reactLent == 0 {
+		lc.reactiveUntil, lc.burstBase = 0, 0
+	}
 	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && lc.burstBase > 0 && rate >= 2*lc.burstBase &&
 		l.Tier != TierCore && l.Watermark-WatermarkStep >= WatermarkFloor {
 		l.Watermark -= WatermarkStep
