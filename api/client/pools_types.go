@@ -22,8 +22,9 @@ type PoolSettings struct {
 	// automatic move at all).
 	Elasticity string `json:"elasticity"`
 	// ReclaimThresholdPercent: when the shared pool is this full, 1 … 100
-	// (default 90), the free buffer is lent to the CORE lines; reclaims
-	// start when a line is under pressure (docs/pools.md §2).
+	// (default 90), the controller puts the buffer lines do not hold into
+	// the shared pool; reclaims start when a line is under pressure
+	// (docs/pools.md §2).
 	ReclaimThresholdPercent int64 `json:"reclaimThresholdPercent"`
 	// ReclaimConfirmSeconds confirms a warned reclaim after this many
 	// seconds, 0 … 86400; 0 = by hand only (default 30).

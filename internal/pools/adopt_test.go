@@ -119,21 +119,24 @@ func TestControllerForgetsBufferTheLineNoLongerHolds(t *testing.T) {
 // pool does not hold it, all at once; an active release stays.
 func TestControllerReturnsSharedBufferNoReleaseHolds(t *testing.T) {
 	m, _ := oneLine(t, ElasticityReactive)
-	_ = m.Release("", 5000)
+	// The whole buffer (20,000) is in the shared pool, 17,000 of it by an
+	// active release (so the controller has no free buffer of its own to
+	// put there when the pool is short).
+	_ = m.Release("", 20_000)
 	ctl := NewController(func() Settings { s := DefaultSettings(); s.Elasticity = ElasticityReactive; return s }(), 0)
-	ctl.Released = map[string]int64{"": 2000}
+	ctl.Released = map[string]int64{"": 17_000}
 	// The shared pool is full: nothing can go back yet, and no event says 0.
 	m.SharedUsed = m.SharedCap()
-	if evs := ctl.Tick(m, 0); len(returns(evs, "")) != 0 || m.SharedBuffer != 5000 {
+	if evs := ctl.Tick(m, 0); len(returns(evs, "")) != 0 || m.SharedBuffer != 20_000 {
 		t.Fatalf("returned from a full shared pool: %v", evs)
 	}
 	m.SharedUsed = m.SharedCap() - 1000 // 1000 of it unused
-	if evs := ctl.Tick(m, TickMs); !same(returns(evs, ""), []int64{1000}) || m.SharedBuffer != 4000 {
+	if evs := ctl.Tick(m, TickMs); !same(returns(evs, ""), []int64{1000}) || m.SharedBuffer != 19_000 {
 		t.Fatalf("returned %v, shared buffer %d; want the 1000 unused back", returns(evs, ""), m.SharedBuffer)
 	}
 	m.SharedUsed = 0
-	if evs := ctl.Tick(m, 2*TickMs); !same(returns(evs, ""), []int64{2000}) || m.SharedBuffer != 2000 {
-		t.Fatalf("returned %v, shared buffer %d; want 2000 back and the active release's 2000 kept", returns(evs, ""), m.SharedBuffer)
+	if evs := ctl.Tick(m, 2*TickMs); !same(returns(evs, ""), []int64{2000}) || m.SharedBuffer != 17_000 {
+		t.Fatalf("returned %v, shared buffer %d; want 2000 back and the active release's 17,000 kept", returns(evs, ""), m.SharedBuffer)
 	}
 	if evs := ctl.Tick(m, 3*TickMs); len(returns(evs, "")) != 0 {
 		t.Fatalf("took back an active release: %v", evs)

@@ -91,21 +91,23 @@ type lineCtl struct {
 	burstBase     float64 // the rate before the burst that started the reactive release
 	raised        bool    // the watermark was raised at the last sample
 	gaveBackMs    int64   // when a reclaim last gave quota back to the line (0 = never)
-	guard         bool    // buffer was lent to this CORE line because the shared pool ran short
 }
 
 // Controller makes the periodic decisions for one resource. It is not safe
 // for concurrent use; the service runs one per resource under a lock.
 type Controller struct {
-	Settings  Settings
-	PeriodMs  int64 // the policy's period length (ms); ≤ 0 = longer than any horizon
-	lines     map[string]*lineCtl
-	lastTick  int64
-	sampled   int64 // when rates were last sampled (ms), valid when didSample
-	didSample bool
-	epoch     string // the Model.Epoch of the last tick
-	Reclaims  []*Reclaim
-	nextID    int
+	Settings Settings
+	PeriodMs int64 // the policy's period length (ms); ≤ 0 = longer than any horizon
+	lines    map[string]*lineCtl
+	// guardHeld is the buffer guardShared put into the shared pool and has
+	// not taken back; guardPeak the most it held in the episode.
+	guardHeld, guardPeak int64
+	lastTick             int64
+	sampled              int64 // when rates were last sampled (ms), valid when didSample
+	didSample            bool
+	epoch                string // the Model.Epoch of the last tick
+	Reclaims             []*Reclaim
+	nextID               int
 	// Released is the buffer operators lent and that has not expired, by
 	// line ("" = the shared pool), set by the caller before each Tick. Buffer
 	// lent beyond it and beyond what this controller lent (its memory was
@@ -190,12 +192,12 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.sampled, c.didSample = now, true
 		c.reclaim(m, now, names, emit)
 	}
-	c.guardCore(m, names, emit)
+	c.guardShared(m, names, emit)
 	for _, n := range names {
 		c.adopt(m.Lines[n], c.line(n))
 		c.returnBuffer(m, n, now, emit)
 	}
-	if o := m.SharedBuffer - c.Released[""]; o > 0 && c.Released != nil {
+	if o := m.SharedBuffer - c.Released[""] - c.guardHeld; o > 0 && c.Released != nil {
 		if got := m.Return("", o); got > 0 {
 			emit("RETURN", "", got, "buffer in the shared pool that no active release holds")
 		}
@@ -286,7 +288,16 @@ func (c *Controller) sampleLine(m *Model, name string, now int64, dt float64, ha
 	}
 	// Still high after the reactive release: lower the watermark gently —
 	// never a CORE line's (its critical applies pass it anyway, and its
-	// previews are what the 95 % keeps).
+	// previews are what the 95 % keeps), and only while the line still
+	// holds buffer of the release: the throttle eases a line off the
+	// reserve as the buffer goes back. Once it is all back (returned past
+	// the hold, or taken into a short shared pool) the line draws only what
+	// pools alone would give it, and a watermark still being lowered would
+	// refuse it what they grant (issue 21 §2: elasticity never makes
+	// refusals worse than pools alone; TestGentleLoweringEndsWithTheBuffer).
+	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && lc.reactLent == 0 {
+		lc.reactiveUntil, lc.burstBase = 0, 0
+	}
 	if lc.reactiveUntil != 0 && now >= lc.reactiveUntil && lc.burstBase > 0 && rate >= 2*lc.burstBase &&
 		l.Tier != TierCore && l.Watermark-WatermarkStep >= WatermarkFloor {
 		l.Watermark -= WatermarkStep
@@ -416,12 +427,6 @@ func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFun
 	lc, l := c.line(name), m.Lines[name]
 	if lc.predLent+lc.reactLent == 0 || lc.reactiveUntil > now {
 		return
-	}
-	if lc.guard {
-		if c.sharedShort(m) {
-			return // the shared pool is still short: CORE keeps it
-		}
-		lc.guard = false
 	}
 	if c.ModeOf(name) == ModePredictive && lc.predLent > 0 {
 		k := float64(HorizonMs / SampleMs)

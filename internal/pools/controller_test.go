@@ -129,6 +129,11 @@ func reclaimWorld(t *testing.T, s Settings) (*Model, *Controller) {
 	// shared 600, dedicated 150 + 150, borrow cap 75 each (default 50 %).
 	m := NewModel(lay, false)
 	m.SharedUsed = 520 // others' use of the shared pool; busy's 75 brings it to 99 %
+	// The buffer is lent out (an operator's release): the short shared
+	// pool gets none of it, so the pressure stays for the reclaim.
+	if err := m.Release("idle", lay.Buffer); err != nil {
+		t.Fatal(err)
+	}
 	feed(t, m, "busy", 225, "fill")
 	return m, NewController(s, 0)
 }

@@ -150,6 +150,38 @@ func TestReactiveHoldLowersTheWatermarkWhileTheBurstLasts(t *testing.T) {
 	}
 }
 
+// The gentle lowering after a reactive hold lasts only while the line
+// holds buffer of the release: once the buffer is all back (10 % a tick
+// past the hold), a burst that goes on is no longer lowered and the
+// watermark returns to its tier's value. Before, it went on down to the
+// floor (30 %) with the buffer long gone, refusing a line that borrowed
+// from a shared pool with a fifth to two fifths free what pools alone
+// grant (the conversation trace: 11 watermark refusals against none).
+func TestGentleLoweringEndsWithTheBuffer(t *testing.T) {
+	s := newSampler(t, ElasticityReactive)
+	a := s.m.Lines["a"]
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	s.sample(2250, SampleMs) // the burst: the whole free buffer, held 5 minutes
+	if a.Buffer != 20_000 {
+		t.Fatalf("not lent: %+v", a)
+	}
+	for a.Buffer > 0 && s.now < 3_600_000 {
+		s.sample(2250, SampleMs) // the burst goes on; past the hold the buffer goes back
+	}
+	lowest := a.Watermark
+	if lowest >= 8000 {
+		t.Fatalf("not lowered while the buffer went back: watermark %d", lowest)
+	}
+	n := len(eventsOf(s.evs, "WATERMARK_LOWERED"))
+	for range 20 {
+		s.sample(2250, SampleMs) // still twice the pre-burst rate
+	}
+	if got := len(eventsOf(s.evs, "WATERMARK_LOWERED")); got != n || a.Watermark <= lowest {
+		t.Fatalf("with the buffer back: %d more lowerings, watermark %d (lowest %d)", got-n, a.Watermark, lowest)
+	}
+}
+
 // Predictive elasticity lends buffer when the forecast use of a period
 // passes 80 % of what the line may use (at exactly 80 % it does not), what
 // it is over by, once per level; past the peak the buffer goes back 10 %

@@ -1,58 +1,61 @@
 package pools
 
+import "math"
+
 // sharedShort reports whether the shared pool is at least
-// reclaimThresholdPercent used (90 % by default).
+// reclaimThresholdPercent used (90 % by default), measured against the
+// shared pool without the buffer guardShared put into it (with it, the
+// release itself would end the shortage it answers).
 func (c *Controller) sharedShort(m *Model) bool {
-	capS := m.SharedCap()
+	capS := m.SharedCap() - c.guardHeld
 	return capS > 0 && m.SharedUsed*100 >= c.Settings.ReclaimThresholdPercent*capS
 }
 
-// guardCore lends the free buffer to the CORE lines, in equal parts, at
-// every tick the shared pool is short (sharedShort): a CORE critical apply
-// may take all of the shared pool, and past it the buffer lent to its line,
-// so CORE's critical work is not refused while the reserve has quota
-// (issue 21 §2). The buffer goes back, 10 % a tick, once the shared pool is
-// no longer short.
-func (c *Controller) guardCore(m *Model, names []string, emit emitFunc) {
+// guardShared releases the buffer into the shared pool at every tick the
+// shared pool is short (sharedShort) — seed 003's "the shared pool nearly
+// exhausted" — first taking back the buffer this controller lent to any
+// line and that the line does not hold. In the shared pool the tiers decide
+// who gets it: a CORE critical apply takes everything free, continuations
+// may take everything free, and the watermarks refuse the lower tiers'
+// non-critical applies first as what they can reach runs short. Before,
+// the buffer was lent to the CORE lines, where it sat unused while the
+// other lines' critical applies (and a CORE line without it) were refused
+// with a tenth of the limit unheld (issue 21 §2;
+// TestShortSharedPoolGetsTheUnusedBuffer). It goes back, 10 % of the most
+// it put there a tick, once the shared pool is no longer short.
+func (c *Controller) guardShared(m *Model, names []string, emit emitFunc) {
+	c.guardHeld = min(c.guardHeld, m.SharedBuffer) // a period's end or an operator may have taken it
 	if !c.sharedShort(m) {
+		if c.guardHeld > 0 {
+			step := max(1, int64(math.Ceil(float64(c.guardPeak)*ReturnPerTick)))
+			if got := m.Return("", min(step, c.guardHeld)); got > 0 {
+				c.guardHeld -= got
+				emit("RETURN", "", got, "the shared pool is no longer short: 10%% of the buffer put there back every 10 s")
+			}
+		}
+		if c.guardHeld == 0 {
+			c.guardPeak = 0
+		}
 		return
 	}
-	// Buffer this controller lent to lines below CORE and that they do not
-	// hold comes back first: CORE's critical work before a burst's.
 	for _, n := range names {
-		l, lc := m.Lines[n], c.line(n)
-		if l.Tier == TierCore || lc.predLent+lc.reactLent == 0 {
+		lc := c.line(n)
+		if lc.predLent+lc.reactLent == 0 {
 			continue
 		}
 		if got := m.Return(n, lc.predLent+lc.reactLent); got > 0 {
 			fromReact := min(got, lc.reactLent)
 			lc.reactLent -= fromReact
 			lc.predLent -= got - fromReact
-			emit("RETURN", n, got, "the shared pool is short: unused buffer goes to the CORE lines")
+			emit("RETURN", n, got, "the shared pool is short: buffer the line does not hold goes to the shared pool")
 		}
 	}
 	free := m.BufferFree()
-	if free <= 0 {
+	if free <= 0 || m.Release("", free) != nil {
 		return
 	}
-	var core []string
-	for _, n := range names {
-		if m.Lines[n].Tier == TierCore {
-			core = append(core, n)
-		}
-	}
-	for i, n := range core {
-		x := free / int64(len(core))
-		if i == 0 {
-			x += free % int64(len(core))
-		}
-		if x <= 0 || m.Release(n, x) != nil {
-			continue
-		}
-		lc := c.line(n)
-		lc.predLent += x
-		lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
-		lc.guard = true
-		emit("LEND_PREDICTIVE", n, x, "the shared pool is %d%% used: buffer to the CORE line, so that its critical work is not refused", m.SharedUsed*100/m.SharedCap())
-	}
+	c.guardHeld += free
+	c.guardPeak = max(c.guardPeak, c.guardHeld)
+	emit("LEND_PREDICTIVE", "", free, "the shared pool is %d%% used: the buffer goes to the shared pool, where CORE's critical work takes it first and the watermarks refuse non-critical work first",
+		m.SharedUsed*100/max(1, m.SharedCap()-c.guardHeld))
 }

@@ -69,8 +69,8 @@ type Settings struct {
 	// Elasticity: AUTO (default), PREDICTIVE, REACTIVE or OFF.
 	Elasticity Elasticity `json:"elasticity"`
 	// ReclaimThresholdPercent: when the shared pool is this full (1 … 100;
-	// default 90) the controller lends the free buffer to the CORE lines
-	// (the CORE guard, guard.go). Reclaims start when a line is under
+	// default 90) the controller puts the buffer lines do not hold into
+	// the shared pool (guardShared, guard.go). Reclaims start when a line is under
 	// pressure, whatever the shared pool's use (reclaim.go).
 	ReclaimThresholdPercent int64 `json:"reclaimThresholdPercent"`
 	// ReclaimConfirmSeconds: a WARNED reclaim is confirmed automatically

@@ -5,7 +5,7 @@ import "testing"
 // reclaimAt is reclaimWorld with the others' use of the shared pool set to
 // others (busy adds its 75, its borrowing limit) and busy holding busy
 // (its 150 dedicated first): limit 1000, shared 600, dedicated 150 + 150,
-// borrowing limit 75 each, buffer 100, tiers off.
+// borrowing limit 75 each, buffer 100 (lent to idle), tiers off.
 func reclaimAt(t *testing.T, s Settings, others, busy int64) (*Model, *Controller) {
 	t.Helper()
 	lay, err := Plan(1000, s, []LineSpec{{Name: "busy", Tier: TierCore, Weight: 1}, {Name: "idle", Tier: TierExplore, Weight: 1}})
@@ -14,6 +14,11 @@ func reclaimAt(t *testing.T, s Settings, others, busy int64) (*Model, *Controlle
 	}
 	m := NewModel(lay, false)
 	m.SharedUsed = others
+	// The buffer is lent out (an operator's release to idle): a short
+	// shared pool gets none of it (guardShared), so busy's pressure stays.
+	if err := m.Release("idle", lay.Buffer); err != nil {
+		t.Fatal(err)
+	}
 	if busy > 0 {
 		feed(t, m, "busy", busy, "fill")
 	}

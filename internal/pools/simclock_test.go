@@ -105,10 +105,11 @@ func TestReactionsKeepTheOrderOfOneInstant(t *testing.T) {
 // of the only period: it stays WARNED.
 func TestSimulateDecidesOnlyInsideTheMeasuredPeriods(t *testing.T) {
 	s := DefaultSettings()
-	s.BorrowLimitPercent = 400        // busy may use 150 + 600: all of the shared pool
-	s.Elasticity = ElasticityReactive // no predictive lending to change what busy may use
+	s.DedicatedPercent, s.BufferPercent = 40, 0 // no buffer for a short shared pool to get (guardShared)
+	s.BorrowLimitPercent = 400                  // busy may use 200 + 600: all of the shared pool
+	s.Elasticity = ElasticityReactive           // no predictive lending to change what busy may use
 	w := Workload{Lines: []LineSpec{{Name: "busy", Tier: TierCore, Weight: 1}, {Name: "idle", Tier: TierExplore, Weight: 1}},
-		Requests: []Request{{AtMs: 1, Line: "busy", Amount: 750, Actual: 750, DurationMs: 59_000, Critical: true}}}
+		Requests: []Request{{AtMs: 1, Line: "busy", Amount: 800, Actual: 800, DurationMs: 59_000, Critical: true}}}
 	r, err := Simulate(w, SimConfig{Scheme: SchemeElastic, Limit: 1000, PeriodMs: 60_000, Settings: s})
 	if err != nil {
 		t.Fatal(err)

@@ -1719,7 +1719,7 @@ type PoolSettings struct {
 	ReclaimConfirmSeconds *int  `json:"reclaimConfirmSeconds,omitempty"`
 	ReclaimDryRun         *bool `json:"reclaimDryRun,omitempty"`
 
-	// ReclaimThresholdPercent When the shared pool is this full, the free buffer is lent to the CORE lines. Reclaims start when a line is under pressure (at its watermark of what it can reach), whatever this threshold.
+	// ReclaimThresholdPercent When the shared pool is this full, the controller takes back the buffer it lent and lines do not hold, and puts the free buffer into the shared pool. Reclaims start when a line is under pressure (at its watermark of what it can reach), whatever this threshold.
 	ReclaimThresholdPercent *int `json:"reclaimThresholdPercent,omitempty"`
 	SharedPercent           *int `json:"sharedPercent,omitempty"`
 }
