@@ -353,6 +353,10 @@ type PolicyStore interface {
 	// PutPolicy creates or updates; an update keeps CreatedAt. It returns the
 	// stored policy and whether it was created.
 	PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
+	// CreatePolicy stores p only when its resource has no policy, in one
+	// atomic step (of concurrent creates of one name exactly one reports
+	// true); false: one exists and nothing was written.
+	CreatePolicy(ctx context.Context, p Policy) (Policy, bool, error)
 }
 
 // Scheduler turns a policy's resetCron and timezone into periods.
