@@ -154,6 +154,63 @@ func TestConsolePoolsInChromium(t *testing.T) {
 	}
 }
 
+// The Pools tab's "Pool settings" form in Chromium: refused when the
+// shares do not sum to 100 (nothing changes), then the shares 60/30/10 →
+// 50/40/10 and the borrowing limit 50 → 120 %, shown at once and audited.
+func TestConsolePoolSettingsInChromium(t *testing.T) {
+	s := testenv.Start(t, testenv.Real, "--admin-tokens", "ops-gus:"+adminToken)
+	c, err := client.New(s.URL, client.WithAdminToken(adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := pooledResource(t, s, c)
+	ctx := browser(t)
+	ui := s.URL + "/admin/ui"
+	run(t, ctx, "sign in", chromedp.Navigate(ui+"/"), chromedp.WaitVisible(`#token`), chromedp.SendKeys(`#token`, adminToken),
+		chromedp.Submit(`#login`), chromedp.WaitVisible(`tr[data-resource="`+res+`"]`))
+	before, err := c.Pools(context.Background(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := `#pool-settings`
+	fill := func(buffer string, then ...chromedp.Action[chromedp.Void]) []chromedp.Action[chromedp.Void] {
+		return append([]chromedp.Action[chromedp.Void]{
+			chromedp.Navigate(ui + "/resources/" + res + "/pools"), chromedp.WaitVisible(`#lines`),
+			chromedp.Click(`#pool-settings-box summary`), chromedp.WaitVisible(set + ` input[name=borrow]`),
+			chromedp.SetValue(set+` input[name=shared]`, "50"), chromedp.SetValue(set+` input[name=dedicated]`, "40"),
+			chromedp.SetValue(set+` input[name=buffer]`, buffer), chromedp.SetValue(set+` input[name=borrow]`, "120"),
+			chromedp.SendKeys(set+` input[name=reason]`, "core grows"), chromedp.Click(set + ` input[name=confirm]`)}, then...)
+	}
+	run(t, ctx, "pool settings not summing to 100", fill("20", chromedp.Click(set+` button`), chromedp.WaitVisible(`#error`))...)
+	if txt := get(t, ctx, "error", chromedp.Text(`#error`)); !strings.Contains(txt, "nothing was changed") || !strings.Contains(txt, "100") {
+		t.Fatalf("shares summing to 110: %q", txt)
+	}
+	if p, err := c.Pools(context.Background(), res); err != nil || p.Pools != before.Pools {
+		t.Fatalf("a refused settings form changed them: %+v, %v (was %+v)", p.Pools, err, before.Pools)
+	}
+	run(t, ctx, "pool settings", fill("10")...)
+	shot(t, ctx, "pool-settings")
+	run(t, ctx, "save the pool settings", chromedp.Click(set+` button`), chromedp.WaitVisible(`#flash`))
+	if txt := get(t, ctx, "flash", chromedp.Text(`#flash`)); !strings.Contains(txt, "Pool settings changed") {
+		t.Fatalf("after saving the settings: %q", txt)
+	}
+	if txt := get(t, ctx, "dedicated", chromedp.Text(`#dedicated`)); txt != "4,000 tokens (40 %)" {
+		t.Fatalf("dedicated pool after the change: %q", txt)
+	}
+	if txt := get(t, ctx, "borrowing limit", chromedp.Text(`#borrow-limit`)); !strings.HasPrefix(txt, "120 %") {
+		t.Fatalf("borrowing limit after the change: %q", txt)
+	}
+	if p, err := c.Pools(context.Background(), res); err != nil || p.Pools.SharedPercent != 50 || p.Pools.DedicatedPercent != 40 ||
+		p.Pools.BufferPercent != 10 || p.Pools.BorrowLimitPercent != 120 || p.Pools.Elasticity != before.Pools.Elasticity {
+		t.Fatalf("settings after the change: %+v, %v", p.Pools, err)
+	}
+
+	run(t, ctx, "audit of the settings", chromedp.Navigate(ui+"/audit?resource="+res+"&action=pools.put"), chromedp.WaitVisible(`#audit`))
+	if text := get(t, ctx, "audit row", chromedp.Text(`#audit tbody tr:first-child`)); !strings.Contains(text, "ops-gus") || !strings.Contains(text, "core grows") {
+		t.Fatalf("audit of the pool settings: %q", text)
+	}
+}
+
 // The pools page's actions refuse what is not confirmed, has no reason or
 // no CSRF token, or meets the wrong state, and change nothing.
 func TestConsolePoolsActionsRefused(t *testing.T) {
