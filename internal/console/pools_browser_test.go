@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/quotacenter/quota-center/api/client"
+	"github.com/quotacenter/quota-center/internal/display"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -224,6 +225,20 @@ func TestConsolePoolsActionsRefused(t *testing.T) {
 	post, page, csrf := signedIn(t, ui, "/resources/"+res+"/pools")
 	if !strings.Contains(page, `id="lines"`) {
 		t.Fatal("no lines table on the pools page")
+	}
+	// Each line's "May use" is what the API's status answers (mayUse, the
+	// figure its watermark is a fraction of), not a fixed slice.
+	st, err := c.Status(context.Background(), res)
+	if err != nil || st.Pools == nil || len(st.Pools.Lines) != 2 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	for _, l := range st.Pools.Lines {
+		row := regexp.MustCompile(`(?s)<tr data-line="` + l.BusinessLine + `".*?</tr>`).FindString(page)
+		want := `<td class="num">` + display.Amount("tokens", l.MayUse) + `</td>
+  <td class="num watermark">`
+		if !strings.Contains(row, want) {
+			t.Errorf("line %s: may use %d not shown: %s", l.BusinessLine, l.MayUse, row)
+		}
 	}
 	ok := url.Values{"reason": {"r"}, "confirm": {"yes"}, "csrf": {csrf}}
 	r1, r2 := "/resources/"+res+"/reclaims/"+res+"-r1/", "/resources/"+res+"/reclaims/"+res+"-r2/"
