@@ -50,8 +50,9 @@ func TestRefusalsOnEachTierGiveTheLinesRemaining(t *testing.T) {
 			t.Fatal(err)
 		}
 		if left <= 0 || num(t, out, "remainingQuota") != st.RemainingQuota ||
-			!strings.Contains(msg, "the line could be granted "+strconv.FormatInt(left, 10)+" now") || strings.Contains(msg, "critical") ||
-			(out["reason"] == "LINE_EXHAUSTED" && !strings.Contains(msg, "only "+strconv.FormatInt(left, 10)+" more")) {
+			strings.Contains(msg, "critical") ||
+			(out["reason"] == "LINE_EXHAUSTED" && !strings.Contains(msg, "only "+strconv.FormatInt(left, 10)+" more")) ||
+			(out["reason"] == "POOL_EXHAUSTED" && !strings.Contains(msg, "the line could be granted "+strconv.FormatInt(left, 10)+" now")) {
 			t.Fatalf("%s refused: lineRemaining %d, status remaining %d, %v", l.name, left, st.RemainingQuota, out)
 		}
 		if code, out := apply(l.name, left+1); code != http.StatusTooManyRequests || num(t, out, "lineRemaining") != left {
@@ -63,7 +64,8 @@ func TestRefusalsOnEachTierGiveTheLinesRemaining(t *testing.T) {
 		code, out = apply(l.name, 1)
 		msg, _ = out["message"].(string)
 		if code != http.StatusTooManyRequests || num(t, out, "lineRemaining") != 0 || strings.Contains(msg, "only") ||
-			!strings.Contains(msg, "the line could be granted 0 now") {
+			(out["reason"] == "LINE_EXHAUSTED" && !strings.Contains(msg, "used all it may use")) ||
+			(out["reason"] == "POOL_EXHAUSTED" && !strings.Contains(msg, "the line could be granted 0 now")) {
 			t.Fatalf("%s with nothing left: %d %v", l.name, code, out)
 		}
 	}

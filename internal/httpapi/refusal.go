@@ -52,7 +52,7 @@ func (s *Server) lineRefusal(ctx context.Context, req quota.ApplyRequest, res qu
 		res.Remaining = st.Remaining
 	}
 	line := ""
-	if res.LineRemaining != nil {
+	if res.LineRemaining != nil && res.Refusal.Reason != quota.RefusedLineExhausted { // its advice gives the figure
 		line = "; the line could be granted " + strconv.FormatInt(*res.LineRemaining, 10) + " now"
 	}
 	return res, "quota exhausted on business line " + strconv.Quote(req.BusinessLine) + ": " +
