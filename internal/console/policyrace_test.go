@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -120,15 +119,6 @@ func jsonPoster(t *testing.T, ui string) (post func(path string, form url.Values
 	if code, body, err := post("/login", url.Values{"token": {adminToken}}); err != nil || code != http.StatusSeeOther {
 		t.Fatalf("sign in: %d %q, %v", code, body, err)
 	}
-	resp, err := hc.Get(ui + "/resources")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(b)
-	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("resources page: %d, CSRF token found %v", resp.StatusCode, m != nil)
-	}
-	return post, string(m[1])
+	_, csrf = pageWithCSRF(t, hc, ui+"/resources")
+	return post, csrf
 }

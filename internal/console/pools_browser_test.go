@@ -304,7 +304,15 @@ func signedIn(t *testing.T, ui, path string) (post func(path string, form url.Va
 	if code := post("/login", url.Values{"token": {adminToken}}); code != http.StatusSeeOther {
 		t.Fatalf("sign in: %d", code)
 	}
-	resp, err := hc.Get(ui + path)
+	page, csrf = pageWithCSRF(t, hc, ui+path)
+	return post, page, csrf
+}
+
+// pageWithCSRF reads a console page with hc (200 or the test fails) and
+// returns it and its form's CSRF token.
+func pageWithCSRF(t *testing.T, hc *http.Client, page string) (body, csrf string) {
+	t.Helper()
+	resp, err := hc.Get(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +320,7 @@ func signedIn(t *testing.T, ui, path string) (post func(path string, form url.Va
 	resp.Body.Close()
 	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(b)
 	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("%s: %d, CSRF token found %v", path, resp.StatusCode, m != nil)
+		t.Fatalf("%s: %d, CSRF token found %v", page, resp.StatusCode, m != nil)
 	}
-	return post, string(b), string(m[1])
+	return string(b), string(m[1])
 }
