@@ -78,15 +78,16 @@ func TestQuotaExhaustedDetails(t *testing.T) {
 		t.Errorf("RemainingQuota = %v", e.RemainingQuota)
 	}
 
-	if e.Reason != "" || !e.NextResetAt.IsZero() {
-		t.Errorf("Reason %q, NextResetAt %v: the server sent neither", e.Reason, e.NextResetAt)
+	if e.Reason != "" || !e.NextResetAt.IsZero() || e.LineRemaining != nil {
+		t.Errorf("Reason %q, NextResetAt %v, LineRemaining %v: the server sent none", e.Reason, e.NextResetAt, e.LineRemaining)
 	}
 
-	// A business line's refusal: reason and nextResetAt.
-	f.body = `{"success":false,"code":"QUOTA_EXHAUSTED","message":"x","remainingQuota":7,"reason":"WATERMARK","nextResetAt":"2024-05-02T00:00:00Z"}`
+	// A business line's refusal: reason, nextResetAt and the line's remaining.
+	f.body = `{"success":false,"code":"QUOTA_EXHAUSTED","message":"x","remainingQuota":7,"lineRemaining":3,"reason":"WATERMARK","nextResetAt":"2024-05-02T00:00:00Z"}`
 	_, err = c.Apply(context.Background(), ApplyRequest{ResourceName: "r", ApplyAmount: 100, BusinessLine: "search"})
-	if !errors.As(err, &e) || e.Reason != ReasonWatermark || !e.NextResetAt.Equal(mustTime(t, "2024-05-02T00:00:00Z")) {
-		t.Errorf("err = %+v, want reason WATERMARK and the next reset", e)
+	if !errors.As(err, &e) || e.Reason != ReasonWatermark || !e.NextResetAt.Equal(mustTime(t, "2024-05-02T00:00:00Z")) ||
+		e.LineRemaining == nil || *e.LineRemaining != 3 {
+		t.Errorf("err = %+v, want reason WATERMARK, the next reset and lineRemaining 3", e)
 	}
 
 	// No Retry-After (never resets) and remainingQuota 0.

@@ -55,6 +55,9 @@ type Error struct {
 	// RemainingQuota is what remains in the period, sent with
 	// QUOTA_EXHAUSTED; nil when the server did not send it.
 	RemainingQuota *int64
+	// LineRemaining is what the business line could be granted now, sent
+	// with QUOTA_EXHAUSTED of an apply on a line; nil otherwise.
+	LineRemaining *int64
 	// NextResetAt is when the period resets, sent with QUOTA_EXHAUSTED
 	// when the policy resets; zero otherwise.
 	NextResetAt time.Time
@@ -167,6 +170,7 @@ type errorBody struct {
 	Message        string `json:"message"`
 	Status         string `json:"status"`
 	RemainingQuota *int64 `json:"remainingQuota"`
+	LineRemaining  *int64 `json:"lineRemaining"`
 	NextResetAt    string `json:"nextResetAt"`
 	Reason         string `json:"reason"`
 }
@@ -180,6 +184,7 @@ func newError(status int, h http.Header, body []byte) *Error {
 		e.Code = eb.Code
 		e.Message = eb.Message
 		e.RemainingQuota = eb.RemainingQuota
+		e.LineRemaining = eb.LineRemaining
 		e.Reason = eb.Reason
 		if eb.NextResetAt != "" {
 			e.NextResetAt, _ = time.Parse(time.RFC3339Nano, eb.NextResetAt)

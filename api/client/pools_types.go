@@ -73,7 +73,8 @@ type LineStatus struct {
 	Used int64 `json:"used"`
 	// Reserved is what its open sessions hold (part of Used).
 	Reserved int64 `json:"reserved"`
-	// Borrowed is what it holds of the shared pool; at most BorrowLimit.
+	// Borrowed is what it holds of the shared pool: up to BorrowLimit, or
+	// more while half of the free shared pool is larger (see MayUse).
 	Borrowed    int64 `json:"borrowed"`
 	BorrowLimit int64 `json:"borrowLimit"`
 	// Lent is what reclaims moved away of its dedicated part; Reclaimed what

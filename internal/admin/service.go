@@ -24,6 +24,7 @@ type Quota interface {
 	Policies(ctx context.Context) ([]quota.Policy, error)
 	Status(ctx context.Context, resource string) (quota.StatusResponse, error)
 	PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error)
+	CreatePolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error)
 	Finish(ctx context.Context, req quota.FinishRequest) (quota.FinishResponse, error)
 	ForgetPolicy(resource string)
 }

@@ -44,6 +44,14 @@ func (l announcingLedger) PutPolicy(ctx context.Context, p quota.Policy) (quota.
 	return out, created, l.announce(ctx, p.ResourceName, err)
 }
 
+func (l announcingLedger) CreatePolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error) {
+	out, created, err := l.Store.CreatePolicy(ctx, p)
+	if err == nil && !created {
+		return out, false, nil // nothing was written: nothing to announce
+	}
+	return out, created, l.announce(ctx, p.ResourceName, err)
+}
+
 func (l announcingLedger) ResetPeriod(ctx context.Context, resource string, at time.Time) (quota.Policy, error) {
 	p, err := l.Store.ResetPeriod(ctx, resource, at)
 	return p, l.announce(ctx, resource, err)

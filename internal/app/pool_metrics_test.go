@@ -65,7 +65,12 @@ func TestPoolMetrics(t *testing.T) {
 		`quota_line_used_tokens{line="core",` + r + `} 250`,
 		`quota_line_borrowed_tokens{line="core",` + r + `} 50`,
 		`quota_line_dedicated_tokens{line="explore",` + r + `} 100`,
-		`quota_line_may_use_tokens{line="explore",` + r + `} 150`,
+		// What each line could hold now, as the API's pools status answers
+		// it (mayUse): dedicated + held of the shared pool + what it may
+		// still borrow, the larger of its borrowing limit left and half of
+		// the 550 free (275).
+		`quota_line_may_use_tokens{line="core",` + r + `} 525`,
+		`quota_line_may_use_tokens{line="explore",` + r + `} 375`,
 		`quota_line_watermark_percent{line="core",` + r + `,tier="CORE"} 95`,
 		`quota_line_watermark_percent{line="explore",` + r + `,tier="EXPLORE"} 60`,
 		`quota_pool_refusals_total{reason="LINE_EXHAUSTED",` + r + `,tier="EXPLORE"} 3`,

@@ -66,9 +66,11 @@ func (c *Console) poolsPage(w http.ResponseWriter, r *http.Request) {
 			if l == nil {
 				continue
 			}
-			used := l.Used() + l.UsedGrant
-			lines = append(lines, lineRow{LineState: l, Own: l.OwnDedicated(), MayUse: l.MayUse(), Used: used,
-				Mode: ps.Settings.ModeOf(l.Mode), UsedPct: pctOf(used, l.MayUse()), Watermark: float64(l.Watermark) / 100})
+			// May use is what the API's pools status answers (mayUse) and
+			// what the watermark is a fraction of: the line's reach now.
+			used, reach := l.Used()+l.UsedGrant, ps.Model.Reach(l)
+			lines = append(lines, lineRow{LineState: l, Own: l.OwnDedicated(), MayUse: reach, Used: used,
+				Mode: ps.Settings.ModeOf(l.Mode), UsedPct: pctOf(used, reach), Watermark: float64(l.Watermark) / 100})
 		}
 		data["Pools"], data["Lines"] = ps, lines
 		data["SharedSize"] = ps.Layout.Shared + ps.Model.SharedBuffer

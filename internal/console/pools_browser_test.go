@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/quotacenter/quota-center/api/client"
+	"github.com/quotacenter/quota-center/internal/display"
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
@@ -154,6 +155,63 @@ func TestConsolePoolsInChromium(t *testing.T) {
 	}
 }
 
+// The Pools tab's "Pool settings" form in Chromium: refused when the
+// shares do not sum to 100 (nothing changes), then the shares 60/30/10 →
+// 50/40/10 and the borrowing limit 50 → 120 %, shown at once and audited.
+func TestConsolePoolSettingsInChromium(t *testing.T) {
+	s := testenv.Start(t, testenv.Real, "--admin-tokens", "ops-gus:"+adminToken)
+	c, err := client.New(s.URL, client.WithAdminToken(adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := pooledResource(t, s, c)
+	ctx := browser(t)
+	ui := s.URL + "/admin/ui"
+	run(t, ctx, "sign in", chromedp.Navigate(ui+"/"), chromedp.WaitVisible(`#token`), chromedp.SendKeys(`#token`, adminToken),
+		chromedp.Submit(`#login`), chromedp.WaitVisible(`tr[data-resource="`+res+`"]`))
+	before, err := c.Pools(context.Background(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := `#pool-settings`
+	fill := func(buffer string, then ...chromedp.Action[chromedp.Void]) []chromedp.Action[chromedp.Void] {
+		return append([]chromedp.Action[chromedp.Void]{
+			chromedp.Navigate(ui + "/resources/" + res + "/pools"), chromedp.WaitVisible(`#lines`),
+			chromedp.Click(`#pool-settings-box summary`), chromedp.WaitVisible(set + ` input[name=borrow]`),
+			chromedp.SetValue(set+` input[name=shared]`, "50"), chromedp.SetValue(set+` input[name=dedicated]`, "40"),
+			chromedp.SetValue(set+` input[name=buffer]`, buffer), chromedp.SetValue(set+` input[name=borrow]`, "120"),
+			chromedp.SendKeys(set+` input[name=reason]`, "core grows"), chromedp.Click(set + ` input[name=confirm]`)}, then...)
+	}
+	run(t, ctx, "pool settings not summing to 100", fill("20", chromedp.Click(set+` button`), chromedp.WaitVisible(`#error`))...)
+	if txt := get(t, ctx, "error", chromedp.Text(`#error`)); !strings.Contains(txt, "nothing was changed") || !strings.Contains(txt, "100") {
+		t.Fatalf("shares summing to 110: %q", txt)
+	}
+	if p, err := c.Pools(context.Background(), res); err != nil || p.Pools != before.Pools {
+		t.Fatalf("a refused settings form changed them: %+v, %v (was %+v)", p.Pools, err, before.Pools)
+	}
+	run(t, ctx, "pool settings", fill("10")...)
+	shot(t, ctx, "pool-settings")
+	run(t, ctx, "save the pool settings", chromedp.Click(set+` button`), chromedp.WaitVisible(`#flash`))
+	if txt := get(t, ctx, "flash", chromedp.Text(`#flash`)); !strings.Contains(txt, "Pool settings changed") {
+		t.Fatalf("after saving the settings: %q", txt)
+	}
+	if txt := get(t, ctx, "dedicated", chromedp.Text(`#dedicated`)); txt != "4,000 tokens (40 %)" {
+		t.Fatalf("dedicated pool after the change: %q", txt)
+	}
+	if txt := get(t, ctx, "borrowing limit", chromedp.Text(`#borrow-limit`)); !strings.HasPrefix(txt, "120 %") {
+		t.Fatalf("borrowing limit after the change: %q", txt)
+	}
+	if p, err := c.Pools(context.Background(), res); err != nil || p.Pools.SharedPercent != 50 || p.Pools.DedicatedPercent != 40 ||
+		p.Pools.BufferPercent != 10 || p.Pools.BorrowLimitPercent != 120 || p.Pools.Elasticity != before.Pools.Elasticity {
+		t.Fatalf("settings after the change: %+v, %v", p.Pools, err)
+	}
+
+	run(t, ctx, "audit of the settings", chromedp.Navigate(ui+"/audit?resource="+res+"&action=pools.put"), chromedp.WaitVisible(`#audit`))
+	if text := get(t, ctx, "audit row", chromedp.Text(`#audit tbody tr:first-child`)); !strings.Contains(text, "ops-gus") || !strings.Contains(text, "core grows") {
+		t.Fatalf("audit of the pool settings: %q", text)
+	}
+}
+
 // The pools page's actions refuse what is not confirmed, has no reason or
 // no CSRF token, or meets the wrong state, and change nothing.
 func TestConsolePoolsActionsRefused(t *testing.T) {
@@ -167,6 +225,20 @@ func TestConsolePoolsActionsRefused(t *testing.T) {
 	post, page, csrf := signedIn(t, ui, "/resources/"+res+"/pools")
 	if !strings.Contains(page, `id="lines"`) {
 		t.Fatal("no lines table on the pools page")
+	}
+	// Each line's "May use" is what the API's status answers (mayUse, the
+	// figure its watermark is a fraction of), not a fixed slice.
+	st, err := c.Status(context.Background(), res)
+	if err != nil || st.Pools == nil || len(st.Pools.Lines) != 2 {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	for _, l := range st.Pools.Lines {
+		row := regexp.MustCompile(`(?s)<tr data-line="` + l.BusinessLine + `".*?</tr>`).FindString(page)
+		want := `<td class="num">` + display.Amount("tokens", l.MayUse) + `</td>
+  <td class="num watermark">`
+		if !strings.Contains(row, want) {
+			t.Errorf("line %s: may use %d not shown: %s", l.BusinessLine, l.MayUse, row)
+		}
 	}
 	ok := url.Values{"reason": {"r"}, "confirm": {"yes"}, "csrf": {csrf}}
 	r1, r2 := "/resources/"+res+"/reclaims/"+res+"-r1/", "/resources/"+res+"/reclaims/"+res+"-r2/"
@@ -232,7 +304,15 @@ func signedIn(t *testing.T, ui, path string) (post func(path string, form url.Va
 	if code := post("/login", url.Values{"token": {adminToken}}); code != http.StatusSeeOther {
 		t.Fatalf("sign in: %d", code)
 	}
-	resp, err := hc.Get(ui + path)
+	page, csrf = pageWithCSRF(t, hc, ui+path)
+	return post, page, csrf
+}
+
+// pageWithCSRF reads a console page with hc (200 or the test fails) and
+// returns it and its form's CSRF token.
+func pageWithCSRF(t *testing.T, hc *http.Client, page string) (body, csrf string) {
+	t.Helper()
+	resp, err := hc.Get(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +320,7 @@ func signedIn(t *testing.T, ui, path string) (post func(path string, form url.Va
 	resp.Body.Close()
 	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindSubmatch(b)
 	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("%s: %d, CSRF token found %v", path, resp.StatusCode, m != nil)
+		t.Fatalf("%s: %d, CSRF token found %v", page, resp.StatusCode, m != nil)
 	}
-	return post, string(b), string(m[1])
+	return string(b), string(m[1])
 }

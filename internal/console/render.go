@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/display"
+	"github.com/quotacenter/quota-center/internal/httpapi"
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
@@ -133,7 +134,36 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	_, _ = w.Write(b.Bytes())
 }
 
-// fail answers with an error page (escaped like everything else).
+// fail answers with an error page (escaped like everything else), or,
+// to a client that asks for JSON and not for HTML (a script posting the
+// forms with Accept: application/json), with the API's JSON error body
+// {success:false, code, message}: the same status and message, the code
+// of the status (failCodes).
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if wantsJSON(r) {
+		code, ok := failCodes[status]
+		if !ok {
+			code = string(quota.CodeInternal)
+		}
+		jsonError(w, status, code, msg)
+		return
+	}
 	c.render(w, r, status, "error", page{Title: http.StatusText(status), Error: msg})
+}
+
+// failCodes are the wire codes of the statuses fail answers with.
+var failCodes = map[int]string{
+	http.StatusBadRequest:         string(quota.CodeInvalidArgument),
+	http.StatusUnauthorized:       httpapi.CodeUnauthenticated,
+	http.StatusForbidden:          string(quota.CodePermissionDenied),
+	http.StatusNotFound:           string(quota.CodeNotFound),
+	http.StatusConflict:           string(quota.CodeConflict),
+	http.StatusServiceUnavailable: string(quota.CodeBackendUnavailable),
+}
+
+// wantsJSON: the request's Accept names application/json and not
+// text/html (browsers' navigations and htmx name text/html).
+func wantsJSON(r *http.Request) bool {
+	accept := strings.ToLower(strings.Join(r.Header.Values("Accept"), ","))
+	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
 }

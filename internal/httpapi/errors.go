@@ -54,6 +54,7 @@ type errorBody struct {
 	Message        string `json:"message"`
 	Status         string `json:"status,omitempty"`         // SESSION_NOT_ACTIVE: the session's status
 	RemainingQuota *int64 `json:"remainingQuota,omitempty"` // QUOTA_EXHAUSTED
+	LineRemaining  *int64 `json:"lineRemaining,omitempty"`  // QUOTA_EXHAUSTED on a business line: what it could be granted now
 	NextResetAt    string `json:"nextResetAt,omitempty"`    // QUOTA_EXHAUSTED, when the policy resets
 	Reason         string `json:"reason,omitempty"`         // QUOTA_EXHAUSTED of a business line: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED
 }

@@ -131,7 +131,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 // when not "", is the message (lineRefusal's).
 func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse, msg string) {
 	rem := res.Remaining
-	body := errorBody{Code: CodeQuotaExhausted, RemainingQuota: &rem,
+	body := errorBody{Code: CodeQuotaExhausted, RemainingQuota: &rem, LineRemaining: res.LineRemaining,
 		Message: "quota exhausted: " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period"}
 	if res.Refusal.Reason != quota.RefusedExhausted {
 		body.Reason = string(res.Refusal.Reason)

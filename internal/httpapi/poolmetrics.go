@@ -115,7 +115,8 @@ func NewPoolCollector(reg prometheus.Registerer, policies PolicyLister, pools Po
 			prometheus.NewDesc("quota_line_dedicated_"+u, "A business line's dedicated part now (layout − lent + reclaimed), in "+u+".", ll, nil),
 			prometheus.NewDesc("quota_line_used_"+u, "Held by a business line in the current period, grants included, in "+u+".", ll, nil),
 			prometheus.NewDesc("quota_line_borrowed_"+u, "Held by a business line from the shared pool, in "+u+".", ll, nil),
-			prometheus.NewDesc("quota_line_may_use_"+u, "What a business line may use in a period, grants aside, in "+u+".", ll, nil),
+			prometheus.NewDesc("quota_line_may_use_"+u, "What a business line could hold now, grants aside (the pools status's mayUse: dedicated now, buffer lent, "+
+				"borrowed and what it may still borrow; its watermark is a percentage of it), in "+u+".", ll, nil),
 		}
 	}
 	reg.MustRegister(c)
@@ -176,7 +177,7 @@ func (c *PoolCollector) collect(ch chan<- prometheus.Metric, r, u string, st adm
 		g(d[0], l.OwnDedicated(), r, l.Name)
 		g(d[1], l.Used()+l.UsedGrant, r, l.Name)
 		g(d[2], l.UsedShared, r, l.Name)
-		g(d[3], l.MayUse(), r, l.Name)
+		g(d[3], m.Reach(l), r, l.Name)
 		ch <- prometheus.MustNewConstMetric(c.mark, prometheus.GaugeValue, float64(l.Watermark)/100, r, l.Name, string(l.Tier))
 	}
 	now := time.Now().UnixMilli()

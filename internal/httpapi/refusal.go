@@ -9,11 +9,13 @@ import (
 )
 
 // lineAdvice is what a refusal on a business line tells its caller, by
-// reason and tier (issue 21 §3): CORE lines are refused above their
+// reason and tier (issue 21 §3), with what the line could be granted now
+// (lineRemaining; nil when not known): CORE lines are refused above their
 // watermark only for non-critical work, so critical work passes; on GROWTH
 // and EXPLORE lines a continuation of running work passes (ApplyRequest's
-// NonCritical and Continuation).
-func lineAdvice(reason quota.RefusalReason, tier string) string {
+// NonCritical and Continuation); a line refused for more than it may still
+// get is told how much that is.
+func lineAdvice(reason quota.RefusalReason, tier string, lineRemaining *int64) string {
 	switch reason {
 	case quota.RefusedWatermark:
 		if tier == string(pools.TierCore) {
@@ -22,6 +24,11 @@ func lineAdvice(reason quota.RefusalReason, tier string) string {
 		return "the " + tier + " line is above its watermark: retry later, mark continuations of running work as such " +
 			"(they still pass), or ask an operator for a grant"
 	case quota.RefusedLineExhausted:
+		if lineRemaining != nil && *lineRemaining > 0 {
+			return "the line may be granted only " + strconv.FormatInt(*lineRemaining, 10) + " more now (dedicated part, " +
+				"borrowing limit, buffer lent, grants): ask for at most that (or give minAmount), or ask an operator " +
+				"for a grant or a buffer release for it"
+		}
 		return "the line has used all it may use (dedicated part, borrowing limit, buffer lent, grants): " +
 			"ask an operator for a grant or a buffer release for it"
 	case quota.RefusedPoolExhausted:
@@ -30,9 +37,10 @@ func lineAdvice(reason quota.RefusalReason, tier string) string {
 	return ""
 }
 
-// lineRefusal completes a refused apply on a business line: the Lua answer
-// carries no balance, so the period's remaining (what status and finish
-// answer) is read, and the message gives the tier's advice. A failed read
+// lineRefusal completes a refused apply on a business line: the period's
+// remaining as status answers it (grants included) is read, and the
+// message gives what the line could be granted now (the apply script's
+// answer, lineRemaining in the body) and the tier's advice. A failed read
 // leaves the answer's remaining as it was.
 // It returns the answer and its message ("" for a refusal not on a line:
 // writeRefused's own).
@@ -43,6 +51,11 @@ func (s *Server) lineRefusal(ctx context.Context, req quota.ApplyRequest, res qu
 	if st, err := s.svc.Status(ctx, req.ResourceName); err == nil {
 		res.Remaining = st.Remaining
 	}
-	return res, "quota exhausted on business line " + strconv.Quote(req.BusinessLine) + ": " + lineAdvice(res.Refusal.Reason, tier) +
+	line := ""
+	if res.LineRemaining != nil && res.Refusal.Reason != quota.RefusedLineExhausted { // its advice gives the figure
+		line = "; the line could be granted " + strconv.FormatInt(*res.LineRemaining, 10) + " now"
+	}
+	return res, "quota exhausted on business line " + strconv.Quote(req.BusinessLine) + ": " +
+		lineAdvice(res.Refusal.Reason, tier, res.LineRemaining) + line +
 		"; " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period for the resource"
 }

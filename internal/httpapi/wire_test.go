@@ -50,7 +50,7 @@ func TestWireTypesMatchTheGoClient(t *testing.T) {
 	// Error answers: the client reads every field but the envelope into
 	// *client.Error (status as SessionStatus), and reports into
 	// ReconcileSkipped's error.
-	want := []string{"message", "nextResetAt", "reason", "remainingQuota", "status"}
+	want := []string{"lineRemaining", "message", "nextResetAt", "reason", "remainingQuota", "status"}
 	if got := jsonFields(errorBody{}, envelope...); !slices.Equal(got, want) {
 		t.Errorf("error body fields %v: the Go client reads %v (add the new one to api/client errors.go)", got, want)
 	}

@@ -94,32 +94,11 @@ func (s *Store) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
 func (s *Store) PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	if p.UpdatedAt.IsZero() {
-		p.UpdatedAt = time.Now()
+	p, created, err := s.insertPolicy(ctx, p)
+	if err != nil || created {
+		return p, created, err
 	}
-	if p.CreatedAt.IsZero() {
-		p.CreatedAt = p.UpdatedAt
-	}
-	p.CreatedAt = timeOf(msOf(p.CreatedAt))
-	p.UpdatedAt = timeOf(msOf(p.UpdatedAt))
-	p.FailMode = p.FailMode.OrDefault()
 	op := "put policy " + p.ResourceName
-
-	// Insert-if-absent, then update: each step is one atomic statement, so
-	// concurrent PUTs neither deadlock nor both create.
-	res, err := s.db.ExecContext(ctx, s.dialect.insertPolicyIfAbsent,
-		p.ResourceName, string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone,
-		p.LeakThresholdSeconds, string(p.FailMode.OrDefault()), msOf(p.CreatedAt), msOf(p.UpdatedAt))
-	if err != nil {
-		return quota.Policy{}, false, translate(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return quota.Policy{}, false, translate(op, err)
-	}
-	if n == 1 {
-		return p, true, nil
-	}
 
 	// The settings compare in Go, byte for byte (a VARCHAR comparison in
 	// MySQL ignores trailing spaces). A concurrent PUT may change the row
@@ -141,4 +120,49 @@ func (s *Store) PutPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bo
 	}
 	p.CreatedAt = timeOf(r.CreatedMs)
 	return p, false, nil
+}
+
+// CreatePolicy stores p only when p.ResourceName has no policy, in one
+// INSERT whose unique key on resource_name decides between concurrent
+// creates: of creates of one new name racing each other exactly one
+// reports created. false: a policy of that name exists, nothing was
+// written and the policy returned is the zero Policy. Times and validation
+// as PutPolicy. Errors: one wrapping
+// quota.ErrUnavailable when the database cannot be reached.
+func (s *Store) CreatePolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	p, created, err := s.insertPolicy(ctx, p)
+	if err != nil || !created {
+		return quota.Policy{}, false, err
+	}
+	return p, true, nil
+}
+
+// insertPolicy fills p's times (PutPolicy's rules) and inserts its row if
+// its resource has none, reporting whether it did.
+func (s *Store) insertPolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error) {
+	if p.UpdatedAt.IsZero() {
+		p.UpdatedAt = time.Now()
+	}
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = p.UpdatedAt
+	}
+	p.CreatedAt = timeOf(msOf(p.CreatedAt))
+	p.UpdatedAt = timeOf(msOf(p.UpdatedAt))
+	p.FailMode = p.FailMode.OrDefault()
+	op := "put policy " + p.ResourceName
+	// Insert-if-absent: one atomic statement, so concurrent PUTs (or
+	// creates) neither deadlock nor both create.
+	res, err := s.db.ExecContext(ctx, s.dialect.insertPolicyIfAbsent,
+		p.ResourceName, string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone,
+		p.LeakThresholdSeconds, string(p.FailMode.OrDefault()), msOf(p.CreatedAt), msOf(p.UpdatedAt))
+	if err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	return p, n == 1, nil
 }

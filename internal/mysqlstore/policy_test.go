@@ -203,3 +203,48 @@ func TestPutPolicyConcurrentSameName(t *testing.T) {
 		}
 	})
 }
+
+// Creates of one new name racing each other: exactly one reports created
+// and its row is the one stored; every other writes nothing.
+func TestCreatePolicyConcurrentSameName(t *testing.T) {
+	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
+		ctx := testCtx(t)
+		const n = 16
+		created := make([]bool, n)
+		errs := make([]error, n)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i := range n {
+			wg.Go(func() {
+				start.Wait()
+				_, created[i], errs[i] = s.CreatePolicy(ctx, testPolicy("new", int64(i+1), t0))
+			})
+		}
+		start.Done()
+		wg.Wait()
+		winner := -1
+		for i := range n {
+			switch {
+			case errs[i] != nil:
+				t.Fatalf("create %d: %v", i, errs[i])
+			case created[i] && winner >= 0:
+				t.Fatalf("creates %d and %d both created", winner, i)
+			case created[i]:
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no create reported created")
+		}
+		if p, err := s.GetPolicy(ctx, "new"); err != nil || p.TotalLimit != int64(winner+1) {
+			t.Fatalf("stored %+v, %v; the create that reported created had limit %d", p, err, winner+1)
+		}
+		p, again, err := s.CreatePolicy(ctx, testPolicy("new", 999, t0))
+		if err != nil || again || p != (quota.Policy{}) {
+			t.Fatalf("a create of an existing name: %+v, %v, %v", p, again, err)
+		}
+		if p, err := s.GetPolicy(ctx, "new"); err != nil || p.TotalLimit != int64(winner+1) {
+			t.Fatalf("a refused create changed the policy: %+v, %v", p, err)
+		}
+	})
+}

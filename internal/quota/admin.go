@@ -44,6 +44,20 @@ func (s *Service) Policies(ctx context.Context) ([]Policy, error) {
 // limit not yet live, or the change not yet audited: retry the same PUT,
 // which stores the same policy, sets the limit and records the change).
 func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error) {
+	return s.storePolicy(ctx, p, false)
+}
+
+// CreatePolicy is PutPolicy that never replaces: the store's insert is the
+// only check (PolicyStore.CreatePolicy: one atomic step, so of creates of
+// one new name racing each other exactly one is stored and audited). It
+// reports false when the resource already has a policy: then nothing was
+// stored, audited or changed. Errors as PutPolicy.
+func (s *Service) CreatePolicy(ctx context.Context, p Policy) (Policy, bool, error) {
+	return s.storePolicy(ctx, p, true)
+}
+
+// storePolicy is PutPolicy, or CreatePolicy when createOnly.
+func (s *Service) storePolicy(ctx context.Context, p Policy, createOnly bool) (Policy, bool, error) {
 	if p.Timezone == "" {
 		p.Timezone = "UTC"
 	}
@@ -66,11 +80,18 @@ func (s *Service) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
 	var stored Policy
 	var created bool
 	err = GuardErr(s.mysql, func() (err error) {
-		stored, created, err = s.store.PutPolicy(ctx, p)
+		if createOnly {
+			stored, created, err = s.store.CreatePolicy(ctx, p)
+		} else {
+			stored, created, err = s.store.PutPolicy(ctx, p)
+		}
 		return err
 	})
 	if err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
+	}
+	if createOnly && !created {
+		return Policy{}, false, nil
 	}
 	// The store keeps the stored UpdatedAt when the settings were already
 	// there (a change made within this millisecond counts as a change).

@@ -76,7 +76,9 @@ type ApplyResponse struct {
 	Remaining int64 // of the period (limit − charged − reserved), also on a business line
 	// LineRemaining: of a grant on a business line counted in Redis, what
 	// the line could still be granted after it (ApplyResult.LineRemaining;
-	// a replay: as first answered); nil otherwise.
+	// a replay: as first answered); of a refusal on a line, what it could
+	// be granted now (less than it asked, or held back by its watermark);
+	// nil otherwise.
 	LineRemaining            *int64
 	LeaseExpiresAt           time.Time
 	HeartbeatIntervalSeconds int64
@@ -308,10 +310,15 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			}
 			continue
 		case ApplyExhausted:
-			return ApplyResponse{
+			resp := ApplyResponse{
 				Decision:  Decision{Refusal: &Refusal{Reason: refusalReason(res), NextResetAt: cmd.Period.End}},
 				Remaining: res.Remaining, QuotaType: pol.QuotaType,
-			}, nil
+			}
+			if cmd.Pools != nil && cmd.Pools.Line != "" {
+				lr := res.LineRemaining
+				resp.LineRemaining = &lr
+			}
+			return resp, nil
 		case ApplyGranted, ApplyReplayed:
 			if res.OtherForm {
 				// Granted or replayed under the scoped id (scope.go).

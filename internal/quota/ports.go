@@ -77,7 +77,8 @@ type ApplyResult struct {
 	Remaining int64 // after the grant; for ApplyExhausted, what remains
 	// LineRemaining: of a grant on a business line, what the line could
 	// still be granted after it (its dedicated part, borrowing room, buffer
-	// lent and grants it may draw); 0 otherwise. Remaining is the period's
+	// lent and grants it may draw); of a refusal on a line, what it could
+	// be granted now; 0 otherwise. Remaining is the period's
 	// (limit − charged − reserved), as finish and status answer it.
 	LineRemaining  int64
 	LeaseExpiresAt time.Time
@@ -353,6 +354,10 @@ type PolicyStore interface {
 	// PutPolicy creates or updates; an update keeps CreatedAt. It returns the
 	// stored policy and whether it was created.
 	PutPolicy(ctx context.Context, p Policy) (Policy, bool, error)
+	// CreatePolicy stores p only when its resource has no policy, in one
+	// atomic step (of concurrent creates of one name exactly one reports
+	// true); false: one exists and nothing was written.
+	CreatePolicy(ctx context.Context, p Policy) (Policy, bool, error)
 }
 
 // Scheduler turns a policy's resetCron and timezone into periods.

@@ -368,6 +368,16 @@ func (s *stubs) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error) {
 	return p, true, nil
 }
 
+func (s *stubs) CreatePolicy(ctx context.Context, p Policy) (Policy, bool, error) {
+	if err := s.enter(ctx, "CreatePolicy"); err != nil {
+		return Policy{}, false, err
+	}
+	if s.putPolicy != nil {
+		return s.putPolicy(p)
+	}
+	return p, true, nil
+}
+
 // testPolicy is a daily TOKENS policy of 100 created at testEpoch.
 var testPolicy = Policy{
 	ResourceName: "r", QuotaType: TypeTokens, TotalLimit: 100, ResetCron: "daily", Timezone: "UTC",

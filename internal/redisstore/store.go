@@ -150,8 +150,9 @@ func isTransient(err error) bool {
 // the script does not read the resource's temporary grants. Remaining is
 // the period's (limit − charged − reserved, as finish and status answer
 // it) except: a grant of a resource with pools but no lines answers what it
-// could still be granted (limit and grants), and a refusal with pools 0; a
-// grant on a line also answers LineRemaining. See quota.BalanceStore.
+// could still be granted (limit and grants), and a refusal with pools but
+// no line 0; a grant or a refusal on a line also answers LineRemaining
+// (refused: what the line could be granted now). See quota.BalanceStore.
 // Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, failures wrapped
 // by wrap.
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
@@ -204,9 +205,9 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	case applyUnknownLine:
 		return quota.ApplyResult{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
 	}
-	if line != "" && (a.code == applyGranted || a.code == applyReplayed) {
+	if line != "" && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
 		// remainingQuota is the period's; what the line could still be
-		// granted is LineRemaining.
+		// granted (refused: could be granted now) is LineRemaining.
 		res.LineRemaining, res.Remaining = a.remaining, a.periodRemaining()
 	}
 	return res, nil

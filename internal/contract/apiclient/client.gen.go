@@ -1224,8 +1224,14 @@ type Drawn struct {
 
 // Error defines model for Error.
 type Error struct {
-	Code    ErrorCode `json:"code"`
-	Message string    `json:"message"`
+	Code ErrorCode `json:"code"`
+
+	// LineRemaining What the business line could be granted now (its dedicated part,
+	// borrowing room, buffer lent and grants it may draw; less than it
+	// asked, or held back by its watermark); only with QUOTA_EXHAUSTED
+	// of an apply on a business line.
+	LineRemaining *int64 `json:"lineRemaining,omitempty"`
+	Message       string `json:"message"`
 
 	// NextResetAt When the period resets; only with QUOTA_EXHAUSTED on a policy that resets (Retry-After gives the seconds to it).
 	NextResetAt *time.Time `json:"nextResetAt,omitempty"`
@@ -2973,7 +2979,8 @@ type ClientInterface interface {
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it) and a message with advice for the line's tier (a CORE line's
+	// get it), the line's own `lineRemaining` (what it could be granted
+	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
@@ -3011,7 +3018,8 @@ type ClientInterface interface {
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it) and a message with advice for the line's tier (a CORE line's
+	// get it), the line's own `lineRemaining` (what it could be granted
+	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
@@ -3946,7 +3954,8 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it) and a message with advice for the line's tier (a CORE line's
+// get it), the line's own `lineRemaining` (what it could be granted
+// now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
 //
@@ -3994,7 +4003,8 @@ func (c *Client) ApplyQuotaWithBody(ctx context.Context, contentType string, bod
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it) and a message with advice for the line's tier (a CORE line's
+// get it), the line's own `lineRemaining` (what it could be granted
+// now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
 //
@@ -6332,7 +6342,8 @@ type ClientWithResponsesInterface interface {
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it) and a message with advice for the line's tier (a CORE line's
+	// get it), the line's own `lineRemaining` (what it could be granted
+	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
@@ -6370,7 +6381,8 @@ type ClientWithResponsesInterface interface {
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it) and a message with advice for the line's tier (a CORE line's
+	// get it), the line's own `lineRemaining` (what it could be granted
+	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
 	//
@@ -10118,7 +10130,8 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it) and a message with advice for the line's tier (a CORE line's
+// get it), the line's own `lineRemaining` (what it could be granted
+// now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
 //
@@ -10162,7 +10175,8 @@ func (c *ClientWithResponses) ApplyQuotaWithBodyWithResponse(ctx context.Context
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it) and a message with advice for the line's tier (a CORE line's
+// get it), the line's own `lineRemaining` (what it could be granted
+// now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
 //

@@ -48,7 +48,8 @@
 --   the pool counters are not seeded), 6 conflict (the session id exists
 --   with other arguments), 8 unknown line (4, 5, 6, 8: nothing changed).
 --   remaining: what the line (or the resource) could still be granted after
---   this apply; '' = the period's, limit − charged − reserved (a plain
+--   this apply (refused on a line: what it could be granted now, less than
+--   it asked or held back by its watermark); '' = the period's, limit − charged − reserved (a plain
 --   refusal, a replay of a session restored from the ledger). limit,
 --   charged, reserved: the period's after the apply, as Redis holds them.
 --   tight: 1 when buffer is lent to the line now (elasticity saw its quota
@@ -94,10 +95,11 @@ if ARGV[11] == '2' then gs = activeGrants(line) end
 local groom = 0
 for _, g in ipairs(gs) do groom = groom + g.room end
 local tight = 0
-local function refuse(reason)
-  -- A plain refusal answers the period's remaining (''); one with pools 0.
+local function refuse(reason, lineRemaining)
+  -- A plain refusal answers the period's remaining (''); one with pools
+  -- what the line could still be granted (lineRemaining), else 0.
   local rem = ''
-  if pooled then rem = 0 end
+  if pooled then rem = lineRemaining or 0 end
   return answer(3, 0, rem, 0, 0, 0, {limitStr, b[1], b[2]}, reason, tight)
 end
 
@@ -124,21 +126,22 @@ else
   local exempt = ARGV[14] == '1' or (p[1] == 'CORE' and critical)
   local free = math.max(0, num(p[8]) + num(p[9]) - su)
   local availS = borrowRoom(free, cap, us, exempt)
-  if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
-    return refuse('WATERMARK')
-  end
   local availD = math.max(0, own - ud)
   local availB = math.max(0, buf - ub)
-  n = want(availD + availS + availB + groom)
+  local avail = availD + availS + availB + groom
+  if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
+    return refuse('WATERMARK', avail)
+  end
+  n = want(avail)
   if not n then
-    if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED') end
-    return refuse('LINE_EXHAUSTED')
+    if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED', avail) end
+    return refuse('LINE_EXHAUSTED', avail)
   end
   local rest = n
   d[2] = math.min(rest, availD); rest = rest - d[2]
   d[3] = math.min(rest, availS); rest = rest - d[3]
   d[4] = math.min(rest, availB)
-  remaining = availD + availS + availB + groom - n
+  remaining = avail - n
   redis.call('HINCRBY', KEYS[6], 'n:' .. line, fmt(n))
 end
 local rest = n - d[1] - d[2] - d[3] - d[4]
