@@ -30,17 +30,29 @@ import (
 // a failed read counts one quota_forecast_scrape_errors_total.
 type ForecastCollector struct {
 	svc     *Service
+	status  StatusReader // nil: svc's quota service
 	timeout time.Duration
 	eta     *prometheus.Desc
 	burn    map[string]*prometheus.Desc
 	errs    prometheus.Counter
 }
 
+// StatusReader reads a resource's status (quota.Service.Status's shape).
+type StatusReader func(ctx context.Context, resource string) (quota.StatusResponse, error)
+
 // NewForecastCollector registers a collector of svc's forecasts on reg,
 // each scrape bounded by timeout.
 func NewForecastCollector(reg prometheus.Registerer, svc *Service, timeout time.Duration) *ForecastCollector {
+	return NewForecastCollectorWith(reg, svc, timeout, nil)
+}
+
+// NewForecastCollectorWith is NewForecastCollector reading the statuses
+// with status (nil: svc's quota service): the app gives it the one the
+// balance gauges read in the same scrape, so that a scrape reads each
+// resource's balance once (issue 23 §1).
+func NewForecastCollectorWith(reg prometheus.Registerer, svc *Service, timeout time.Duration, status StatusReader) *ForecastCollector {
 	c := &ForecastCollector{
-		svc: svc, timeout: timeout, burn: map[string]*prometheus.Desc{},
+		svc: svc, status: status, timeout: timeout, burn: map[string]*prometheus.Desc{},
 		eta: prometheus.NewDesc("quota_exhaustion_eta_seconds",
 			"Seconds until the resource's remaining budget reaches 0 at the burn rate of the last 5 minutes; 0 when exhausted, +Inf when it lasts past the next reset or nothing is consumed.",
 			[]string{"resource"}, nil),
@@ -75,12 +87,25 @@ func (c *ForecastCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	scrape.Each(pols, func(p quota.Policy) {
-		if st, f, err := c.svc.Status(ctx, p.ResourceName); err != nil {
+		if st, f, err := c.read(ctx, p.ResourceName); err != nil {
 			c.errs.Inc()
 		} else {
 			c.collect(ch, p.ResourceName, st, f)
 		}
 	})
+}
+
+// read is resource's status and forecast.
+func (c *ForecastCollector) read(ctx context.Context, resource string) (quota.StatusResponse, Forecast, error) {
+	if c.status == nil {
+		return c.svc.Status(ctx, resource)
+	}
+	st, err := c.status(ctx, resource)
+	if err != nil {
+		return st, Forecast{}, err
+	}
+	f, err := c.svc.Forecast(ctx, st)
+	return st, f, err
 }
 
 // ScrapeWorkers bounds the resources a forecast scrape reads at once

@@ -155,7 +155,8 @@ func (a *activeSet) ListPolicies(ctx context.Context) ([]quota.Policy, error) {
 // Policies is ListPolicies (httpapi.StatusSource: the balance gauges).
 func (a *activeSet) Policies(ctx context.Context) ([]quota.Policy, error) { return a.ListPolicies(ctx) }
 
-// Status is the service's status of resource (httpapi.StatusSource).
+// Status is the service's status of resource (httpapi.StatusSource; in
+// serve, the scrape's shared read, scrapeStatus).
 func (a *activeSet) Status(ctx context.Context, resource string) (quota.StatusResponse, error) {
 	return a.status(ctx, resource)
 }

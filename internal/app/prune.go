@@ -23,7 +23,7 @@ import (
 // configuration's.
 type pruneOptions struct {
 	dryRun   bool
-	resource string // "" = every resource with a policy
+	resource string // "" = every resource with a policy and rows to roll up or delete
 	output   string // table or json
 }
 
@@ -41,7 +41,7 @@ func PruneLedger(ctx context.Context, args []string, stdout io.Writer) error {
 	o := pruneOptions{output: "table"}
 	cfg, _, err := config.LoadWith("ledger prune", args, func(fs *flag.FlagSet) {
 		fs.BoolVar(&o.dryRun, "dry-run", false, "write nothing: report what a pass would roll up and delete")
-		fs.StringVar(&o.resource, "resource", "", "run the pass for this resource only (default: every resource with a policy)")
+		fs.StringVar(&o.resource, "resource", "", "run the pass for this resource only (default: every resource with a policy and ledger rows to roll up or delete)")
 		fs.Func("o", "output: table or json (default table)", func(v string) error {
 			if v != "table" && v != "json" {
 				return errors.New("want table or json")
@@ -69,26 +69,19 @@ func PruneLedger(ctx context.Context, args []string, stdout io.Writer) error {
 
 // pruneWith runs one lifecycle pass over st with lc for o.resource (or
 // every resource) and prints its reports to stdout in o.output.
-func pruneWith(ctx context.Context, st *mysqlstore.Store, lc lifecycle.Config, o pruneOptions, stdout io.Writer) error {
-	pols, err := st.ListPolicies(ctx)
-	if err != nil {
-		return fmt.Errorf("ledger prune: list policies: %w", err)
-	}
+func pruneWith(ctx context.Context, st *mysqlstore.Store, lc lifecycle.Config, o pruneOptions, stdout io.Writer) (err error) {
+	job := lifecycle.New(lc, st, st, &period.Scheduler{}, zap.NewNop(), nil)
+	var reps []lifecycle.Report
 	if o.resource != "" {
-		var one []quota.Policy
-		for _, p := range pols {
-			if p.ResourceName == o.resource {
-				one = append(one, p)
-			}
-		}
-		if len(one) == 0 {
+		pol, err := st.GetPolicy(ctx, o.resource)
+		if errors.Is(err, quota.ErrResourceNotFound) {
 			return fmt.Errorf("ledger prune: no policy for resource %q", o.resource)
 		}
-		pols = one
-	}
-	job := lifecycle.New(lc, st, policyList(pols), &period.Scheduler{}, zap.NewNop(), nil)
-	reps, err := job.Pass(ctx)
-	if err != nil {
+		if err != nil {
+			return fmt.Errorf("ledger prune: policy of %s: %w", o.resource, err)
+		}
+		reps = []lifecycle.Report{job.Visit(ctx, pol)}
+	} else if reps, err = job.Pass(ctx); err != nil {
 		return err
 	}
 	if err := printPrune(stdout, o.output, lc.DryRun, reps); err != nil {
@@ -105,11 +98,6 @@ func pruneWith(ctx context.Context, st *mysqlstore.Store, lc lifecycle.Config, o
 	}
 	return nil
 }
-
-// policyList is a fixed lifecycle.Policies.
-type policyList []quota.Policy
-
-func (p policyList) ListPolicies(context.Context) ([]quota.Policy, error) { return p, nil }
 
 // pruneResult is the JSON output of ledger prune.
 type pruneResult struct {

@@ -208,6 +208,10 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// Its background marks stop before the ledger closes (closers run in order).
 	in.closers = append([]func(){svc.Close}, in.closers...)
 	active = newActiveSet(tracker, b.ledger, svc)
+	// One status read per resource and scrape, shared by the balance
+	// gauges and the forecasts.
+	scrapeSt := newScrapeStatus(svc.Status)
+	active.status = scrapeSt.Status
 	used := touching{Service: svc, act: tracker}
 	// Series of the active resources only: made at 0 when one becomes
 	// active (a PUT here, a sweep pass for the others), deleted once idle.
@@ -215,7 +219,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	httpapi.NewBalanceCollector(reg, active, 2*time.Second)
 	httpapi.NewPoolCollector(reg, active, poolAdmin, 2*time.Second)
 	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies})
-	admin.NewForecastCollector(reg, ops, 2*time.Second)
+	admin.NewForecastCollectorWith(reg, ops, 2*time.Second, scrapeSt.Status)
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,

@@ -1,5 +1,7 @@
 // Package lifecycle gives the ledger (quota_usage, one row per session) a
-// lifecycle (issue 23 §2): a background job that, per resource,
+// lifecycle (issue 23 §2): a background job that, per resource with ledger
+// rows to roll up or delete (Store.Candidates: a policy without such rows
+// costs no statement, issue 23 §1),
 //
 //  1. rolls settled rows up, oldest first, into per-hour, per-period,
 //     per-client, per-line sums (quota_usage_rollup) behind a watermark:

@@ -14,7 +14,7 @@ import (
 
 // Config configures the job; Defaults gives the documented values.
 type Config struct {
-	// Interval is the time between passes over every resource.
+	// Interval is the time between passes.
 	Interval time.Duration
 	// RollupAfter is how old a row's start and its settling must be
 	// before it is rolled up. It must be at least the longest time a
@@ -31,6 +31,8 @@ type Config struct {
 	Pause              time.Duration
 	// DryRun writes nothing: each pass reports what it would do.
 	DryRun bool
+	// Now is the job's clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // Defaults are the documented defaults (README, docs/operations.md).
@@ -39,10 +41,18 @@ func Defaults() Config {
 		Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond}
 }
 
-// Policies lists the resources the job looks after.
+// Policies reads the policies of the resources a pass visits (their
+// periods give each its target); a name without a policy is absent from
+// the map. internal/mysqlstore implements it.
 type Policies interface {
-	ListPolicies(ctx context.Context) ([]quota.Policy, error)
+	PoliciesOf(ctx context.Context, resources []string) (map[string]quota.Policy, error)
 }
+
+// CandidatePage is how many resources with ledger rows one Store.Candidates
+// statement reads: a pass over R such resources issues R/CandidatePage + 1
+// of them and one policy read per page with candidates, whatever the number
+// of policies.
+const CandidatePage = 1000
 
 // Job is the ledger's lifecycle job.
 type Job struct {
@@ -57,7 +67,11 @@ type Job struct {
 
 // New returns a Job; reg may be nil (no metrics registered).
 func New(cfg Config, store Store, pols Policies, sched quota.Scheduler, log *zap.Logger, reg prometheus.Registerer) *Job {
-	return &Job{cfg: cfg, store: store, pols: pols, sched: sched, log: log, m: newMetrics(reg), now: time.Now}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Job{cfg: cfg, store: store, pols: pols, sched: sched, log: log, m: newMetrics(reg), now: now}
 }
 
 // Report is what a pass did (or, in a dry run, would do) for one resource.
@@ -97,41 +111,77 @@ func (j *Job) Run(ctx context.Context) error {
 // than that still run it.
 const FirstPassAfter = time.Minute
 
-// Pass runs the lifecycle once over every resource with a policy and
-// returns a report per resource. A resource's failure is in its report
-// (and counted); the others go on. Errors: the policy list's, or ctx's.
+// Pass runs the lifecycle once over the resources that may have rows to
+// roll up or delete (Store.Candidates: those with ledger rows past their
+// watermark or past the retention; a policy without such rows, as an idle
+// one, costs no statement) and returns a report per resource visited, in
+// name order. Candidates without a policy (deleted) are skipped, as before
+// a policy is created. A resource's failure is in its report (and counted);
+// the others go on. Errors: the candidates' or policies' read, or ctx's.
 func (j *Job) Pass(ctx context.Context) ([]Report, error) {
-	pols, err := j.pols.ListPolicies(ctx)
-	if err != nil {
-		j.m.errors.Inc()
-		return nil, fmt.Errorf("ledger lifecycle: list policies: %w", err)
+	now := j.now()
+	var deleteBefore time.Time
+	if j.cfg.Retention > 0 {
+		deleteBefore = now.Add(-j.cfg.Retention)
 	}
-	reps := make([]Report, 0, len(pols))
+	// Every target is at or before this hour (target).
+	rollupBefore := now.Add(-j.cfg.RollupAfter).UTC().Truncate(time.Hour)
+	var reps []Report
 	blocked := 0
-	for _, p := range pols {
-		if ctx.Err() != nil {
-			return reps, ctx.Err()
-		}
-		rep, err := j.Resource(ctx, p)
+	for after := ""; ; {
+		page, err := j.store.Candidates(ctx, rollupBefore, deleteBefore, after, CandidatePage)
 		if err != nil {
-			rep.Error = err.Error()
 			j.m.errors.Inc()
-			j.log.Warn("ledger lifecycle failed", zap.String("resource", p.ResourceName), zap.Error(err))
-		} else if rep.RowsRolled > 0 || rep.RowsDeleted > 0 || rep.Blocked || rep.DryRun {
-			j.log.Info("ledger lifecycle", zap.String("resource", rep.Resource), zap.Bool("dryRun", rep.DryRun),
-				zap.Int64("rowsRolledUp", rep.RowsRolled), zap.Int64("rowsDeleted", rep.RowsDeleted),
-				zap.Time("rolledTo", rep.RolledTo), zap.Bool("blocked", rep.Blocked))
+			return reps, fmt.Errorf("ledger lifecycle: candidates: %w", err)
 		}
-		if rep.Blocked {
-			blocked++
+		var pols map[string]quota.Policy
+		if len(page.Resources) > 0 {
+			if pols, err = j.pols.PoliciesOf(ctx, page.Resources); err != nil {
+				j.m.errors.Inc()
+				return reps, fmt.Errorf("ledger lifecycle: policies: %w", err)
+			}
 		}
-		reps = append(reps, rep)
+		for _, r := range page.Resources {
+			p, ok := pols[r]
+			if !ok {
+				continue
+			}
+			if ctx.Err() != nil {
+				return reps, ctx.Err()
+			}
+			rep := j.Visit(ctx, p)
+			if rep.Blocked {
+				blocked++
+			}
+			reps = append(reps, rep)
+		}
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
 	}
 	if !j.cfg.DryRun {
 		j.m.blocked.Set(float64(blocked))
 	}
 	j.m.lastRun.SetToCurrentTime()
 	return reps, nil
+}
+
+// Visit runs Resource for p as a pass does, logging and counting what it
+// did or its failure (in the report's Error): a pass over one resource,
+// whether or not it has rows to roll up or delete.
+func (j *Job) Visit(ctx context.Context, p quota.Policy) Report {
+	rep, err := j.Resource(ctx, p)
+	if err != nil {
+		rep.Error = err.Error()
+		j.m.errors.Inc()
+		j.log.Warn("ledger lifecycle failed", zap.String("resource", p.ResourceName), zap.Error(err))
+	} else if rep.RowsRolled > 0 || rep.RowsDeleted > 0 || rep.Blocked || rep.DryRun {
+		j.log.Info("ledger lifecycle", zap.String("resource", rep.Resource), zap.Bool("dryRun", rep.DryRun),
+			zap.Int64("rowsRolledUp", rep.RowsRolled), zap.Int64("rowsDeleted", rep.RowsDeleted),
+			zap.Time("rolledTo", rep.RolledTo), zap.Bool("blocked", rep.Blocked))
+	}
+	return rep
 }
 
 // Resource runs the lifecycle of one resource: the rollup up to its

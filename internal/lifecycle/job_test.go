@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +23,25 @@ import (
 var now = time.Date(2025, 3, 20, 10, 30, 0, 0, time.UTC)
 
 // recorder is a Store that records the targets it is asked for and fails
-// for the resources in fail.
+// for the resources in fail; its candidates are every name in fail and
+// targets, and those of names.
 type recorder struct {
 	targets map[string]time.Time
 	fail    map[string]bool
+	names   []string
+}
+
+func (r *recorder) Candidates(_ context.Context, _, _ time.Time, after string, limit int) (lifecycle.Candidates, error) {
+	var out lifecycle.Candidates
+	for _, n := range r.names {
+		if n > after && len(out.Resources) < limit {
+			out.Resources = append(out.Resources, n)
+		}
+	}
+	if len(out.Resources) == limit {
+		out.Next = out.Resources[limit-1]
+	}
+	return out, nil
 }
 
 func (r *recorder) RollupStep(_ context.Context, res string, target, _ time.Time, _ int) (lifecycle.RollupStep, error) {
@@ -46,7 +62,27 @@ func (r *recorder) Preview(context.Context, string, time.Time, time.Time, time.T
 
 type policies []quota.Policy
 
-func (p policies) ListPolicies(context.Context) ([]quota.Policy, error) { return p, nil }
+func (p policies) PoliciesOf(_ context.Context, names []string) (map[string]quota.Policy, error) {
+	out := map[string]quota.Policy{}
+	for _, n := range names {
+		for _, q := range p {
+			if q.ResourceName == n {
+				out[n] = q
+			}
+		}
+	}
+	return out, nil
+}
+
+// names are the resource names of p, sorted.
+func (p policies) names() []string {
+	var out []string
+	for _, q := range p {
+		out = append(out, q.ResourceName)
+	}
+	sort.Strings(out)
+	return out
+}
 
 func pol(name, cron string, created time.Time) quota.Policy {
 	return quota.Policy{ResourceName: name, QuotaType: quota.TypeCount, TotalLimit: 100, ResetCron: cron,
@@ -72,6 +108,7 @@ func TestTargetLeavesTheCurrentAndPreviousPeriodsAndRecentRows(t *testing.T) {
 		pol("young", "0 0 * * *", now.Add(-time.Hour)), // created an hour ago: rows of an earlier policy of its name may be rolled up
 		reset, // reset 2 h ago: the rows are what counts, not the period
 	}
+	rec.names = p.names()
 	reg := prometheus.NewRegistry()
 	reps, err := job(t, lifecycle.Defaults(), rec, p, reg).Pass(context.Background())
 	if err != nil || len(reps) != len(p) {
@@ -94,7 +131,7 @@ func TestTargetLeavesTheCurrentAndPreviousPeriodsAndRecentRows(t *testing.T) {
 
 func TestAFailedResourceIsReportedAndCountedAndTheOthersGoOn(t *testing.T) {
 	created := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	rec := &recorder{targets: map[string]time.Time{}, fail: map[string]bool{"a": true}}
+	rec := &recorder{targets: map[string]time.Time{}, fail: map[string]bool{"a": true}, names: []string{"a", "b"}}
 	reg := prometheus.NewRegistry()
 	reps, err := job(t, lifecycle.Defaults(), rec, policies{pol("a", "0 0 * * *", created), pol("b", "0 0 * * *", created)}, reg).
 		Pass(context.Background())
@@ -234,5 +271,109 @@ func TestDryRunReportsWhatAPassThenDoes(t *testing.T) {
 	}
 	if got := usage(t, s); !reflect.DeepEqual(got, before) {
 		t.Fatalf("usage changed:\n got %+v\nwant %+v", got, before)
+	}
+}
+
+// counting is a Store and Policies that counts the calls a pass makes per
+// resource, passing them on to a real store.
+type counting struct {
+	*mysqlstore.Store
+	calls map[string]int // "candidates", "policies", and "rollup RES", "delete RES"
+	asked [][]string     // the names of each PoliciesOf
+}
+
+func (c *counting) Candidates(ctx context.Context, roll, del time.Time, after string, limit int) (lifecycle.Candidates, error) {
+	c.calls["candidates"]++
+	return c.Store.Candidates(ctx, roll, del, after, limit)
+}
+
+func (c *counting) PoliciesOf(ctx context.Context, names []string) (map[string]quota.Policy, error) {
+	c.calls["policies"]++
+	c.asked = append(c.asked, names)
+	return c.Store.PoliciesOf(ctx, names)
+}
+
+func (c *counting) RollupStep(ctx context.Context, res string, target, settled time.Time, batch int) (lifecycle.RollupStep, error) {
+	c.calls["rollup "+res]++
+	return c.Store.RollupStep(ctx, res, target, settled, batch)
+}
+
+func (c *counting) DeleteStep(ctx context.Context, res string, before time.Time, batch int) (lifecycle.DeleteStep, error) {
+	c.calls["delete "+res]++
+	return c.Store.DeleteStep(ctx, res, before, batch)
+}
+
+// TestAPassCostsTheSameWhateverTheIdlePolicies runs the same pass over the
+// same ledger twice, once beside 3,000 policies without ledger rows: the
+// store calls (each a bounded number of statements, counted per statement
+// on MariaDB by internal/mysqlstore's TestLifecyclePassStatementsDoNotGrowWithIdlePolicies)
+// and the reports are the same, and no idle resource is read or visited.
+func TestAPassCostsTheSameWhateverTheIdlePolicies(t *testing.T) {
+	cfg := lifecycle.Defaults()
+	cfg.Retention, cfg.Pause, cfg.Batch, cfg.DeleteBatch = 10*24*time.Hour, 0, 50, 40
+	var last *mysqlstore.Store
+	pass := func(s *mysqlstore.Store) (map[string]int, [][]string, []lifecycle.Report) {
+		c := &counting{Store: s, calls: map[string]int{}}
+		j := lifecycle.New(cfg, c, c, &period.Scheduler{}, zap.NewNop(), nil)
+		lifecycle.SetClock(j, func() time.Time { return now })
+		reps, err := j.Pass(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.calls, c.asked, reps
+	}
+	run := func(idle int) (map[string]int, [][]string, []lifecycle.Report) {
+		s, _, _ := sqliteLedger(t)
+		for i := range idle {
+			if _, _, err := s.PutPolicy(context.Background(), pol(fmt.Sprintf("idle-%04d", i), "0 0 * * *", now.AddDate(-1, 0, 0))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		last = s
+		return pass(s)
+	}
+	calls0, asked0, reps0 := run(0)
+	calls, asked, reps := run(3000)
+	if !reflect.DeepEqual(calls, calls0) || !reflect.DeepEqual(asked, asked0) {
+		t.Fatalf("calls with 3,000 idle policies %v (policies of %v)\nwithout %v (policies of %v)", calls, asked, calls0, asked0)
+	}
+	// 274 rows rolled up in batches of 50, 227 deleted in batches of 40.
+	want := map[string]int{"candidates": 1, "policies": 1, "rollup res": 6, "delete res": 6}
+	if !reflect.DeepEqual(calls, want) || !reflect.DeepEqual(asked, [][]string{{"res"}}) {
+		t.Fatalf("calls %v, policies of %v; want %v and [[res]]", calls, asked, want)
+	}
+	if !reflect.DeepEqual(reps, reps0) || len(reps) != 1 || reps[0].RowsRolled != 11*24+10 || reps[0].RowsDeleted != 9*24+11 {
+		t.Fatalf("reports %+v\nwithout idle policies %+v", reps, reps0)
+	}
+	// A second pass at the same time has nothing left: the resource is not
+	// even visited (its watermark is past every row before the bound, and
+	// the rows below it are within the retention).
+	if calls, _, reps := pass(last); !reflect.DeepEqual(calls, map[string]int{"candidates": 1}) || len(reps) != 0 {
+		t.Fatalf("second pass: calls %v, reports %+v; want one candidates read and nothing else", calls, reps)
+	}
+}
+
+// TestAPassPagesThroughTheCandidates visits every candidate of a store
+// whose candidates span several pages, each once, in name order.
+func TestAPassPagesThroughTheCandidates(t *testing.T) {
+	created := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := &recorder{targets: map[string]time.Time{}}
+	var p policies
+	for i := range 2*lifecycle.CandidatePage + 7 {
+		p = append(p, pol(fmt.Sprintf("r%05d", i), "0 0 * * *", created))
+	}
+	rec.names = append(p.names(), "deleted-policy")
+	sort.Strings(rec.names)
+	reps, err := job(t, lifecycle.Defaults(), rec, p, nil).Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != len(p) || len(rec.targets) != len(p) {
+		t.Fatalf("%d reports, %d resources rolled up; want %d", len(reps), len(rec.targets), len(p))
+	}
+	for i, r := range reps {
+		if r.Resource != p[i].ResourceName {
+			t.Fatalf("report %d is of %s; want %s", i, r.Resource, p[i].ResourceName)
+		}
 	}
 }

@@ -25,6 +25,25 @@ type Store interface {
 	// (started before deleteBefore; zero deleteBefore = none). It reads
 	// the whole range once: a manual check, not a per-pass query.
 	Preview(ctx context.Context, resource string, target, settledBefore, deleteBefore time.Time) (Preview, error)
+	// Candidates lists, in name order, the resources after the name after
+	// ("" = from the first) that may have ledger rows for a pass to roll up
+	// or delete: those with a row that started before rollupBefore and at
+	// or after their watermark, or (deleteBefore not zero) before both
+	// their watermark and deleteBefore. It reads at most limit resources
+	// that have ledger rows started before the later of the two bounds, in
+	// one statement, and returns Next, the last name read ("" when no
+	// resource is left): a resource with no ledger row there, as every
+	// idle policy, costs nothing. The list may hold a resource with nothing
+	// to do (a superset: its rows past its watermark may lie after its
+	// target); a resource left out has nothing to do. Errors: as
+	// RollupStep.
+	Candidates(ctx context.Context, rollupBefore, deleteBefore time.Time, after string, limit int) (Candidates, error)
+}
+
+// Candidates is one page of Store.Candidates.
+type Candidates struct {
+	Resources []string // the candidates of the page, in name order
+	Next      string   // the last resource read: the next page starts after it; "" = no page left
 }
 
 // RollupStep is what one RollupStep did.

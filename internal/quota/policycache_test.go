@@ -201,3 +201,45 @@ func TestPeriodIsComputedOncePerPeriod(t *testing.T) {
 		t.Fatalf("%d computations, want 5", sched.n)
 	}
 }
+
+// Invalidating keys that were never read keeps nothing (100,000 PUTs left a
+// tombstone each); a key invalidated while its first read is in flight
+// does not store that read's (maybe older) answer, and its tombstone goes
+// once the read ended.
+func TestStaleCacheKeepsNoTombstoneWithoutARead(t *testing.T) {
+	c := newStaleCache[int](time.Minute, time.Minute, time.Now)
+	for i := range 10000 {
+		c.invalidate(string(rune('a'+i%26)) + time.Duration(i).String())
+	}
+	if len(c.m) != 0 {
+		t.Fatalf("%d entries after invalidating keys never read; want 0", len(c.m))
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	reads := 0
+	read := func(context.Context) (int, error) {
+		reads++
+		if reads == 1 {
+			close(started)
+			<-release
+			return 1, nil // read before the change
+		}
+		return 2, nil
+	}
+	done := make(chan int)
+	go func() { v, _ := c.get(context.Background(), "k", read); done <- v }()
+	<-started
+	c.invalidate("k") // the change lands while the first read is in flight
+	close(release)
+	if v := <-done; v != 1 {
+		t.Fatalf("the first get answered %d; want its own read's 1", v)
+	}
+	c.mu.Lock()
+	left := len(c.m) + len(c.reading)
+	c.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d entries or reads kept after the read ended; want none (the older answer not stored)", left)
+	}
+	if v, err := c.get(context.Background(), "k", read); err != nil || v != 2 {
+		t.Fatalf("after the change: %d, %v; want 2, read again", v, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,19 +84,79 @@ func (s *Store) LiveCount(ctx context.Context, resource string) (int64, error) {
 }
 
 // RecordBurn adds a consumption sample of resource to qc:{r}:burn (a sorted
-// set by sample time) and drops samples older than keep, in one MULTI. The
-// set is small: one sample per sampling interval per instance within keep.
-// Errors: one wrapping quota.ErrUnavailable.
+// set by sample time): one ZADD. At most once a minute of sample time per
+// resource and instance (burnTrimEvery) the same pipeline also drops the
+// samples older than keep and sets the set's TTL to keep plus a minute: a
+// set may hold up to a minute of samples older than keep, which BurnSamples
+// (read from a time within keep) never returns. The set is small: one
+// sample per sampling interval per instance within keep. Before, each
+// sample was a MULTI of ZADD, ZREMRANGEBYSCORE and PEXPIRE (5 commands;
+// issue 23 §1). Errors: one wrapping quota.ErrUnavailable.
 func (s *Store) RecordBurn(ctx context.Context, resource string, smp quota.BurnSample, keep time.Duration) error {
 	at := smp.At.UnixMilli()
 	member := fmt.Sprintf("%d:%d:%d", at, smp.PeriodStart.UnixMilli(), smp.Consumed)
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, burnKey(resource), redis.Z{Score: float64(at), Member: member})
-		p.ZRemRangeByScore(ctx, burnKey(resource), "-inf", "("+strconv.FormatInt(at-keep.Milliseconds(), 10))
-		p.PExpire(ctx, burnKey(resource), keep+time.Minute)
-		return nil
-	})
+	trim := s.burns.due(resource, at)
+	var err error
+	if !trim {
+		err = s.rdb.ZAdd(ctx, burnKey(resource), redis.Z{Score: float64(at), Member: member}).Err()
+	} else {
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.ZAdd(ctx, burnKey(resource), redis.Z{Score: float64(at), Member: member})
+			p.ZRemRangeByScore(ctx, burnKey(resource), "-inf", "("+strconv.FormatInt(at-keep.Milliseconds(), 10))
+			p.PExpire(ctx, burnKey(resource), keep+time.Minute)
+			return nil
+		})
+	}
+	if err != nil {
+		s.burns.forget(resource) // trim (and set the TTL) on the next sample
+	}
 	return wrap("record burn", err)
+}
+
+// burnTrimEvery is how often, in sample time, RecordBurn trims a resource's
+// samples and sets their TTL. It must be below the TTL's extra minute: a
+// set whose TTL was last set a burnTrimEvery ago still outlives its newest
+// sample by keep, and a set that expired (its resource unsampled for keep
+// plus a minute) is trimmed, so given a TTL, by its first new sample.
+const burnTrimEvery = 50 * time.Second
+
+// burnTrims remembers when RecordBurn last trimmed each resource (sample
+// time, ms); safe for concurrent use. Entries of resources no longer
+// sampled are dropped once a burnTrimEvery.
+type burnTrims struct {
+	mu    sync.Mutex
+	last  map[string]int64
+	swept int64
+}
+
+// due says whether a sample at ms of resource is to trim, and records it.
+func (b *burnTrims) due(resource string, ms int64) bool {
+	every := burnTrimEvery.Milliseconds()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last == nil {
+		b.last = map[string]int64{}
+	}
+	if ms-b.swept >= every {
+		for r, t := range b.last {
+			if ms-t >= every {
+				delete(b.last, r) // its next sample trims anyway
+			}
+		}
+		b.swept = ms
+	}
+	if t, ok := b.last[resource]; ok && ms-t < every && ms >= t {
+		return false
+	}
+	b.last[resource] = ms
+	return true
+}
+
+// forget makes resource's next sample trim.
+func (b *burnTrims) forget(resource string) {
+	b.mu.Lock()
+	delete(b.last, resource)
+	b.mu.Unlock()
 }
 
 // BurnSamples returns the samples of resource taken at or after since,

@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,6 +117,65 @@ func TestSharedSecretIsTheSameForEveryCaller(t *testing.T) {
 		}
 		if len(a) != 32 || !bytes.Equal(a, b) {
 			t.Fatalf("secrets %x and %x: want the same 32 bytes", a, b)
+		}
+	})
+}
+
+// cmdHook counts the commands sent through a client, by name, leaving out
+// those a new connection sends.
+type cmdHook struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *cmdHook) count(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		switch c.Name() {
+		case "hello", "client", "select", "auth", "ping": // a new connection's set-up
+		default:
+			h.n[c.Name()]++
+		}
+	}
+}
+func (h *cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.count(cmd); return next(ctx, cmd) }
+}
+func (h *cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.count(cmds...); return next(ctx, cmds) }
+}
+
+// Sampling every 10 s for two minutes sends one ZADD per sample and trims
+// (ZREMRANGEBYSCORE and PEXPIRE) once per burnTrimEvery: 19 commands where
+// a MULTI per sample sent 65; the samples read back and the TTL are those
+// of trimming every time.
+func TestRecordBurnTrimsOnceAMinute(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		hook := &cmdHook{n: map[string]int{}}
+		rdb := e.sameClient(t)
+		rdb.AddHook(hook)
+		s := New(rdb)
+		t0 := e.now(t)
+		per := time.UnixMilli(1_700_000_000_000).UTC()
+		keep := 90 * time.Second
+		for i := range 13 {
+			smp := quota.BurnSample{At: t0.Add(time.Duration(i) * 10 * time.Second), PeriodStart: per, Consumed: int64(i)}
+			if err := s.RecordBurn(ctxT(t), e.res, smp, keep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := map[string]int{"zadd": 13, "zremrangebyscore": 3, "pexpire": 3} // at 0, 50 and 100 s
+		if !maps.Equal(hook.n, want) {
+			t.Fatalf("commands %v; want %v", hook.n, want)
+		}
+		got, err := s.BurnSamples(ctxT(t), e.res, t0.Add(120*time.Second-keep))
+		if err != nil || len(got) != 10 || got[0].Consumed != 3 || got[9].Consumed != 12 {
+			t.Fatalf("samples within keep of the last: %+v, %v; want the 10 from 30 s on", got, err)
+		}
+		if ttl := e.rdb.PTTL(ctxT(t), burnKey(e.res)).Val(); ttl <= keep || ttl > keep+time.Minute {
+			t.Fatalf("TTL %s; want within (keep, keep+1m]", ttl)
 		}
 	})
 }

@@ -30,8 +30,9 @@ type Store struct {
 	// apply (ms): finish.lua and cancel.lua are given that period's balance
 	// key and answer with the session's own period when it differs (one
 	// more call, on a period change or a fresh process).
-	periods sync.Map // resource → int64
-	slots   sync.Map // resource → its cluster slot (int64), see Masters
+	periods sync.Map  // resource → int64
+	slots   sync.Map  // resource → its cluster slot (int64), see Masters
+	burns   burnTrims // when RecordBurn last trimmed each resource
 }
 
 var _ quota.BalanceStore = (*Store)(nil)
