@@ -52,12 +52,22 @@ floor_start() {
 	wait_ready "$floor_url/healthz" || { tail -20 "$work/$LABEL_FLOOR.log" >&2; die "baseline+ledger did not start"; }
 }
 
-# floor_stop: stops the server and notes how many ledger rows it wrote.
-floor_stop() {
+# floor_halt: stops the server and adds the ledger rows it wrote to
+# floor_rows and floor_settled (its database is made again by floor_start).
+floor_rows=0 floor_settled=0 floor_ran=""
+floor_halt() {
 	[[ -n $floor_pid ]] || return 0
 	stop "$floor_pid" "$LABEL_FLOOR"
-	floor_pid=""
-	meta note "baseline+ledger wrote $(sql -e "SELECT COUNT(*) FROM $floor_db.quota_usage" 2>/dev/null || echo '?') ledger rows ($(sql -e "SELECT COUNT(*) FROM $floor_db.quota_usage WHERE status = 'FINISHED'" 2>/dev/null || echo '?') of them settled by a finish), warm-ups included."
+	floor_pid="" floor_ran=1
+	floor_rows=$((floor_rows + $(sql -e "SELECT COUNT(*) FROM $floor_db.quota_usage" 2>/dev/null || echo 0)))
+	floor_settled=$((floor_settled + $(sql -e "SELECT COUNT(*) FROM $floor_db.quota_usage WHERE status = 'FINISHED'" 2>/dev/null || echo 0)))
+}
+
+# floor_stop: stops the server and notes how many ledger rows it wrote.
+floor_stop() {
+	floor_halt
+	[[ -n $floor_ran ]] || return 0
+	meta note "baseline+ledger wrote $floor_rows ledger rows ($floor_settled of them settled by a finish), warm-ups included."
 }
 
 # floor_meta: the report's description of the server.

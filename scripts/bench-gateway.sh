@@ -27,6 +27,7 @@
 #                            gRPC, ratelimit HTTP, gRPC, debug (default 18190)
 #   QC_BENCH_REDIS           Redis host:port (default 127.0.0.1:6379)
 #   QC_BENCH_MYSQL_HOST      MariaDB host:port, root, no password (default 127.0.0.1:3306)
+#   QC_BENCH_GW_BUILD        0 = use bin/quota-center as it is (scripts/bench.sh built it)
 #   GHZ                      ghz binary (default: ghz on PATH or in $(go env GOPATH)/bin;
 #                            go install github.com/bojand/ghz/cmd/ghz@latest)
 set -euo pipefail
@@ -78,8 +79,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-say "building bin/quota-center and the protoset"
-go build -o bin/quota-center ./cmd/quota-center
+if [[ ${QC_BENCH_GW_BUILD:-1} != 0 ]]; then
+	say "building bin/quota-center"
+	go build -o bin/quota-center ./cmd/quota-center
+fi
+say "building the protoset"
 go run scripts/gateway/protoset.go "$work/rls.protoset"
 
 sql -e "DROP DATABASE IF EXISTS $db; CREATE DATABASE $db"
@@ -109,7 +113,8 @@ peer_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$((port + 2))/healthcheck" >/dev/null && break; sleep 0.1; done
 
 redis_pid=$(rcli info server | awk -F: '/^process_id/{print $2}' | tr -d '\r')
-mysql_pid=$(pidof mariadbd || pidof mysqld || echo 0)
+# The server's own pid (other engineers' mariadbd may run on the machine).
+mysql_pid=$(cat "$(sql -e 'SELECT @@pid_file')" 2>/dev/null || pidof mariadbd || pidof mysqld || echo 0)
 mysql_pid=${mysql_pid%% *}
 data='{"domain":"qcbench","descriptors":[{"entries":[{"key":"resource","value":"r"}]}]}'
 

@@ -62,6 +62,20 @@
 #   QC_BENCH_OUT          report path                               (default docs/performance.md)
 #   QC_BENCH_QUIET_WAIT   seconds each run may wait for the machine to go
 #                         quiet (other work below 0.3 core) before it starts (default 10)
+#   QC_BENCH_FRESH        fresh backends per scenario (issue 23 §3): before each
+#                         wrk scenario after the first and before the qc-bench
+#                         runs, stop every server, empty Redis, drop and make
+#                         the ledgers again, start the servers again. "flush" =
+#                         FLUSHDB (point QC_BENCH_REDIS at a Redis of the
+#                         benchmark alone), "keys" = UNLINK this run's keys
+#                         only, 0 = one start for every scenario
+#                         (default flush; keys when QC_BENCH_REDIS is the
+#                         machine's shared 127.0.0.1:6379)
+#   QC_BENCH_GATEWAY      0 = skip the gateway runs; else, with
+#                         QC_BENCH_PEER_RATELIMIT and ghz (GHZ, PATH or
+#                         $(go env GOPATH)/bin), scripts/bench-gateway.sh runs
+#                         after the wrk scenarios on fresh backends and its
+#                         table is appended to the report (issue 23 §3)  (default 1)
 #   QC_BENCH_KEEP         1 = keep the qc_bench database and the benchmark's Redis keys
 #   QC_BENCH_DB           the MariaDB database it creates and drops  (default qc_bench)
 #   QC_BENCH_SERVE_ARGS   extra flags for quota-center serve, e.g.
@@ -106,6 +120,8 @@ two_scenarios=${QC_BENCH_TWO-apply session}
 out=${QC_BENCH_OUT:-docs/performance.md}
 keep=${QC_BENCH_KEEP:-0}
 quiet_wait=${QC_BENCH_QUIET_WAIT:-10}
+fresh_mode=${QC_BENCH_FRESH:-}
+gateway_on=${QC_BENCH_GATEWAY:-1}
 read -r -a serve_args <<<"${QC_BENCH_SERVE_ARGS:-}"
 before=${QC_BENCH_BEFORE:-}
 notes=${QC_BENCH_NOTES:-docs/performance-notes.md}
@@ -118,6 +134,10 @@ db=${QC_BENCH_DB:-qc_bench}
 limit=9007199254740991 # 2^53-1: the largest limit; never reached
 
 redis_host=${redis%:*} redis_port=${redis##*:}
+if [[ -z $fresh_mode ]]; then
+	fresh_mode=flush
+	[[ $redis == 127.0.0.1:6379 ]] && fresh_mode=keys # the machine's shared Redis: only this run's keys
+fi
 mysql_host=${mysql_hostport%:*} mysql_port=${mysql_hostport##*:}
 qc_url=http://127.0.0.1:$qc_port
 base_url=http://127.0.0.1:$base_port
@@ -134,6 +154,7 @@ rcli() { redis-cli -h "$redis_host" -p "$redis_port" "$@"; }
 sql() { mariadb --protocol=tcp -h "$mysql_host" -P "$mysql_port" -uroot --connect-timeout=3 -N -B "$@"; }
 port_busy() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
 
+[[ $fresh_mode == flush || $fresh_mode == keys || $fresh_mode == 0 ]] || die "QC_BENCH_FRESH=$fresh_mode: want flush, keys or 0"
 for tool in go curl redis-cli mariadb; do
 	command -v "$tool" >/dev/null || die "$tool is not installed"
 done
@@ -249,68 +270,109 @@ go build -trimpath -ldflags "-X main.version=$version" -o bin/quota-center ./cmd
 go build -trimpath -o bin/qc-baseline ./cmd/qc-baseline
 go build -trimpath -o bin/qc-bench ./cmd/qc-bench
 
-say "fresh database $db"
-sql -e "DROP DATABASE IF EXISTS $db; CREATE DATABASE $db"
-
-say "starting quota-center on $qc_url (Redis $redis, MariaDB $mysql_hostport/$db)"
 qc_flags=(serve --http-addr "127.0.0.1:$qc_port" --redis-addr "$redis"
 	--mysql-dsn "root@tcp($mysql_host:$mysql_port)/$db" --migrate-on-start --log-level warn --insecure-open-quota "${serve_args[@]}")
 admin_token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-QC_ADMIN_TOKENS="bench:$admin_token" bin/quota-center "${qc_flags[@]}" >"$work/quota-center.log" 2>&1 &
-qc_pid=$!
-wait_ready "$qc_url/readyz" || { tail -20 "$work/quota-center.log" >&2; die "quota-center did not get ready"; }
 
-say "starting qc-baseline on $base_url"
-bin/qc-baseline --addr "127.0.0.1:$base_port" --redis-addr "$redis" --resource "$base_res" --lease "${leak_threshold}s" >"$work/qc-baseline.log" 2>&1 &
-base_pid=$!
-wait_ready "$base_url/healthz" || { tail -20 "$work/qc-baseline.log" >&2; die "qc-baseline did not start"; }
-floor_start
-
-if [[ -n $peer_bin ]]; then
-	# envoyproxy/ratelimit on the same Redis: one descriptor with a limit
-	# it never reaches, no statsd, file config under $work.
-	say "starting envoyproxy/ratelimit ($peer_bin) on 127.0.0.1:$peer_port"
-	mkdir -p "$work/ratelimit/bench/config"
-	printf 'domain: qcbench\ndescriptors:\n  - key: resource\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1000000000\n' \
-		>"$work/ratelimit/bench/config/bench.yaml"
-	USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="$redis" \
-		RUNTIME_ROOT="$work/ratelimit" RUNTIME_SUBDIRECTORY=bench RUNTIME_WATCH_ROOT=false \
-		HOST=127.0.0.1 PORT="$peer_port" GRPC_HOST=127.0.0.1 GRPC_PORT="$((peer_port + 1))" \
-		DEBUG_HOST=127.0.0.1 DEBUG_PORT="$((peer_port + 2))" "$peer_bin" >"$work/ratelimit.log" 2>&1 &
-	peer_pid=$!
-	wait_ready "http://127.0.0.1:$((peer_port + 2))/healthcheck" || wait_ready "http://127.0.0.1:$peer_port/healthcheck" ||
-		{ tail -20 "$work/ratelimit.log" >&2; die "envoyproxy/ratelimit did not get ready"; }
-fi
-
-say "policy $qc_res: COUNT, totalLimit 2^53-1, never resets, leak threshold ${leak_threshold}s"
-curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
-	-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit,\"leakThresholdSeconds\":$leak_threshold}" "$qc_url/admin/policies/$qc_res" ||
-	die "PUT /admin/policies/$qc_res failed"
-
-if [[ " $wrk_scenarios " == *" pools "* ]]; then
-	# Issue 13 §8: the same policy with 12 business lines (3 CORE, 4 GROWTH,
-	# 5 EXPLORE; weights 100·0.85^k, as qc-replay pools), pools at their
-	# defaults.
-	say "policy $qc_pool_res: as $qc_res, with 12 business lines"
+# put_policy RESOURCE: the benchmark's COUNT policy on quota-center.
+put_policy() {
 	curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
-		-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit,\"leakThresholdSeconds\":$leak_threshold}" "$qc_url/admin/policies/$qc_pool_res" ||
-		die "PUT /admin/policies/$qc_pool_res failed"
-	for k in $(seq 1 12); do
-		tier=EXPLORE
-		((k <= 7)) && tier=GROWTH
-		((k <= 3)) && tier=CORE
-		weight=$(awk -v k="$k" 'BEGIN {printf "%d", 100 * 0.85 ^ (k - 1)}')
-		curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
-			-d "{\"tier\":\"$tier\",\"weight\":$weight}" "$qc_url/admin/policies/$qc_pool_res/lines/line-$k" ||
-			die "PUT /admin/policies/$qc_pool_res/lines/line-$k failed"
+		-d "{\"quotaType\":\"COUNT\",\"totalLimit\":$limit,\"leakThresholdSeconds\":$leak_threshold}" "$qc_url/admin/policies/$1" ||
+		die "PUT /admin/policies/$1 failed"
+}
+
+# start_servers [peer]: a fresh database $db, then quota-center (it
+# migrates it), qc-baseline, baseline+ledger and, with "peer" and
+# QC_BENCH_PEER_RATELIMIT, envoyproxy/ratelimit; then the policies.
+start_servers() {
+	say "fresh database $db"
+	sql -e "DROP DATABASE IF EXISTS $db; CREATE DATABASE $db"
+	say "starting quota-center on $qc_url (Redis $redis, MariaDB $mysql_hostport/$db)"
+	QC_ADMIN_TOKENS="bench:$admin_token" bin/quota-center "${qc_flags[@]}" >>"$work/quota-center.log" 2>&1 &
+	qc_pid=$!
+	wait_ready "$qc_url/readyz" || { tail -20 "$work/quota-center.log" >&2; die "quota-center did not get ready"; }
+
+	say "starting qc-baseline on $base_url"
+	bin/qc-baseline --addr "127.0.0.1:$base_port" --redis-addr "$redis" --resource "$base_res" --lease "${leak_threshold}s" >>"$work/qc-baseline.log" 2>&1 &
+	base_pid=$!
+	wait_ready "$base_url/healthz" || { tail -20 "$work/qc-baseline.log" >&2; die "qc-baseline did not start"; }
+	floor_start
+
+	if [[ ${1:-} == peer && -n $peer_bin ]]; then
+		# envoyproxy/ratelimit on the same Redis: one descriptor with a limit
+		# it never reaches, no statsd, file config under $work.
+		say "starting envoyproxy/ratelimit ($peer_bin) on 127.0.0.1:$peer_port"
+		mkdir -p "$work/ratelimit/bench/config"
+		printf 'domain: qcbench\ndescriptors:\n  - key: resource\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1000000000\n' \
+			>"$work/ratelimit/bench/config/bench.yaml"
+		USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="$redis" \
+			RUNTIME_ROOT="$work/ratelimit" RUNTIME_SUBDIRECTORY=bench RUNTIME_WATCH_ROOT=false \
+			HOST=127.0.0.1 PORT="$peer_port" GRPC_HOST=127.0.0.1 GRPC_PORT="$((peer_port + 1))" \
+			DEBUG_HOST=127.0.0.1 DEBUG_PORT="$((peer_port + 2))" "$peer_bin" >>"$work/ratelimit.log" 2>&1 &
+		peer_pid=$!
+		wait_ready "http://127.0.0.1:$((peer_port + 2))/healthcheck" || wait_ready "http://127.0.0.1:$peer_port/healthcheck" ||
+			{ tail -20 "$work/ratelimit.log" >&2; die "envoyproxy/ratelimit did not get ready"; }
+	fi
+
+	say "policy $qc_res: COUNT, totalLimit 2^53-1, never resets, leak threshold ${leak_threshold}s"
+	put_policy "$qc_res"
+	if [[ " $wrk_scenarios " == *" pools "* ]]; then
+		# Issue 13 §8: the same policy with 12 business lines (3 CORE, 4 GROWTH,
+		# 5 EXPLORE; weights 100·0.85^k, as qc-replay pools), pools at their
+		# defaults.
+		say "policy $qc_pool_res: as $qc_res, with 12 business lines"
+		put_policy "$qc_pool_res"
+		local k tier weight
+		for k in $(seq 1 12); do
+			tier=EXPLORE
+			((k <= 7)) && tier=GROWTH
+			((k <= 3)) && tier=CORE
+			weight=$(awk -v k="$k" 'BEGIN {printf "%d", 100 * 0.85 ^ (k - 1)}')
+			curl -fsS -o /dev/null -H "Authorization: Bearer $admin_token" -X PUT -H 'Content-Type: application/json' \
+				-d "{\"tier\":\"$tier\",\"weight\":$weight}" "$qc_url/admin/policies/$qc_pool_res/lines/line-$k" ||
+				die "PUT /admin/policies/$qc_pool_res/lines/line-$k failed"
+		done
+	fi
+	watch=(--watch "quota-center=$qc_pid" --watch "baseline=$base_pid")
+	[[ -n ${redis_pid:-} && -r /proc/$redis_pid/stat ]] && watch+=(--watch "redis-server=$redis_pid")
+	[[ -n ${mariadb_pid:-} && -r /proc/$mariadb_pid/stat ]] && watch+=(--watch "mariadbd=$mariadb_pid")
+	return 0
+}
+
+# empty_redis: the benchmark's Redis without what earlier scenarios left
+# (fresh_mode flush: FLUSHDB; keys: UNLINK of this run's keys only).
+empty_redis() {
+	if [[ $fresh_mode == flush ]]; then
+		rcli flushdb >/dev/null || die "FLUSHDB on $redis failed"
+		return 0
+	fi
+	local p
+	for p in "qc:{$qc_res}:*" "qc:{$qc_pool_res}:*" "qc:{$base_res}:*" "qc:{$floor_res}:*" "qcbench_resource_r${run_id}_*"; do
+		rcli --scan --count 1000 --pattern "$p" 2>/dev/null | xargs -r -n 500 echo UNLINK | rcli >/dev/null 2>&1 || true
 	done
-fi
+}
+
+# fresh_backends [peer]: every server stopped, Redis emptied (empty_redis),
+# the ledgers dropped and made again, every server started again (issue 23
+# §3: a scenario does not inherit the millions of open sessions and rows of
+# the one before it). QC_BENCH_FRESH=0 keeps the servers and their state.
+fresh_backends() {
+	[[ $fresh_mode == 0 ]] && return 0
+	say "fresh backends: stopping the servers, emptying Redis ($fresh_mode) and the ledgers"
+	stop "$qc_pid" quota-center
+	stop "$base_pid" qc-baseline
+	stop "$peer_pid" ratelimit
+	qc_pid="" base_pid="" peer_pid=""
+	floor_halt
+	empty_redis
+	start_servers "$@"
+}
 
 redis_pid=$(rcli info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
 mariadb_pid=$(cat "$(sql -e 'SELECT @@pid_file')" 2>/dev/null || pgrep -o -x mariadbd || pgrep -o -x mysqld || true)
-watch=(--watch "quota-center=$qc_pid" --watch "baseline=$base_pid")
-[[ -n $redis_pid && -r /proc/$redis_pid/stat ]] && watch+=(--watch "redis-server=$redis_pid")
-[[ -n $mariadb_pid && -r /proc/$mariadb_pid/stat ]] && watch+=(--watch "mariadbd=$mariadb_pid")
+[[ $fresh_mode == 0 ]] || empty_redis
+start_servers peer
+
 
 # Goroutines: a pprof endpoint on an admin address if quota-center has one,
 # else go_goroutines on /metrics (the same runtime.NumGoroutine figure).
@@ -337,6 +399,11 @@ meta how "Both servers run on 127.0.0.1 on the machine's Redis ($redis); quota-c
 meta how "qc-baseline (cmd/qc-baseline) is the Redis-speed reference: net/http, the same apply/heartbeat/finish Lua scripts through redisstore.Store once per request, one never-resetting period seeded at start; no router, policy lookup, ledger, metrics or logging."
 meta how "quota-center's resource has a COUNT policy with totalLimit 2^53-1 and no reset, so no apply is refused (a 429 would show in the non-2xx column); each apply asks for 1 and each finish reports 1. Its leak threshold is ${leak_threshold} s (qc-baseline's lease too), so that the never-finished sessions of the apply-only scenario are not swept in the middle of later scenarios."
 meta how "Each cell: $reps repetitions per server, interleaved baseline, quota-center, baseline, …; each run is a $warmup warm-up then $duration measured, connections ∈ {$conns_list}."
+case $fresh_mode in
+flush) meta wrkhow "Fresh backends per scenario (issue 23 §3): before each wrk scenario after the first, and before the qc-bench runs, every server is stopped, Redis's database is flushed (FLUSHDB on $redis), the ledgers ($db, ${floor_db}) are dropped and made again and the servers start again, so that no scenario inherits the open sessions and ledger rows of the one before it (QC_BENCH_FRESH=flush)." ;;
+keys) meta wrkhow "Fresh backends per scenario (issue 23 §3): before each wrk scenario after the first, and before the qc-bench runs, every server is stopped, this run's Redis keys are deleted (the shared Redis $redis is not flushed), the ledgers ($db, ${floor_db}) are dropped and made again and the servers start again (QC_BENCH_FRESH=keys)." ;;
+*) meta wrkhow "The servers run through every scenario without a restart (QC_BENCH_FRESH=0): later scenarios inherit the open sessions and ledger rows of the earlier ones." ;;
+esac
 meta goroutines "$goroutines_note"
 if [[ $redis == 127.0.0.1:6379 && $mysql_hostport == 127.0.0.1:3306 ]]; then
 	meta note "redis-server and mariadbd are the machine's shared servers: their CPU includes anything else using them during a run (other test suites, quota-center's background work such as group commits still in flight or the sweeper), which is why mariadbd can show CPU during baseline runs."
@@ -406,8 +473,12 @@ wrk_run() {
 LABEL_PEER=envoy-ratelimit
 read -r -a wrk_arr <<<"$wrk_scenarios"
 hb_n=1000 hb_prefix=hb-$run_id
+scen_i=0
 for scen in "${wrk_arr[@]}"; do
 	[[ -f scripts/wrk/$scen.lua ]] || die "no wrk script scripts/wrk/$scen.lua"
+	if ((scen_i++ > 0)); then
+		if [[ $scen == apply ]]; then fresh_backends peer; else fresh_backends; fi
+	fi
 	if [[ $scen == heartbeat ]]; then
 		say "wrk: opening $hb_n sessions $hb_prefix-1…$hb_n on each server"
 		for u in "$qc_url|$qc_res" "$base_url|$base_res"; do
@@ -449,8 +520,31 @@ for scen in "${wrk_arr[@]}"; do
 done
 stop "$peer_pid" ratelimit
 peer_pid=""
-floor_ran=$([[ -n $floor_pid ]] && echo 1 || true)
+[[ -n $floor_pid ]] && floor_ran=1
 floor_stop
+
+# The gateway (issue 23 §3): ShouldRateLimit of quota-center's gateway
+# against envoyproxy/ratelimit's own gRPC endpoint, in this run, on fresh
+# backends (scripts/bench-gateway.sh starts both servers itself).
+gateway_md=""
+ghz_bin=${GHZ:-$(command -v ghz || echo "$(go env GOPATH)/bin/ghz")}
+if [[ -n $peer_bin && $gateway_on != 0 ]]; then
+	if [[ -x $ghz_bin ]] && command -v jq >/dev/null; then
+		say "gateway: stopping the servers, emptying Redis, scripts/bench-gateway.sh"
+		stop "$qc_pid" quota-center
+		stop "$base_pid" qc-baseline
+		qc_pid="" base_pid=""
+		[[ $fresh_mode == 0 ]] || empty_redis
+		if QC_BENCH_GW_BUILD=0 GHZ=$ghz_bin QC_BENCH_PEER_RATELIMIT=$peer_bin QC_BENCH_REDIS=$redis \
+			QC_BENCH_MYSQL_HOST=$mysql_hostport QC_BENCH_GW_REPS=$reps bash scripts/bench-gateway.sh >"$work/gateway.md" 2>"$work/gateway.log"; then
+			gateway_md=$work/gateway.md
+		else
+			meta note "scripts/bench-gateway.sh failed: $(tail -3 "$work/gateway.log" | tr '\n' ' ')"
+		fi
+	else
+		meta note "The gateway was not measured: ghz or jq is missing (go install github.com/bojand/ghz/cmd/ghz@latest)."
+	fi
+fi
 if [[ -n $wrk_scenarios ]]; then
 	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
 	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run. pools (issue 13 §8): the apply of 1 on a resource with 12 business lines (3 CORE, 4 GROWTH, 5 EXPLORE, pools at their defaults), round robin over the lines, interleaved with the same script's apply on the plain resource (quota-center-plain)."
@@ -459,6 +553,15 @@ if [[ -n $wrk_scenarios ]]; then
 fi
 
 read -r -a scen_arr <<<"$scenarios"
+if [[ -z $qc_pid ]]; then
+	# Stopped for the gateway: started again when a later run needs them.
+	if [[ -n $scenarios || -n $two_scenarios || $soak != 0 ]]; then
+		[[ $fresh_mode == 0 ]] || empty_redis
+		start_servers
+	fi
+elif ((${#wrk_arr[@]} > 0 && ${#scen_arr[@]} > 0)); then
+	fresh_backends
+fi
 total=$((${#scen_arr[@]} * ${#conn_arr[@]} * reps * 2))
 n=0
 for scen in "${scen_arr[@]}"; do
@@ -581,6 +684,20 @@ notes_args=()
 
 mkdir -p "$(dirname "$out")"
 bin/qc-bench report --results "$results" --wrk "$wrk_results" "${soak_args[@]}" --meta "$meta" "${gobench_args[@]}" "${handlers_args[@]}" "${two_args[@]}" "${notes_args[@]}" --out "$out"
+if [[ -n $gateway_md ]]; then
+	say "gateway section appended to $out"
+	{
+		echo
+		echo "## Gateway: ShouldRateLimit against envoyproxy/ratelimit's gRPC (issue 23 §3, this run)"
+		echo
+		echo "scripts/bench-gateway.sh, run by make bench after the wrk scenarios on a freshly emptied Redis and a fresh ledger database: ghz against each server's gRPC endpoint, interleaved, one descriptor per request; quota-center writes one FINISHED ledger row per charged request, envoyproxy/ratelimit none."
+		echo
+		cat "$gateway_md"
+		awk -F'|' '$2 ~ /ratelimit/ {p[++np] = $3 + 0} $2 ~ /quota-center/ {q[++nq] = $3 + 0}
+			function med(a, n,   i, j, t) {for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t} return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2}
+			END {if (np && nq) {r = med(q, nq) / med(p, np); printf "\nMedian req/s: quota-center %d, envoyproxy/ratelimit %d: %.2f× (target ≥ 0.9×: %s).\n", med(q, nq), med(p, np), r, (r >= 0.9 ? "pass" : "**FAIL**")}}' "$gateway_md"
+	} >>"$out"
+fi
 if [[ ${QC_BENCH_SDK:-1} != 0 ]]; then
 	say "Go SDK benchmarks (scripts/bench-sdk.sh), appended to $out"
 	bash scripts/bench-sdk.sh >>"$out" || say "scripts/bench-sdk.sh failed; its section is missing from $out"

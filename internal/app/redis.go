@@ -51,7 +51,8 @@ func dialRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, erro
 
 // hotStore is the Store of quota-center's hot path on rdb: apply, heartbeat
 // and finish auto-pipelined (c.PipelineMaxCalls calls a pipeline, 0 = one
-// round trip each; redisstore.DefaultPipelining.InFlight pipelines at once),
+// round trip each; redisstore.DefaultPipelining.InFlight pipelines at once,
+// 4 on a Redis Cluster),
 // each pipeline given the client's own read timeout (c.Timeout, or
 // go-redis's 3s default for the dev-mode client). onPipeline (nil: none) is
 // told each pipeline's calls. No WAIT (see Store.WithWait). Close the Store
@@ -61,8 +62,15 @@ func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls i
 	if cl, ok := rdb.(*redis.Client); ok && cl.Options().ReadTimeout > 0 {
 		timeout = cl.Options().ReadTimeout
 	}
+	inFlight := redisstore.DefaultPipelining.InFlight
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		// A cluster keeps 4: a pipeline stuck on one master (a slot moving,
+		// a master failing over) must leave slots for the others' calls
+		// (TestMovingOneSlotLeavesResourcesOnOtherMastersServed).
+		inFlight = 4
+	}
 	return redisstore.NewPipelined(rdb, redisstore.Pipelining{
-		MaxCalls: c.PipelineMaxCalls, InFlight: redisstore.DefaultPipelining.InFlight,
+		MaxCalls: c.PipelineMaxCalls, InFlight: inFlight,
 		Timeout: timeout, OnPipeline: onPipeline,
 	})
 }

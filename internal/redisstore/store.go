@@ -166,11 +166,16 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 			mode = "1"
 		}
 	}
-	v, err := s.runHot(ctx, applyScript,
-		[]string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c), poolKey(r), grantsKey(r)},
-		itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), c.Attempt, c.OtherSessionID,
-		mode, line, luaBool(critical), luaBool(continuation))
+	keys := []string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c)}
+	args := []any{itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), c.Attempt, c.OtherSessionID, mode}
+	if c.Pools != nil {
+		// A plain resource's apply reads neither the pools' keys nor their
+		// arguments (apply.lua, ARGV[11] "0"): they are not sent.
+		keys = append(keys, poolKey(r), grantsKey(r))
+		args = append(args, line, luaBool(critical), luaBool(continuation))
+	}
+	v, err := s.runHot(ctx, applyScript, keys, args...)
 	if err != nil {
 		return quota.ApplyResult{}, wrap("apply", err)
 	}

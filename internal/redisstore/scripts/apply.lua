@@ -32,11 +32,12 @@
 --         the session is the bare or the scoped one; for the scoped one every
 --         code is returned plus 10.
 -- ARGV[11] pools: "0" none (a plain resource: KEYS[6] and KEYS[7] are not
---         read, the pool counters need not be seeded, the session keeps no
---         split), "1" lines or grants but no grant that is not expired (the
+--         read and may be left out, as ARGV[12-14] may, the pool counters
+--         need not be seeded, the session keeps no split), "1" lines or
+--         grants but no grant that is not expired (the
 --         caller's cached view: KEYS[7] is not read, none is drawn), "2"
 --         lines or grants
--- ARGV[12] businessLine ("" = none)   ARGV[13] "1" = critical
+-- ARGV[12] businessLine ("" or absent = none)   ARGV[13] "1" = critical
 -- ARGV[14] "1" = continuation (never refused by a watermark)
 -- Returns 18 elements (session.lib's answer): {code, granted, remaining,
 --   leaseMs, startMs, periodMs, nowMs, limit, charged, reserved, reason,
@@ -59,13 +60,59 @@
 -- include session.lib
 -- include pools.lib
 
-local pooled, line = ARGV[11] ~= '0', ARGV[12]
+-- grantPlain is the apply of a new session on a plain resource (ARGV[11]
+-- "0", no line): the decision of the path below without lines or grants
+-- (the grant is drawn whole from the base, limit − charged − reserved),
+-- with as few Lua tables and number conversions as it takes, since this is
+-- the path of nearly every apply and Redis's CPU per apply is the ceiling
+-- of one hot resource (docs/performance.md).
+local function grantPlain(sk, sid)
+  local limitStr = redis.call('GET', KEYS[1])
+  local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved', 'ep')
+  local charged, held = b[1], b[2]
+  if not limitStr or not charged or not held then
+    return answer(5)
+  end
+  local amount, cur = tonumber(ARGV[1]), num(held)
+  local base = tonumber(limitStr) - num(charged) - cur
+  local n, granted = amount, ARGV[1]
+  if base < amount then
+    local min = tonumber(ARGV[2])
+    if not (min > 0 and base >= min) then
+      return answer(3, 0, '', 0, 0, 0, {limitStr, charged, held}, 'EXHAUSTED', 0)
+    end
+    n, granted = base, fmt(base)
+  end
+  -- reserved after this grant as Redis holds it: exact below 2^53, past it
+  -- HINCRBY's 64-bit arithmetic (then read back).
+  local reserved = held
+  if n ~= 0 then
+    if cur + n < 9007199254740992 then
+      reserved = fmt(cur + n)
+      redis.call('HSET', KEYS[2], 'reserved', reserved)
+    else
+      redis.call('HINCRBY', KEYS[2], 'reserved', fmt(n))
+      reserved = redis.call('HGET', KEYS[2], 'reserved')
+    end
+  end
+  local remaining = base - n
+  local lease = writeSession(sk, sid, granted, fmt(remaining), nil, b[3])
+  -- answer's 18 elements, without its tables; the period start as sent.
+  return {1 + form, n, remaining, lease, now, ARGV[4], now, limitStr, charged, reserved, '', 0,
+    n, 0, 0, 0, 0, ''}
+end
+
+local line = ARGV[12] or ''
+local pooled = ARGV[11] ~= '0'
 local sk, sid, s = openSession()
-if s[1] then
+if s and s[1] then
   return replay(sk, s, pooled)
 end
 if not inPeriod() then
   return answer(4)
+end
+if not pooled and line == '' then
+  return grantPlain(sk, sid)
 end
 
 -- The period's counters in one read: charged, reserved, the epoch and,
@@ -191,7 +238,7 @@ local split = {}
 if pooled then
   split = {'line', line, 'dd', fmt(d[2]), 'ds', fmt(d[3]), 'db', fmt(d[1] + d[4]), 'dg', fmt(d[5]), 'gl', glist}
 end
-local lease = writeSession(sk, sid, n, remaining, split, b[3])
+local lease = writeSession(sk, sid, fmt(n), fmt(remaining), split, b[3])
 if not reserved then
   reserved = redis.call('HGET', KEYS[2], 'reserved')
 end

@@ -1,0 +1,130 @@
+package redisstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// TestPlainApplyMatchesTheModel drives random applies (new sessions with
+// and without a scoped id and an attempt, replays), finishes past and below
+// the grant, and give-backs through apply.lua's plain path (a resource
+// without pools: ARGV[11] "0", grantPlain) and through pools.Model on a
+// layout without lines or grants, and demands the same decisions (granted,
+// refused, what a replay answers) and the same balance after every step,
+// on real Redis and miniredis. Limits near 2^53 are included.
+func TestPlainApplyMatchesTheModel(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		outcomes := map[string]int{}
+		for seed := range uint64(4) {
+			if seed > 0 {
+				e.res = newResource(t, e.rdb)
+			}
+			rng := rand.New(rand.NewPCG(seed, 29))
+			limit := int64(1000 + rng.IntN(100_000))
+			if seed == 3 {
+				limit = quota.MaxAmount - int64(rng.IntN(1000))
+			}
+			lay, err := pools.Plan(limit, pools.DefaultSettings(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			model := pools.NewModel(lay, true)
+			per := e.current(t)
+			e.seed(t, per, limit, quota.PeriodTotals{})
+			cmds := map[string]quota.ApplyCmd{} // sent, by session id
+			var open []string                   // granted, not finished
+			for step := range 200 {
+				switch op := rng.IntN(10); {
+				case op >= 8 && len(open) > 0:
+					i := rng.IntN(len(open))
+					id := open[i]
+					open = append(open[:i], open[i+1:]...)
+					if rng.IntN(2) == 0 {
+						granted := model.Sessions[id].Granted
+						actual := rng.Int64N(granted*3/2 + 1)
+						if _, err := model.Finish(id, actual); err != nil {
+							t.Fatal(err)
+						}
+						got, err := e.s.Finish(ctxT(t), quota.FinishCmd{ResourceName: e.res, SessionID: id, Actual: actual, Retention: time.Hour})
+						if err != nil || got.Charged != actual {
+							t.Fatalf("step %d: finish %s: %+v %v", step, id, got, err)
+						}
+						outcomes["finished"]++
+					} else {
+						model.Cancel(id)
+						if err := e.s.Cancel(ctxT(t), e.res, id); err != nil {
+							t.Fatalf("step %d: cancel %s: %v", step, id, err)
+						}
+						delete(cmds, id)
+						outcomes["cancelled"]++
+					}
+				case op >= 6 && len(open) > 0:
+					// A replay: the first answer, nothing reserved again.
+					id := open[rng.IntN(len(open))]
+					c := cmds[id]
+					c.Attempt = fmt.Sprintf("retry-%d", step)
+					got, err := e.s.Apply(ctxT(t), c)
+					if err != nil || got.Outcome != quota.ApplyReplayed || got.Granted != model.Sessions[id].Granted {
+						t.Fatalf("step %d: replay %s: %+v %v, model granted %d", step, id, got, err, model.Sessions[id].Granted)
+					}
+					outcomes["replayed"]++
+				default:
+					id := fmt.Sprintf("s%d-%d", seed, step)
+					amount := 1 + rng.Int64N(limit/8+1)
+					if seed == 3 {
+						amount = 1 + rng.Int64N(limit/3)
+					}
+					minAmount := rng.Int64N(2) * (1 + rng.Int64N(amount))
+					c := e.cmd(id, amount, minAmount, per)
+					if rng.IntN(2) == 0 {
+						c.OtherSessionID = quota.ScopedSessionID(e.res, c.ClientID, id)
+					}
+					if rng.IntN(3) > 0 {
+						c.Attempt = fmt.Sprintf("att-%d", step)
+					}
+					want, err := model.Apply(pools.ApplyReq{SessionID: id, Amount: amount, Min: minAmount, Now: per.Start.UnixMilli()})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := e.s.Apply(ctxT(t), c)
+					if err != nil {
+						t.Fatalf("step %d: apply %s: %v", step, id, err)
+					}
+					if want.Reason != "" {
+						if got.Outcome != quota.ApplyExhausted || got.Granted != 0 {
+							t.Fatalf("step %d: apply %s of %d (min %d): %+v, model refused (%s)", step, id, amount, minAmount, got, want.Reason)
+						}
+						outcomes["refused"]++
+						break
+					}
+					if got.Outcome != quota.ApplyGranted || got.Granted != want.Granted || got.Drawn.Base != want.Granted {
+						t.Fatalf("step %d: apply %s of %d (min %d): %+v, model granted %d", step, id, amount, minAmount, got, want.Granted)
+					}
+					if b := e.balance(t, per); got.Remaining != b.Remaining() {
+						t.Fatalf("step %d: apply %s answered remaining %d, the balance holds %d", step, id, got.Remaining, b.Remaining())
+					}
+					if want.Granted < amount {
+						outcomes["partial"]++
+					}
+					outcomes["granted"]++
+					cmds[id] = c
+					open = append(open, id)
+				}
+				b := e.balance(t, per)
+				if b.Limit != limit || b.Charged+b.Reserved != model.BaseUsed {
+					t.Fatalf("step %d: balance %+v, model holds %d of %d", step, b, model.BaseUsed, limit)
+				}
+			}
+		}
+		for _, o := range []string{"granted", "partial", "refused", "replayed", "finished", "cancelled"} {
+			if outcomes[o] == 0 {
+				t.Errorf("no step ended %s: %v", o, outcomes)
+			}
+		}
+	})
+}
