@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -221,5 +222,25 @@ func TestOpenSQLiteSettings(t *testing.T) {
 				t.Fatalf("MaxOpenConnections = %d; want %d", got, tc.maxOpen)
 			}
 		})
+	}
+}
+
+// TestATransactionEndedByItsTimeoutIsUnavailable: once the statement timeout
+// ends a group's transaction, database/sql answers ErrTxDone to what follows;
+// that is a database that did not answer in time (503), not a bug (500).
+func TestATransactionEndedByItsTimeoutIsUnavailable(t *testing.T) {
+	ended, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ended.Done()
+	err := translate("insert", timedOut(ended, fmt.Errorf("exec: %w", sql.ErrTxDone)))
+	if !errors.Is(err, quota.ErrUnavailable) || !errors.Is(err, sql.ErrTxDone) {
+		t.Fatalf("err = %v; want ErrUnavailable wrapping ErrTxDone", err)
+	}
+	live := context.Background()
+	if err := translate("insert", timedOut(live, sql.ErrTxDone)); errors.Is(err, quota.ErrUnavailable) {
+		t.Fatalf("ErrTxDone with a live context = %v; want it left as it is", err)
+	}
+	if timedOut(ended, nil) != nil {
+		t.Fatal("a nil error must stay nil")
 	}
 }

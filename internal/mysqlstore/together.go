@@ -2,6 +2,9 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 
 	"github.com/quotacenter/quota-center/internal/group"
 	"github.com/quotacenter/quota-center/internal/quota"
@@ -90,11 +93,24 @@ func (s *Store) insertAndFinish(ins, fin []quota.UsageRecord) (txStage, error) {
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
 	if err := s.insertStmts.exec(ctx, tx, len(ins), insertArgs(ins)); err != nil {
-		return stageInsert, err
+		return stageInsert, timedOut(ctx, err)
 	}
 	n, args := finishArgs(fin)
 	if err := s.finishStmts.exec(ctx, tx, n, args); err != nil {
-		return stageFinish, err
+		return stageFinish, timedOut(ctx, err)
 	}
-	return stageBeginOrCommit, tx.Commit()
+	return stageBeginOrCommit, timedOut(ctx, tx.Commit())
+}
+
+// timedOut returns err, joined with ctx's error when err is sql.ErrTxDone
+// and ctx has ended: database/sql rolls a transaction back as soon as its
+// context ends, and every later statement or Commit answers ErrTxDone, which
+// alone reads as a bug (a 500) rather than a database that did not answer in
+// time (quota.ErrUnavailable: a 503, the apply compensated). Nothing was
+// committed in that case.
+func timedOut(ctx context.Context, err error) error {
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return err
 }
