@@ -139,11 +139,25 @@ func (a *Pools) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 	return gs, nil
 }
 
-// VoidGrant ends a grant now. Errors: pools.ErrUnknownGrant,
+// VoidGrant ends a grant now. Voiding a buffer release gives its buffer
+// back (pool_move.lua's return: at most its amount, never what the line or
+// the shared pool holds now), recorded as a RETURN event so a rebuild after
+// Redis loss agrees. Errors: pools.ErrUnknownGrant,
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
-	if _, err := a.lines.GetPolicy(ctx, resource); err != nil {
+	pol, err := a.lines.GetPolicy(ctx, resource)
+	if err != nil {
 		return err
+	}
+	gs, err := a.grants.Grants(ctx, resource, a.now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	var rel *pools.GrantRecord
+	for i := range gs {
+		if gs[i].ID == id && gs[i].Kind == pools.KindRelease && !gs[i].Voided {
+			rel = &gs[i]
+		}
 	}
 	if err := a.grants.VoidGrant(ctx, resource, id, a.now().UnixMilli()); err != nil {
 		return err
@@ -152,7 +166,27 @@ func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 		return err
 	}
 	a.changed(resource)
+	if rel != nil {
+		if err := a.returnRelease(ctx, pol, *rel); err != nil {
+			return err
+		}
+	}
 	return a.audit(ctx, ActionGrantVoid, resource, map[string]string{"id": id}, nil)
+}
+
+// returnRelease gives back the buffer of a voided release g, as far as
+// it is not held now, and journals what moved as a RETURN event.
+func (a *Pools) returnRelease(ctx context.Context, pol quota.Policy, g pools.GrantRecord) error {
+	per, err := a.sched.PeriodAt(pol, a.now())
+	if err != nil {
+		return err
+	}
+	moved, _, err := a.live.MovePools(ctx, pol.ResourceName, per, pools.Move{Op: "return", Line: g.Line, Amount: g.Amount})
+	if err != nil || moved <= 0 {
+		return err
+	}
+	return a.journal.RecordPoolEvents(ctx, pol.ResourceName, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.ReturnKind,
+		Line: g.Line, Amount: moved, Reason: "operator: release " + g.ID + " voided"}})
 }
 
 // ErrBufferShort: a release asks for more than the free buffer (HTTP 409).

@@ -38,6 +38,13 @@ func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.AP
 	sql := newSQLite(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
+	return startPoolsAPI(t, rdb, sql, keys...), sql, mr
+}
+
+// startPoolsAPI wires the Service with the pools, the admin endpoints and
+// the HTTP layer on the given Redis and policy store, as app.Serve does.
+func startPoolsAPI(t *testing.T, rdb redis.UniversalClient, sql *mysqlstore.Store, keys ...httpapi.APIKey) *testAPI {
+	t.Helper()
 	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
 	svc := quota.NewService(rs, sql, sql, sched, quota.Options{Pools: quota.PoolStores{Config: sql, Balances: rs}})
@@ -47,7 +54,7 @@ func newPoolsHarnessOn(t *testing.T, mr *miniredis.Miniredis, keys ...httpapi.AP
 		Pools: httpapi.PoolAdmin{Lines: admin, Grants: admin, Reclaims: admin}, Operator: ops, Auth: httpapi.AuthConfig{APIKeys: keys}})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return &testAPI{URL: ts.URL, srv: srv}, sql, mr
+	return &testAPI{URL: ts.URL, srv: srv}
 }
 
 func TestPoolsAdminEndpoints(t *testing.T) {

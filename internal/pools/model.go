@@ -370,6 +370,17 @@ func (m *Model) Reach(l *LineState) int64 {
 	return l.OwnDedicated() + l.Buffer + l.UsedShared + m.BorrowRoom(l, false, false)
 }
 
+// LimitRoom is what the limit has left for the pools: the limit less what
+// sessions hold of it (every line's dedicated, shared and buffer draws and
+// the base, not grants), never below 0.
+func (m *Model) LimitRoom() int64 {
+	held := m.BaseUsed
+	for _, l := range m.Lines {
+		held += l.Used()
+	}
+	return max(0, m.Layout.Limit-held)
+}
+
 func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	exempt := r.Continuation || (l.Tier == TierCore && r.Critical)
 	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
@@ -380,22 +391,28 @@ func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
 	availB := max(0, l.Buffer-l.UsedBuffer)
 	availG := grantRoom(gs)
-	n, ok := want(r, availD+availS+availB+availG)
+	// The pools never give more than the limit less what sessions hold of
+	// it (not of grants): lent buffer a layout left standing may make them
+	// add up to more (apply.lua, the same rule).
+	fromPools := min(availD+availS+availB, m.LimitRoom())
+	n, ok := want(r, fromPools+availG)
 	if !ok {
+		if _, could := want(r, availD+availS+availB+availG); could {
+			return Decision{Reason: ReasonExhausted}
+		}
 		if _, could := want(r, availD+max(0, l.BorrowCap-l.UsedShared)+availB+availG); could {
 			return Decision{Reason: ReasonPoolExhausted}
 		}
 		return Decision{Reason: ReasonLineExhausted}
 	}
 	d := Decision{Granted: n}
-	rest := n
+	rest := min(n, fromPools)
 	d.Drawn.Dedicated = min(rest, availD)
 	rest -= d.Drawn.Dedicated
 	d.Drawn.Shared = min(rest, availS)
 	rest -= d.Drawn.Shared
 	d.Drawn.Buffer = min(rest, availB)
-	rest -= d.Drawn.Buffer
-	drawGrants(gs, rest, &d.Drawn)
+	drawGrants(gs, n-d.Drawn.Dedicated-d.Drawn.Shared-d.Drawn.Buffer, &d.Drawn)
 	l.UsedDedicated += d.Drawn.Dedicated
 	l.UsedShared += d.Drawn.Shared
 	l.UsedBuffer += d.Drawn.Buffer

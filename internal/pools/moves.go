@@ -78,3 +78,26 @@ func (m Moves) Fields(lay Layout) [][2]any {
 	sort.Slice(out, func(i, j int) bool { return out[i][0].(string) < out[j][0].(string) })
 	return out
 }
+
+// Relayout takes a new layout of the same lines (a new limit or new pool
+// settings; pool_layout.lua in the store): each line's tier, dedicated part
+// and borrowing limit change, what was moved and what is held stay, except
+// that buffer lent past the new buffer is cut back — the shared pool's first,
+// then the lines' in lay's order, as Moves.Fields bounds a rebuild — so the
+// pools never add up to more than the limit. Lines not in m are ignored.
+func (m *Model) Relayout(lay Layout) {
+	m.Layout = lay
+	left := lay.Buffer
+	cut := func(n int64) int64 {
+		n = min(max(n, 0), left)
+		left -= n
+		return n
+	}
+	m.SharedBuffer = cut(m.SharedBuffer)
+	for _, l := range lay.Lines {
+		if s, ok := m.Lines[l.Name]; ok {
+			s.LineLayout = l
+			s.Buffer = cut(s.Buffer)
+		}
+	}
+}

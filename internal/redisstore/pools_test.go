@@ -19,6 +19,8 @@ type poolWorld struct {
 	e     *env
 	per   quota.Period
 	lay   pools.Layout
+	set   pools.Settings
+	specs []pools.LineSpec
 	model *pools.Model
 	names []string
 	now   int64    // store clock at set-up, ms
@@ -31,7 +33,7 @@ func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []p
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &poolWorld{e: e, per: e.current(t), lay: lay, model: pools.NewModel(lay, true), now: e.now(t).UnixMilli()}
+	w := &poolWorld{e: e, per: e.current(t), lay: lay, set: s, specs: lines, model: pools.NewModel(lay, true), now: e.now(t).UnixMilli()}
 	for _, l := range lay.Lines {
 		w.names = append(w.names, l.Name)
 	}
@@ -151,6 +153,8 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 					w.cancel(t, rng)
 				case op >= 12 && len(w.open) > 0:
 					w.finish(t, rng)
+				case op >= 10 && len(w.names) > 1 && rng.IntN(6) == 0:
+					w.shrink(t, rng)
 				case op >= 10 && len(w.names) > 1:
 					w.move(t, rng)
 				case op < 8:
@@ -185,6 +189,34 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// shrink lowers the limit or the buffer under what may be lent and held:
+// a new limit (50 … 100 % of it) and bufferPercent (0 … 15, the rest to
+// the dedicated pool), as PUT
+// /admin/policies/{r} or …/pools do (the limit key, then pool_layout.lua),
+// and the same in the model (Model.Relayout). The lines' pools may then add
+// up to more than the limit (what lines hold stays, and lent buffer stayed
+// before pool_layout.lua cut it back): apply.lua's cap by the limit is what
+// keeps the grants within it.
+func (w *poolWorld) shrink(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	s := w.set
+	rest := s.DedicatedPercent + s.BufferPercent
+	s.BufferPercent = rng.Int64N(min(rest, 15) + 1)
+	s.DedicatedPercent = rest - s.BufferPercent
+	lay, err := pools.Plan(w.lay.Limit*(50+rng.Int64N(51))/100, s, w.specs)
+	if err != nil {
+		return
+	}
+	if err := w.e.rdb.Set(ctxT(t), limitKey(w.e.res), lay.Limit, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := w.e.s.SetPoolLayout(ctxT(t), w.e.res, lay, nil); err != nil || !ok {
+		t.Fatalf("SetPoolLayout: %v %v", ok, err)
+	}
+	w.model.Relayout(lay)
+	w.lay = lay
 }
 
 // finish settles a random open session in both, with up to 1.5 × its grant.

@@ -44,7 +44,9 @@
 --   tight, base, dedicated, shared, buffer, grant, grantList}
 --   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
 --   changed; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
---   limit would cover it, the shared pool does not) or EXHAUSTED),
+--   limit would cover it, the shared pool does not) or EXHAUSTED (the limit
+--   less what sessions hold of it is short: without lines, or a line whose
+--   pools would cover it)),
 --   4 wrong period, 5 need balance (the balance, the limit or, with pools,
 --   the pool counters are not seeded), 6 conflict (the session id exists
 --   with other arguments), 8 unknown line (4, 5, 6, 8: nothing changed).
@@ -175,16 +177,22 @@ else
   local availS = borrowRoom(free, cap, us, exempt)
   local availD = math.max(0, own - ud)
   local availB = math.max(0, buf - ub)
-  local avail = availD + availS + availB + groom
+  -- What the pools may give is capped by the limit less what sessions hold
+  -- of it (not of grants): pools that add up to more than the limit (lent
+  -- buffer a layout left standing) never grant past it (pools.Model.Apply).
+  local room = math.max(0, limit - (num(b[1]) + num(b[2]) - num(b[5])))
+  local fromPools = math.min(availD + availS + availB, room)
+  local avail = fromPools + groom
   if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
     return refuse('WATERMARK', avail)
   end
   n = want(avail)
   if not n then
+    if want(availD + availS + availB + groom) then return refuse('EXHAUSTED', avail) end
     if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED', avail) end
     return refuse('LINE_EXHAUSTED', avail)
   end
-  local rest = n
+  local rest = math.min(n, fromPools)
   d[2] = math.min(rest, availD); rest = rest - d[2]
   d[3] = math.min(rest, availS); rest = rest - d[3]
   d[4] = math.min(rest, availB)

@@ -7,7 +7,8 @@
 -- then 5 values per line: name, tier, dedicated, borrowCap, base watermark (bp)
 -- ARGV[1] "-": no lines; the hash is deleted.
 -- A fresh hash gets 'ep', its epoch. Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
--- the others stay, and a new line starts at its tier's watermark.
+-- the others stay, and a new line starts at its tier's watermark; lent buffer (sbuf, b:) is cut back to the
+-- buffer (below).
 -- Returns 1 when written, 0 when the hash is absent and ARGV[3] is "?"
 -- (nothing written: call again with the moves rebuilt).
 local HT = 'keeps this hash a hashtable, not a listpack: see pool_layout.lua and docs/pools.md (section 6)'
@@ -47,4 +48,18 @@ for i = first, #ARGV, 5 do
   redis.call('HSET', KEYS[1], 't:' .. l, ARGV[i + 1], 'd:' .. l, ARGV[i + 2], 'c:' .. l, ARGV[i + 3])
   redis.call('HSETNX', KEYS[1], 'w:' .. l, ARGV[i + 4])
 end
+-- Lent buffer never passes the buffer: a smaller one (a lower bufferPercent
+-- or limit) cuts it back, the shared pool's (sbuf) first, then the lines' in
+-- ARGV's order, as pools.Moves.Fields bounds a rebuild and pools.Model.Relayout
+-- the model; else the pools add up to more than the limit (docs/pools.md §1).
+local left = tonumber(ARGV[2])
+local function clamp(f)
+  local v = tonumber(redis.call('HGET', KEYS[1], f) or '0')
+  local keepv = math.max(0, math.min(v, left))
+  left = left - keepv
+  if keepv == v then return end
+  if keepv == 0 then redis.call('HDEL', KEYS[1], f) else redis.call('HSET', KEYS[1], f, string.format('%d', keepv)) end
+end
+clamp('sbuf')
+for i = first, #ARGV, 5 do clamp('b:' .. ARGV[i]) end
 return 1
