@@ -60,6 +60,14 @@ func (s *scrapeStatus) Status(ctx context.Context, resource string) (quota.Statu
 		return a.st, nil
 	}
 	v, err, _ := s.group.Do(resource, func() (any, error) {
+		// A caller that missed the answer just before another's flight
+		// stored it starts a flight of its own: it takes that answer.
+		s.mu.Lock()
+		a, ok := s.m[resource]
+		s.mu.Unlock()
+		if ok && now.Sub(a.at) < scrapeStatusTTL {
+			return a.st, nil
+		}
 		st, err := s.read(ctx, resource)
 		if err == nil {
 			s.mu.Lock()
