@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,15 +18,19 @@ import (
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
-// sentinelBase: the ports of this test's private master (7400), replica
-// (7401) and Sentinel (7410).
-const sentinelBase = 7400
+// sentinelBase: the ports of this test's private master (7420), replica
+// (7421) and Sentinel (7430): apart from the slot-move test's private
+// cluster (7400-7405) and CI's shared one (7000-7005).
+const sentinelBase = 7420
 
 // startRedis runs a redis-server (or, with --sentinel, a Sentinel) from the
 // machine's binary on port with extra arguments, in its own directory under
-// t.TempDir(), and kills it when the test ends.
+// t.TempDir(), and kills it when the test ends. A server left on port by an
+// earlier run that was killed is shut down first: the test must not take a
+// stranger's answers for its own server's.
 func startRedis(t *testing.T, port int, extra ...string) {
 	t.Helper()
+	clearPort(t, port)
 	dir := filepath.Join(t.TempDir(), strconv.Itoa(port))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -55,6 +60,28 @@ func startRedis(t *testing.T, port int, extra ...string) {
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
 	defer c.Close()
 	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("redis on %d", port), func() bool { return c.Ping(t.Context()).Err() == nil })
+}
+
+// clearPort shuts down whatever Redis (or Sentinel) answers on port and
+// waits until the port is free; it fails the test if the port stays taken.
+func clearPort(t *testing.T, port int) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	if c.Ping(t.Context()).Err() != nil {
+		return
+	}
+	t.Logf("port %d: a server left by an earlier run answers; shutting it down", port)
+	_ = c.Do(t.Context(), "SHUTDOWN", "NOSAVE").Err() // the connection drops as it stops
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("port %d free", port), func() bool {
+		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return true
+		}
+		_ = conn.Close()
+		return false
+	})
 }
 
 // quota-center in sentinel mode finds the master through the Sentinel and
