@@ -175,6 +175,9 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.forgetRates()
 	}
 	c.epoch = m.Epoch
+	for _, n := range names {
+		c.forgetTaken(m.Lines[n], c.line(n))
+	}
 	c.advanceReclaims(m, now, emit)
 	if c.Settings.Elasticity == ElasticityOff {
 		return evs
@@ -395,14 +398,26 @@ func (c *Controller) adopt(l *LineState, lc *lineCtl) {
 		return
 	}
 	mine := max(0, l.Buffer-c.Released[l.Name])
-	switch o := mine - lc.predLent - lc.reactLent; {
-	case o > 0:
+	if o := mine - lc.predLent - lc.reactLent; o > 0 {
 		lc.reactLent += o
 		lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
-	case o < 0:
-		x := min(-o, lc.reactLent)
+	}
+	c.forgetTaken(l, lc)
+}
+
+// forgetTaken forgets what this controller counts as lent to the line and
+// the line no longer has beyond the active operator releases (Released;
+// none when nil): an apply put it into the shared pool
+// (Model.SpareToShared), or another instance returned it. Else a reactive
+// hold would outlive its buffer (the gentle lowering lowers only while the
+// line holds buffer of the release) and returns would count buffer that is
+// gone.
+func (c *Controller) forgetTaken(l *LineState, lc *lineCtl) {
+	mine := max(0, l.Buffer-c.Released[l.Name])
+	if o := lc.predLent + lc.reactLent - mine; o > 0 {
+		x := min(o, lc.reactLent)
 		lc.reactLent -= x
-		lc.predLent -= min(-o-x, lc.predLent)
+		lc.predLent -= min(o-x, lc.predLent)
 		if lc.predLent+lc.reactLent == 0 {
 			lc.peakLent = 0
 		}
