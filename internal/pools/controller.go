@@ -180,6 +180,10 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 	}
 	c.advanceReclaims(m, now, emit)
 	if c.Settings.Elasticity == ElasticityOff {
+		// Nothing is decided, but buffer an apply put into the shared pool
+		// (Model.SpareToShared) goes back once the pool does not hold it,
+		// as below: it is not left there for good.
+		c.returnUnowned(m, emit)
 		return evs
 	}
 	if !c.didSample || now-c.sampled >= SampleMs {
@@ -200,11 +204,7 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.adopt(m.Lines[n], c.line(n))
 		c.returnBuffer(m, n, now, emit)
 	}
-	if o := m.SharedBuffer - c.Released[""] - c.guardHeld; o > 0 && c.Released != nil {
-		if got := m.Return("", o); got > 0 {
-			emit("RETURN", "", got, "buffer in the shared pool that no active release holds")
-		}
-	}
+	c.returnUnowned(m, emit)
 	c.lastTick = now
 	return evs
 }
@@ -462,4 +462,16 @@ func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFun
 		lc.peakLent = 0
 	}
 	emit("RETURN", name, got, "past the peak: 10%% of the lent buffer back every 10 s")
+}
+
+// returnUnowned gives back the buffer in the shared pool that no active
+// release holds and the short pool's rule does not (an apply put it there,
+// or a release expired while sessions held it), as far as the pool does not
+// hold it; only when the caller says what operators released (Released).
+func (c *Controller) returnUnowned(m *Model, emit emitFunc) {
+	if o := m.SharedBuffer - c.Released[""] - c.guardHeld; o > 0 && c.Released != nil {
+		if got := m.Return("", o); got > 0 {
+			emit("RETURN", "", got, "buffer in the shared pool that no active release holds")
+		}
+	}
 }
