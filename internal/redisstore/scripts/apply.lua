@@ -47,7 +47,8 @@
 --   leaseMs, startMs, periodMs, nowMs, limit, charged, reserved, reason,
 --   tight, base, dedicated, shared, buffer, grant, grantList}
 --   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
---   changed; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
+--   changed but the watermark's counter k:L and the spare buffer moved into
+--   sbuf; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
 --   limit would cover it, the shared pool does not) or EXHAUSTED (the limit
 --   less what sessions hold of it is short: without lines, or a line whose
 --   pools would cover it)),
