@@ -83,3 +83,61 @@ func TestCriticalWorkTakesTheSpareBufferBetweenTicks(t *testing.T) {
 		}
 	}
 }
+
+// With elasticity OFF the controller decides nothing, but the spare buffer
+// an apply put into the shared pool goes back once the pool does not hold
+// it (before, Tick returned first and it stayed there for good); what
+// sessions hold of it stays until they give it back.
+func TestSpareBufferGoesBackUnderElasticityOff(t *testing.T) {
+	s := DefaultSettings()
+	s.Elasticity = ElasticityOff
+	lay, err := Plan(1000, s, []LineSpec{{Name: "a", Tier: TierCore, Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, c := NewModel(lay, true), NewController(s, 0)
+	c.Released = map[string]int64{}
+	// a's 300 dedicated, the 600 shared, then 50 of the 100 spare.
+	if d := mustApply(t, m, ApplyReq{SessionID: "big", Line: "a", Amount: 950, Critical: true}); d.Reason != "" || m.SharedBuffer != 100 {
+		t.Fatalf("critical apply: %+v, shared buffer %d", d, m.SharedBuffer)
+	}
+	// The 50 the pool does not hold go back; the 50 it holds stay.
+	if evs := c.Tick(m, 0); !same(returns(evs, ""), []int64{50}) || m.SharedBuffer != 50 {
+		t.Fatalf("first tick: %v, shared buffer %d; want 50 back, 50 kept", evs, m.SharedBuffer)
+	}
+	if _, err := m.Finish("big", 0); err != nil {
+		t.Fatal(err)
+	}
+	if evs := c.Tick(m, TickMs); !same(returns(evs, ""), []int64{50}) || m.SharedBuffer != 0 || m.BufferFree() != 100 {
+		t.Fatalf("not given back under OFF: %v, shared buffer %d", evs, m.SharedBuffer)
+	}
+}
+
+// When an apply put a line's unheld reactive buffer into the shared pool,
+// the controller forgets it (forgetTaken): the reactive hold ends with it,
+// and the watermark is not lowered after the window for buffer the line no
+// longer has (the same line without the move is lowered:
+// TestReactiveWindowLowersOnlyLinesThatGotBuffer).
+func TestTakenReactiveBufferEndsTheHold(t *testing.T) {
+	s := newSampler(t, ElasticityReactive)
+	a := s.m.Lines["a"]
+	a.Tier, a.Watermark = TierGrowth, TierGrowth.BaseWatermark()
+	s.sample(1125, SampleMs)
+	s.sample(1125, SampleMs)
+	s.sample(2250, SampleMs) // the burst: the whole buffer lent to a
+	if a.Buffer == 0 {
+		t.Fatalf("no reactive release: %v", s.evs)
+	}
+	if moved := s.m.SpareToShared(""); moved == 0 || a.Buffer != 0 {
+		t.Fatalf("moved %d, a's buffer %d", moved, a.Buffer)
+	}
+	for range 13 { // still twice the rate past the 5-minute window
+		s.sample(2250, SampleMs)
+	}
+	if n := len(eventsOf(s.evs, "WATERMARK_LOWERED")); n != 0 || a.Watermark != TierGrowth.BaseWatermark() {
+		t.Fatalf("lowered %d times (watermark %d) with the buffer taken", n, a.Watermark)
+	}
+	if lc := s.c.lines["a"]; lc.reactLent != 0 || lc.reactiveUntil != 0 {
+		t.Fatalf("controller still counts %d lent, hold until %d", lc.reactLent, lc.reactiveUntil)
+	}
+}
