@@ -142,8 +142,10 @@ func TestApplyWithBusinessLines(t *testing.T) {
 		Scan(&line, &ded, &shared); err != nil || line != "a" || ded != 200 || shared != 50 {
 		t.Fatalf("ledger row: %q %d %d %v", line, ded, shared, err)
 	}
-	// b may borrow the larger of its limit (50) and half of the 550 free: 275.
-	r = a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":376,"businessLine":"b","critical":true}`)
+	// b may borrow the larger of its limit (50) and half of the 550 free:
+	// 275. (Non-critical: critical work would first put the free buffer
+	// into the shared pool, docs/pools.md §1, and borrow half of 650.)
+	r = a.post(t, "/quota/apply", `{"resourceName":"llm","applyAmount":376,"businessLine":"b","critical":false}`)
 	if r.status != 429 || r.body["reason"] != "LINE_EXHAUSTED" {
 		t.Fatalf("past b's limit: %d %s", r.status, r.raw)
 	}

@@ -115,8 +115,12 @@ func TestControllerForgetsBufferTheLineNoLongerHolds(t *testing.T) {
 }
 
 // Buffer in the shared pool that no active release holds (a release that
-// expired while sessions held part of it) goes back as soon as the shared
-// pool does not hold it, all at once; an active release stays.
+// expired while sessions held part of it, or what an apply put there:
+// Model.SpareToShared) stays while the shared pool is short — it is where
+// the short pool's rule (guardShared) would put it; given back, it would
+// only be released there again — and then goes back as that rule's does,
+// 10 % of it a tick; an active release stays. Once the pool is not short,
+// such buffer goes back as soon as the pool does not hold it, all at once.
 func TestControllerReturnsSharedBufferNoReleaseHolds(t *testing.T) {
 	m, _ := oneLine(t, ElasticityReactive)
 	// The whole buffer (20,000) is in the shared pool, 17,000 of it by an
@@ -125,21 +129,32 @@ func TestControllerReturnsSharedBufferNoReleaseHolds(t *testing.T) {
 	_ = m.Release("", 20_000)
 	ctl := NewController(func() Settings { s := DefaultSettings(); s.Elasticity = ElasticityReactive; return s }(), 0)
 	ctl.Released = map[string]int64{"": 17_000}
-	// The shared pool is full: nothing can go back yet, and no event says 0.
+	// The shared pool is full: nothing can go back, and no event says 0.
 	m.SharedUsed = m.SharedCap()
 	if evs := ctl.Tick(m, 0); len(returns(evs, "")) != 0 || m.SharedBuffer != 20_000 {
 		t.Fatalf("returned from a full shared pool: %v", evs)
 	}
-	m.SharedUsed = m.SharedCap() - 1000 // 1000 of it unused
-	if evs := ctl.Tick(m, TickMs); !same(returns(evs, ""), []int64{1000}) || m.SharedBuffer != 19_000 {
-		t.Fatalf("returned %v, shared buffer %d; want the 1000 unused back", returns(evs, ""), m.SharedBuffer)
+	m.SharedUsed = m.SharedCap() - 1000 // 1000 of it unused, the pool still short
+	if evs := ctl.Tick(m, TickMs); len(returns(evs, "")) != 0 || m.SharedBuffer != 20_000 {
+		t.Fatalf("returned %v from a short shared pool, shared buffer %d", returns(evs, ""), m.SharedBuffer)
 	}
 	m.SharedUsed = 0
-	if evs := ctl.Tick(m, 2*TickMs); !same(returns(evs, ""), []int64{2000}) || m.SharedBuffer != 17_000 {
-		t.Fatalf("returned %v, shared buffer %d; want 2000 back and the active release's 17,000 kept", returns(evs, ""), m.SharedBuffer)
+	var back []int64
+	for k := int64(2); k < 20; k++ {
+		back = append(back, returns(ctl.Tick(m, k*TickMs), "")...)
 	}
-	if evs := ctl.Tick(m, 3*TickMs); len(returns(evs, "")) != 0 {
-		t.Fatalf("took back an active release: %v", evs)
+	if len(back) != 10 || back[0] != 300 || m.SharedBuffer != 17_000 {
+		t.Fatalf("returned %v, shared buffer %d; want 10 × 300 back and the active release's 17,000 kept", back, m.SharedBuffer)
+	}
+
+	// Not short: unowned buffer goes back at once, as far as it is not held.
+	m2, _ := oneLine(t, ElasticityReactive)
+	_ = m2.Release("", 20_000)
+	ctl2 := NewController(ctl.Settings, 0)
+	ctl2.Released = map[string]int64{"": 17_000}
+	m2.SharedUsed = m2.Layout.Shared / 2
+	if evs := ctl2.Tick(m2, 0); !same(returns(evs, ""), []int64{3000}) || m2.SharedBuffer != 17_000 {
+		t.Fatalf("returned %v, shared buffer %d; want the 3000 back at once", returns(evs, ""), m2.SharedBuffer)
 	}
 }
 

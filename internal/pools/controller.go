@@ -175,8 +175,15 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.forgetRates()
 	}
 	c.epoch = m.Epoch
+	for _, n := range names {
+		c.forgetTaken(m.Lines[n], c.line(n))
+	}
 	c.advanceReclaims(m, now, emit)
 	if c.Settings.Elasticity == ElasticityOff {
+		// Nothing is decided, but buffer an apply put into the shared pool
+		// (Model.SpareToShared) goes back once the pool does not hold it,
+		// as below: it is not left there for good.
+		c.returnUnowned(m, emit)
 		return evs
 	}
 	if !c.didSample || now-c.sampled >= SampleMs {
@@ -197,11 +204,7 @@ func (c *Controller) Tick(m *Model, now int64) []Event {
 		c.adopt(m.Lines[n], c.line(n))
 		c.returnBuffer(m, n, now, emit)
 	}
-	if o := m.SharedBuffer - c.Released[""] - c.guardHeld; o > 0 && c.Released != nil {
-		if got := m.Return("", o); got > 0 {
-			emit("RETURN", "", got, "buffer in the shared pool that no active release holds")
-		}
-	}
+	c.returnUnowned(m, emit)
 	c.lastTick = now
 	return evs
 }
@@ -395,14 +398,26 @@ func (c *Controller) adopt(l *LineState, lc *lineCtl) {
 		return
 	}
 	mine := max(0, l.Buffer-c.Released[l.Name])
-	switch o := mine - lc.predLent - lc.reactLent; {
-	case o > 0:
+	if o := mine - lc.predLent - lc.reactLent; o > 0 {
 		lc.reactLent += o
 		lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
-	case o < 0:
-		x := min(-o, lc.reactLent)
+	}
+	c.forgetTaken(l, lc)
+}
+
+// forgetTaken forgets what this controller counts as lent to the line and
+// the line no longer has beyond the active operator releases (Released;
+// none when nil): an apply put it into the shared pool
+// (Model.SpareToShared), or another instance returned it. Else a reactive
+// hold would outlive its buffer (the gentle lowering lowers only while the
+// line holds buffer of the release) and returns would count buffer that is
+// gone.
+func (c *Controller) forgetTaken(l *LineState, lc *lineCtl) {
+	mine := max(0, l.Buffer-c.Released[l.Name])
+	if o := lc.predLent + lc.reactLent - mine; o > 0 {
+		x := min(o, lc.reactLent)
 		lc.reactLent -= x
-		lc.predLent -= min(-o-x, lc.predLent)
+		lc.predLent -= min(o-x, lc.predLent)
 		if lc.predLent+lc.reactLent == 0 {
 			lc.peakLent = 0
 		}
@@ -447,4 +462,16 @@ func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFun
 		lc.peakLent = 0
 	}
 	emit("RETURN", name, got, "past the peak: 10%% of the lent buffer back every 10 s")
+}
+
+// returnUnowned gives back the buffer in the shared pool that no active
+// release holds and the short pool's rule does not (an apply put it there,
+// or a release expired while sessions held it), as far as the pool does not
+// hold it; only when the caller says what operators released (Released).
+func (c *Controller) returnUnowned(m *Model, emit emitFunc) {
+	if o := m.SharedBuffer - c.Released[""] - c.guardHeld; o > 0 && c.Released != nil {
+		if got := m.Return("", o); got > 0 {
+			emit("RETURN", "", got, "buffer in the shared pool that no active release holds")
+		}
+	}
 }

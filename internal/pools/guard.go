@@ -6,9 +6,20 @@ import "math"
 // reclaimThresholdPercent used (90 % by default), measured against the
 // shared pool without the buffer guardShared put into it (with it, the
 // release itself would end the shortage it answers).
+//
+// Nor is buffer there that no active release holds and this rule did not
+// put there counted (unowned): an apply put it there when it would have
+// refused critical work or a continuation between two ticks
+// (Model.SpareToShared), or a release expired while sessions held it.
 func (c *Controller) sharedShort(m *Model) bool {
-	capS := m.SharedCap() - c.guardHeld
+	capS := m.SharedCap() - c.guardHeld - c.unowned(m)
 	return capS > 0 && m.SharedUsed*100 >= c.Settings.ReclaimThresholdPercent*capS
+}
+
+// unowned is the buffer in the shared pool that no active operator release
+// (Released) holds and guardShared did not put there.
+func (c *Controller) unowned(m *Model) int64 {
+	return max(0, m.SharedBuffer-c.Released[""]-c.guardHeld)
 }
 
 // guardShared releases the buffer into the shared pool at every tick the
@@ -25,7 +36,15 @@ func (c *Controller) sharedShort(m *Model) bool {
 // it put there a tick, once the shared pool is no longer short.
 func (c *Controller) guardShared(m *Model, names []string, emit emitFunc) {
 	c.guardHeld = min(c.guardHeld, m.SharedBuffer) // a period's end or an operator may have taken it
-	if !c.sharedShort(m) {
+	short := c.sharedShort(m)
+	if o := c.unowned(m); short && o > 0 {
+		// Unowned buffer in a short shared pool is where this rule would
+		// put it: it becomes the rule's (kept while the pool is short, then
+		// back 10 % a tick), not given back to be released again.
+		c.guardHeld += o
+		c.guardPeak = max(c.guardPeak, c.guardHeld)
+	}
+	if !short {
 		if c.guardHeld > 0 {
 			step := max(1, int64(math.Ceil(float64(c.guardPeak)*ReturnPerTick)))
 			if got := m.Return("", min(step, c.guardHeld)); got > 0 {

@@ -383,6 +383,9 @@ func (m *Model) LimitRoom() int64 {
 
 func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	exempt := r.Continuation || (l.Tier == TierCore && r.Critical)
+	if m.Watermarks && (r.Critical || r.Continuation) && m.wouldRefuse(l, r, exempt) {
+		m.SpareToShared(l.Name)
+	}
 	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
 	if m.Watermarks && !exempt && refusedByWatermark(l, l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, r.Critical) {
 		return Decision{Reason: ReasonWatermark}
@@ -421,4 +424,45 @@ func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	l.Reserved += n
 	l.Consumed += n
 	return d
+}
+
+// wouldRefuse reports whether applyLine would refuse r now, without
+// changing anything (the watermark's counter is read, not advanced).
+func (m *Model) wouldRefuse(l *LineState, r ApplyReq, exempt bool) bool {
+	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
+	if !exempt {
+		share := RefuseShare(l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, l.Watermark, r.Critical)
+		if share >= 10000 || (share > 0 && l.RefuseAcc+share >= 10000) {
+			return true
+		}
+	}
+	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
+	availB := max(0, l.Buffer-l.UsedBuffer)
+	_, ok := want(r, min(availD+availS+availB, m.LimitRoom())+grantRoom(m.activeGrants(l.Name, r.Now)))
+	return !ok
+}
+
+// SpareToShared puts the spare buffer into the shared pool: the buffer
+// lent to no one and what every line but except was lent and does not hold
+// now (in the layout's order). An apply of critical work or a continuation
+// that would be refused does it first (Model.Apply, apply.lua): the
+// controller's short-shared-pool rule (Controller.guardShared) acts every
+// 10 s and a period's last seconds can empty the shared pool between two
+// ticks, with buffer lent to a line that holds none of it standing idle
+// (issue 21 §2: a CORE line's critical apply and EXPLORE's critical applies
+// were refused with a tenth of the limit lent, unheld, to another CORE
+// line). It returns what it moved.
+func (m *Model) SpareToShared(except string) int64 {
+	moved := max(0, m.BufferFree())
+	for _, ll := range m.Layout.Lines {
+		x := m.Lines[ll.Name]
+		if x == nil || ll.Name == except {
+			continue
+		}
+		t := max(0, x.Buffer-x.UsedBuffer)
+		x.Buffer -= t
+		moved += t
+	}
+	m.SharedBuffer += moved
+	return moved
 }

@@ -179,16 +179,17 @@ func TestAddGrantRefusesBadInput(t *testing.T) {
 
 func TestCoreCriticalIsNeverRefusedWhileQuotaRemains(t *testing.T) {
 	m := twoLines(t, true)
-	// CORE critical: its 200 dedicated and the whole shared pool, past its
-	// borrowing limit (100) and its watermark.
-	for i := range 800 {
+	// CORE critical: its 200 dedicated, the whole shared pool, past its
+	// borrowing limit (100) and its watermark, and then the buffer no one
+	// holds (100, put into the shared pool: Model.SpareToShared).
+	for i := range 900 {
 		d := mustApply(t, m, ApplyReq{SessionID: fmt.Sprintf("c%d", i), Line: "a", Amount: 1, Critical: true})
 		if d.Reason != "" {
 			t.Fatalf("critical apply %d refused with %s while %d of 800 used", i, d.Reason, m.Lines["a"].Used())
 		}
 	}
-	if d := mustApply(t, m, ApplyReq{SessionID: "x", Line: "a", Amount: 1, Critical: true}); d.Reason != ReasonLineExhausted {
-		t.Fatalf("past what a may use: %+v", d)
+	if d := mustApply(t, m, ApplyReq{SessionID: "x", Line: "a", Amount: 1, Critical: true}); d.Reason != ReasonLineExhausted || m.SharedBuffer != 100 {
+		t.Fatalf("past what a may use (b's dedicated part is b's): %+v, shared buffer %d", d, m.SharedBuffer)
 	}
 	m2 := twoLines(t, true)
 	mustApply(t, m2, ApplyReq{SessionID: "fill", Line: "a", Amount: 300, Critical: true})

@@ -176,15 +176,25 @@ func TestShortSharedPoolGetsTheUnusedBuffer(t *testing.T) {
 	}
 	feed(t, m, "e", 225, "e") // e: its 150 dedicated and 75 of the shared pool
 	m.SharedUsed = 540        // 90 % of the shared pool
-	// e's critical apply of 80: it may borrow half of the 60 free.
-	if d := mustApply(t, m, ApplyReq{SessionID: "before", Line: "e", Amount: 80, Critical: true}); d.Reason == "" {
-		t.Fatalf("granted before the tick: %+v", d)
+	// e's non-critical apply of 80 is refused (what e can reach is short)
+	// and moves nothing: only critical work or a continuation that would
+	// be refused takes the buffer c does not hold before the next tick.
+	if d := mustApply(t, m, ApplyReq{SessionID: "nc", Line: "e", Amount: 80}); d.Reason == "" || m.Lines["c"].Buffer != 100 {
+		t.Fatalf("non-critical: %+v, c's buffer %d", d, m.Lines["c"].Buffer)
 	}
+	// e's critical apply of 80: it may borrow half of the 60 free. Before
+	// the tick, the apply itself puts the 100 c does not hold into the
+	// shared pool and draws from there (before: refused until the tick).
+	if d := mustApply(t, m, ApplyReq{SessionID: "before", Line: "e", Amount: 80, Critical: true}); d.Reason != "" || d.Drawn.Shared != 80 {
+		t.Fatalf("e's critical apply refused with c's buffer unheld: %+v", d)
+	}
+	if m.Lines["c"].Buffer != 0 || m.SharedBuffer != 100 {
+		t.Fatalf("spare buffer not in the shared pool: c %+v, shared buffer %d", m.Lines["c"], m.SharedBuffer)
+	}
+	// The tick finds the shared pool short: the buffer stays there (the
+	// rule's now), nothing is returned or lent again.
 	evs := c.Tick(m, 100_000)
-	if m.Lines["c"].Buffer != 0 || m.SharedBuffer != 100 || len(returns(evs, "c")) != 1 {
-		t.Fatalf("shared pool short: c %+v, shared buffer %d, events %v", m.Lines["c"], m.SharedBuffer, evs)
-	}
-	if d := mustApply(t, m, ApplyReq{SessionID: "after", Line: "e", Amount: 80, Critical: true}); d.Reason != "" || d.Drawn.Shared != 80 {
-		t.Fatalf("e's critical apply refused with the buffer in the shared pool: %+v", d)
+	if m.SharedBuffer != 100 || len(returns(evs, "")) != 0 || len(returns(evs, "c")) != 0 {
+		t.Fatalf("shared pool short: shared buffer %d, events %v", m.SharedBuffer, evs)
 	}
 }

@@ -130,6 +130,10 @@ func Simulate(w Workload, cfg SimConfig) (Result, error) {
 	var ctl *Controller
 	if cfg.Scheme == SchemeElastic {
 		ctl = NewController(s, cfg.PeriodMs)
+		// No operator releases buffer in a simulation: as in the service
+		// (poolctl sets it each tick), buffer lent beyond what this
+		// controller lent is adopted or returned.
+		ctl.Released = map[string]int64{}
 	}
 	res := Result{Scheme: cfg.Scheme, RefusedByReason: map[Reason]int{}, ReactionMs: map[string][]int64{}}
 	type fin struct {

@@ -131,6 +131,7 @@ func (w *poolWorld) addGrant(t *testing.T, g pools.Grant) {
 func TestPoolApplyMatchesTheModel(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		refusedBy := map[pools.Reason]int{}
+		spare := 0
 		for seed := range uint64(4) {
 			rng := rand.New(rand.NewPCG(seed, 13))
 			limit := int64(1000 + rng.IntN(100_000))
@@ -165,10 +166,14 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 					if rng.IntN(40) == 0 {
 						line = "no-such-line"
 					}
+					sbuf := w.model.SharedBuffer
 					d, _ := w.apply(t, pools.ApplyReq{SessionID: fmt.Sprintf("s%d-%d", seed, step), Line: line,
 						Amount: 1 + rng.Int64N(limit/8+1), Min: rng.Int64N(2) * (1 + rng.Int64N(limit/20+1)),
 						Critical: rng.IntN(3) > 0, Continuation: rng.IntN(4) == 0, Now: w.now})
 					refusedBy[d.Reason]++
+					if w.model.SharedBuffer > sbuf {
+						spare++ // critical work or a continuation put the spare buffer into the shared pool
+					}
 				default:
 					// Active (expiring at various times), future or expired grants.
 					eff := w.now - hour + rng.Int64N(3)*hour*3/2
@@ -187,6 +192,10 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			if refusedBy[r] == 0 {
 				t.Errorf("no apply ended with %q: %v", r, refusedBy)
 			}
+		}
+		t.Logf("applies that put the spare buffer into the shared pool: %d", spare)
+		if spare == 0 {
+			t.Error("no apply put the spare buffer into the shared pool (pools.Model.SpareToShared)")
 		}
 	})
 }

@@ -17,7 +17,11 @@
 --   (buffer released to shared) and per line L: t:L tier (CORE|GROWTH|EXPLORE),
 --   d:L dedicated part, c:L borrow cap, w:L watermark (bp), l:L lent by reclaim,
 --   r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods),
---   k:L the watermark's refusal counter (basis points, pools.LineState.RefuseAcc)
+--   k:L the watermark's refusal counter (basis points, pools.LineState.RefuseAcc),
+--   buffer the layout's buffer. An apply of critical work or a continuation
+--   that would be refused first moves the spare buffer (lent to no one, or
+--   lent to another line that does not hold it) into sbuf (pools.lib
+--   spareToShared; pools.Model.SpareToShared)
 -- KEYS[7] qc:{r}:gr  grants (read only with ARGV[11] "2"):
 --   <id> = "amount|effectiveMs|expiresMs|line", u:<id> = held (all periods)
 -- ARGV[1] amount   ARGV[2] minAmount (0 = all-or-nothing)   ARGV[3] clientId
@@ -43,7 +47,8 @@
 --   leaseMs, startMs, periodMs, nowMs, limit, charged, reserved, reason,
 --   tight, base, dedicated, shared, buffer, grant, grantList}
 --   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
---   changed; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
+--   changed but the watermark's counter k:L and the spare buffer moved into
+--   sbuf; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
 --   limit would cover it, the shared pool does not) or EXHAUSTED (the limit
 --   less what sessions hold of it is short: without lines, or a line whose
 --   pools would cover it)),
@@ -171,16 +176,31 @@ else
   local cap, buf = num(p[3]), num(p[7])
   if buf > 0 then tight = 1 end
   local ud, us, ub, su = num(b[6]), num(b[7]), num(b[8]), num(b[10])
-  local critical = ARGV[13] == '1'
-  local exempt = ARGV[14] == '1' or (p[1] == 'CORE' and critical)
-  local free = math.max(0, num(p[8]) + num(p[9]) - su)
-  local availS = borrowRoom(free, cap, us, exempt)
+  local critical, cont = ARGV[13] == '1', ARGV[14] == '1'
+  local exempt = cont or (p[1] == 'CORE' and critical)
+  local sbuf = num(p[9])
   local availD = math.max(0, own - ud)
   local availB = math.max(0, buf - ub)
   -- What the pools may give is capped by the limit less what sessions hold
   -- of it (not of grants): pools that add up to more than the limit (lent
   -- buffer a layout left standing) never grant past it (pools.Model.Apply).
   local room = math.max(0, limit - (num(b[1]) + num(b[2]) - num(b[5])))
+  -- Critical work or a continuation that would be refused (by the
+  -- watermark, its counter only read, or by the draw) first puts the spare
+  -- buffer into the shared pool (pools.Model.SpareToShared).
+  if critical or cont then
+    local aS = borrowRoom(math.max(0, num(p[8]) + sbuf - su), cap, us, exempt)
+    local no = false
+    if not exempt then
+      local share = refuseShare(ud + us + ub, own + buf + us + aS, num(p[4]), critical)
+      no = share >= 10000 or (share > 0 and num(p[10]) + share >= 10000)
+    end
+    if no or not want(math.min(availD + aS + availB, room) + groom) then
+      sbuf = spareToShared(line)
+    end
+  end
+  local free = math.max(0, num(p[8]) + sbuf - su)
+  local availS = borrowRoom(free, cap, us, exempt)
   local fromPools = math.min(availD + availS + availB, room)
   local avail = fromPools + groom
   if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
