@@ -176,5 +176,5 @@ echo "MariaDB's counters per request (SHOW GLOBAL STATUS deltas over each run; o
 echo
 cat "$work/status.md"
 echo
-echo "quota-center ledger: rows, charged = $rows (one FINISHED row per charged request, warm-ups included)"
+echo "quota-center ledger: rows, charged = $rows (a FINISHED row per client, resource and period of each group commit, warm-ups included)"
 echo "ghz $("$ghz" --version 2>&1 | head -1), -c $conc --connections $conns -z $duration, $reps interleaved runs each; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
