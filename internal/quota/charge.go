@@ -124,8 +124,10 @@ func (r ChargeRequest) validate() error {
 //
 // Each charged resource gets one FINISHED ledger row (a charge: granted =
 // charged = amount, overage past the limit), written for the request in
-// one statement; seeding and reconciliation count it like any finished
-// session. If the ledger cannot be written, the charges are given back and
+// one statement (a ledger may merge it with the rows of concurrent
+// requests of the same client, resource and period: mysqlstore sums
+// them); seeding and reconciliation count it like any finished session.
+// If the ledger cannot be written, the charges are given back and
 // the request fails, or fails open when every policy involved is OPEN.
 //
 // Errors: *ValidationError (also a resource with business lines or
