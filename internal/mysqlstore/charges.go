@@ -59,13 +59,21 @@ func chargeSQL(n int) string {
 // so a request whose row went into another request's is not answered a
 // failure while its charge is in the ledger.
 func (s *Store) chargeRows(ctx context.Context, groups [][]quota.UsageRecord) error {
+	return s.writeCharges(ctx, groups, func(ctx context.Context, n int, args []any) error {
+		return s.chargeStmts.exec(ctx, nil, n, args)
+	})
+}
+
+// writeCharges is chargeRows with the statement's execution given (n rows,
+// their values in order): tests break it after or before the commit.
+func (s *Store) writeCharges(ctx context.Context, groups [][]quota.UsageRecord, exec func(ctx context.Context, n int, args []any) error) error {
 	rows := mergeCharges(groups)
 	args := make([]any, 0, len(rows)*10)
 	for _, r := range rows {
 		args = append(args, r.ResourceName, r.ClientID, r.SessionID, msOf(r.PeriodStart),
 			r.ApplyAmount, r.GrantedAmount, r.ChargedAmount, r.OverageAmount, msOf(r.StartTime), msOf(r.EndTime))
 	}
-	err := s.chargeStmts.exec(ctx, nil, len(rows), args)
+	err := exec(ctx, len(rows), args)
 	if err == nil || !isUnavailable(err) {
 		return err
 	}

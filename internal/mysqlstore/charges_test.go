@@ -1,6 +1,9 @@
 package mysqlstore
 
 import (
+	"context"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -125,5 +128,39 @@ func TestChargesWrittenReadsTheMergedRowsBack(t *testing.T) {
 		if s.chargesWritten([]quota.UsageRecord{taken}) {
 			t.Fatal("w-1 holds another amount: want not written")
 		}
+	})
+}
+
+// A statement that broke without an answer after its commit is success for
+// every request of the group (their rows are read back as merged); one
+// that broke before is the failure, and one the server refused is not read
+// back.
+func TestChargeRowsReadBackAStatementThatBrokeWithoutAnAnswer(t *testing.T) {
+	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
+		groups := func(p string) [][]quota.UsageRecord {
+			return [][]quota.UsageRecord{
+				{chargeRec(p+"-1", "gpu", "client-1", 2, 0, time.Minute)},
+				{chargeRec(p+"-2", "gpu", "client-1", 3, 0, 2*time.Minute), chargeRec(p+"-3", "cpu", "client-1", 1, 0, 2*time.Minute)},
+			}
+		}
+		committed := func(ctx context.Context, n int, args []any) error {
+			if err := s.chargeStmts.exec(ctx, nil, n, args); err != nil {
+				return err
+			}
+			return fmt.Errorf("after the commit: %w", driver.ErrBadConn)
+		}
+		if err := s.writeCharges(testCtx(t), groups("after"), committed); err != nil {
+			t.Fatalf("committed, then the connection broke: %v; want success (read back)", err)
+		}
+		mustTotals(t, s, quota.PeriodTotals{Charged: 5})
+		lost := func(context.Context, int, []any) error { return fmt.Errorf("before the commit: %w", driver.ErrBadConn) }
+		if err := s.writeCharges(testCtx(t), groups("before"), lost); !errors.Is(err, driver.ErrBadConn) {
+			t.Fatalf("broke before the commit: %v; want the connection's error", err)
+		}
+		refused := errors.New("refused by the server")
+		if err := s.writeCharges(testCtx(t), groups("after"), func(context.Context, int, []any) error { return refused }); !errors.Is(err, refused) {
+			t.Fatalf("a refusal: %v; want it as it is, even with the rows there", err)
+		}
+		mustTotals(t, s, quota.PeriodTotals{Charged: 5})
 	})
 }
