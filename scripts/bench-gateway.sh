@@ -28,6 +28,10 @@
 #   QC_BENCH_REDIS           Redis host:port (default 127.0.0.1:6379)
 #   QC_BENCH_MYSQL_HOST      MariaDB host:port, root, no password (default 127.0.0.1:3306)
 #   QC_BENCH_GW_BUILD        0 = use bin/quota-center as it is (scripts/bench.sh built it)
+#   QC_BENCH_GW_PROFILE      a directory: quota-center serves pprof (on the
+#                            port after the debug one) and each of its runs
+#                            leaves a CPU profile there (qc-N.pprof, `go tool
+#                            pprof -top bin/quota-center DIR/qc-1.pprof`)
 #   GHZ                      ghz binary (default: ghz on PATH or in $(go env GOPATH)/bin;
 #                            go install github.com/bojand/ghz/cmd/ghz@latest)
 set -euo pipefail
@@ -93,10 +97,16 @@ domains:
     descriptors:
       - {key: resource, value: r, resource: $res}
 EOF
+profile=${QC_BENCH_GW_PROFILE:-}
+pprof_flag=()
+if [[ -n $profile ]]; then
+	mkdir -p "$profile"
+	pprof_flag=(--pprof-addr "127.0.0.1:$((port + 5))")
+fi
 admin=bench-admin-$run_id-$RANDOM$RANDOM
 QC_ADMIN_TOKENS="bench:$admin" ./bin/quota-center serve --http-addr "127.0.0.1:$port" --grpc-addr "127.0.0.1:$((port + 1))" \
 	--gateway-config "$work/gateway.yaml" --redis-addr "$redis" --mysql-dsn "root@tcp($mysql_hostport)/$db" \
-	--migrate-on-start --insecure-open-quota --log-level warn >"$work/qc.log" 2>&1 &
+	--migrate-on-start --insecure-open-quota --log-level warn "${pprof_flag[@]}" >"$work/qc.log" 2>&1 &
 qc_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
 curl -sf -X PUT -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
@@ -118,16 +128,37 @@ mysql_pid=$(cat "$(sql -e 'SELECT @@pid_file')" 2>/dev/null || pidof mariadbd ||
 mysql_pid=${mysql_pid%% *}
 data='{"domain":"qcbench","descriptors":[{"entries":[{"key":"resource","value":"r"}]}]}'
 
+# MariaDB's counters of what a request costs it (SHOW GLOBAL STATUS).
+counters="'Com_stmt_execute','Com_insert','Com_select','Com_commit','Handler_write','Handler_read_key','Innodb_data_fsyncs','Innodb_os_log_written','Questions'"
+status() { sql -e "SHOW GLOBAL STATUS WHERE Variable_name IN ($counters)" | sort; }
+# statusRow LABEL N BEFORE AFTER: the counters' deltas per request.
+statusRow() {
+	join <(printf '%s\n' "$3") <(printf '%s\n' "$4") | sort |
+		awk -v l="$1" -v n="$2" 'BEGIN { printf "| %s", l } { printf " | %s %.3g", $1, ($3 - $2) / n } END { print " |" }' >>"$work/status.md"
+}
+qc_runs=0
+
 # run LABEL PID ADDR: one ghz run; prints a table row.
 run() {
 	local label=$1 pid=$2 addr=$3 c0 r0 m0 c1 r1 m1 out n
 	"$ghz" --insecure --protoset "$work/rls.protoset" --call envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit \
 		-d "$data" -c 10 --connections "$conns" -z 2s "$addr" >/dev/null 2>&1 || true # warm-up
+	local s0 s1 prof=""
+	s0=$(status)
+	if [[ -n $profile && $pid == "$qc_pid" ]]; then
+		qc_runs=$((qc_runs + 1))
+		curl -sf -o "$profile/qc-$qc_runs.pprof" \
+			"http://127.0.0.1:$((port + 5))/debug/pprof/profile?seconds=$((${duration%s} - 1))" &
+		prof=$!
+	fi
 	c0=$(cpu "$pid") r0=$(cpu "$redis_pid") m0=$(cpu "$mysql_pid")
 	out=$("$ghz" --insecure --protoset "$work/rls.protoset" --call envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit \
 		-d "$data" -c "$conc" --connections "$conns" -z "$duration" --format json "$addr")
 	c1=$(cpu "$pid") r1=$(cpu "$redis_pid") m1=$(cpu "$mysql_pid")
 	n=$(jq '.count' <<<"$out")
+	s1=$(status)
+	[[ -z $prof ]] || wait "$prof" || true
+	statusRow "$label" "$n" "$s0" "$s1"
 	jq -r --arg l "$label" --argjson n "$n" --argjson hz "$hz" \
 		--argjson c "$((c1 - c0))" --argjson r "$((r1 - r0))" --argjson m "$((m1 - m0))" \
 		'"| \($l) | \(.rps | floor) | \((.latencyDistribution[] | select(.percentage == 50) | .latency) / 1e6 * 100 | floor / 100) | \((.latencyDistribution[] | select(.percentage == 99) | .latency) / 1e6 * 100 | floor / 100) | \(($c / $hz * 1e6 / $n) | floor) | \(($r / $hz * 1e6 / $n) | floor) | \(($m / $hz * 1e6 / $n) | floor) | \((.statusCodeDistribution.OK // 0) * 100 / $n | floor) % |"' <<<"$out"
@@ -141,5 +172,9 @@ for ((i = 1; i <= reps; i++)); do
 done
 rows=$(sql -e "SELECT COUNT(*), COALESCE(SUM(charged_amount), 0) FROM $db.quota_usage WHERE resource_name = '$res'")
 echo
-echo "quota-center ledger: rows, charged = $rows (one FINISHED row per charged request, warm-ups included)"
+echo "MariaDB's counters per request (SHOW GLOBAL STATUS deltas over each run; other databases' work on the same server counts too):"
+echo
+cat "$work/status.md"
+echo
+echo "quota-center ledger: rows, charged = $rows (a FINISHED row per client, resource and period of each group commit, warm-ups included)"
 echo "ghz $("$ghz" --version 2>&1 | head -1), -c $conc --connections $conns -z $duration, $reps interleaved runs each; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -427,8 +427,11 @@ type ChargeStore interface {
 // ChargeLedger writes the ledger rows of charges (internal/mysqlstore).
 type ChargeLedger interface {
 	// InsertCharges writes FINISHED rows (one per charged resource of a
-	// request) in one statement: all of them or none. Errors:
-	// ErrDuplicateSession, ErrUnavailable.
+	// request) in one statement: all of them or none, durable when it
+	// returns nil. A ledger may write the rows of concurrent calls of the
+	// same client, resource and period as one row with their sums (the
+	// period totals are the same). Errors: ErrDuplicateSession,
+	// ErrUnavailable.
 	InsertCharges(ctx context.Context, recs []UsageRecord) error
 }
 

@@ -94,6 +94,7 @@ type Service struct {
 	comp     compensations      // refused applies whose reservation to give back
 	cancels  cancelMarks        // ledger rows of 503'd applies to mark CANCELLED
 	catchUps catchUps           // after rebuilds (catchup.go)
+	lengths  periodLengths      // the next period's length per resource (charge.go)
 }
 
 // NewService wires a Service to its stores.
