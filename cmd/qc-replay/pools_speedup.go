@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -29,6 +31,33 @@ type liveCounts struct {
 	mu  sync.Mutex
 	res pools.Result
 	err int
+	run string       // this run's part of its session ids: a rerun on the same resource is not a replay
+	ids atomic.Int64 // the session ids this run chose
+}
+
+// liveRetryBackoff is the wait before a live call's first retry; it doubles
+// each retry, up to maxRetries retries.
+const liveRetryBackoff = 50 * time.Millisecond
+
+// doRetried is c.do retried as a service's client would: a transport error
+// or a 503 (a backend unavailable, or a period that rolled over under the
+// call at this speed-up) is tried again with the same body, so with the
+// same session id: the service answers a retried apply or finish as the
+// first (its idempotency key), never granting or charging twice.
+func doRetried(ctx context.Context, c *liveClient, path string, body map[string]any) (int, map[string]any, error) {
+	for attempt := 0; ; attempt++ {
+		code, m, err := c.do("POST", path, body, false)
+		if (err == nil && code != 503) || attempt >= maxRetries || ctx.Err() != nil {
+			return code, m, err
+		}
+		t := time.NewTimer(liveRetryBackoff << attempt)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return code, m, err
+		}
+	}
 }
 
 // runLiveTimed replays w through the service at speedup: the policy resets
@@ -59,7 +88,8 @@ func runLiveTimed(ctx context.Context, cfg liveConfig, w pools.Workload, speedup
 	for _, l := range w.Lines {
 		tiers[l.Name] = l.Tier
 	}
-	lc := &liveCounts{res: pools.Result{Scheme: "server", RefusedByReason: map[pools.Reason]int{}}}
+	lc := &liveCounts{res: pools.Result{Scheme: "server", RefusedByReason: map[pools.Reason]int{}},
+		run: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	var wg sync.WaitGroup
 	scale := func(ms int64) time.Duration { return time.Duration(float64(ms) * float64(time.Millisecond) / speedup) }
 	for _, r := range w.Requests {
@@ -90,8 +120,9 @@ func runLiveTimed(ctx context.Context, cfg liveConfig, w pools.Workload, speedup
 
 // one applies r, counts the answer, and finishes a grant after hold.
 func (lc *liveCounts) one(ctx context.Context, c *liveClient, r pools.Request, tier pools.Tier, hold time.Duration) {
-	code, m, err := c.do("POST", "/quota/apply", map[string]any{"resourceName": c.cfg.Resource, "applyAmount": r.Amount,
-		"businessLine": r.Line, "critical": r.Critical, "continuation": r.Continuation}, false)
+	sid := fmt.Sprintf("live-%s-%d", lc.run, lc.ids.Add(1))
+	code, m, err := doRetried(ctx, c, "/quota/apply", map[string]any{"resourceName": c.cfg.Resource, "applyAmount": r.Amount,
+		"sessionId": sid, "businessLine": r.Line, "critical": r.Critical, "continuation": r.Continuation})
 	lc.mu.Lock()
 	res := &lc.res
 	res.Requests++
@@ -130,9 +161,8 @@ func (lc *liveCounts) one(ctx context.Context, c *liveClient, r pools.Request, t
 		return
 	case <-time.After(hold):
 	}
-	sid, _ := m["sessionId"].(string)
-	code, _, err = c.do("POST", "/quota/finish", map[string]any{"resourceName": c.cfg.Resource, "sessionId": sid,
-		"actualUsedAmount": r.Actual}, false)
+	code, _, err = doRetried(ctx, c, "/quota/finish", map[string]any{"resourceName": c.cfg.Resource, "sessionId": sid,
+		"actualUsedAmount": r.Actual})
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if err != nil || code != 200 {
