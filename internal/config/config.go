@@ -128,7 +128,7 @@ type Quota struct {
 // settled rows into hourly sums, then deletion past the retention.
 type Ledger struct {
 	Interval    time.Duration // between passes
-	RollupAfter time.Duration // age (start and settling) before a row is rolled up
+	RollupAfter time.Duration // how long a settled LEAKED or CANCELLED row holds the rollup back
 	Retention   time.Duration // raw rows kept (by start); 0 = forever
 	Batch       int           // rows per rollup step
 	DeleteBatch int           // rows per delete step
@@ -164,7 +164,7 @@ func Default() Config {
 		Breaker:   Breaker{Failures: 5, OpenFor: 5 * time.Second},
 		Reconcile: Reconcile{Interval: time.Minute, Grace: 30 * time.Second, Settle: 3 * time.Second},
 		Quota:     Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second},
-		Ledger: Ledger{Interval: time.Hour, RollupAfter: 8 * 24 * time.Hour, Retention: 90 * 24 * time.Hour,
+		Ledger: Ledger{Interval: time.Hour, RollupAfter: 25 * time.Hour, Retention: 90 * 24 * time.Hour,
 			Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond},
 		Log:            Log{Level: "info", Format: "json"},
 		Dev:            Dev{SQLitePath: ":memory:"},

@@ -6,16 +6,11 @@ import (
 	"time"
 )
 
-// minRollupAfter is the least QC_LEDGER_ROLLUP_AFTER: a closed period's
-// balance stays in Redis 7 days (redisstore.Store.BalanceRetention) for late
-// finishes; a row is rolled up only after it.
-const minRollupAfter = 7 * 24 * time.Hour
-
 // ledgerFlags declares the flags (QC_LEDGER_*) of the ledger's lifecycle.
 func ledgerFlags(fs *flag.FlagSet, l *Ledger) {
 	fs.DurationVar(&l.Interval, "ledger-interval", l.Interval, "how often the ledger lifecycle job runs (rollup, then deletion past the retention)")
 	fs.DurationVar(&l.RollupAfter, "ledger-rollup-after", l.RollupAfter,
-		"age of a ledger row (its start and its settling) before it is rolled up into hourly sums; at least 7 days and finished-retention")
+		"how long after its settling a LEAKED or CANCELLED ledger row holds back the rollup of its closed period (a late finish may still true it up); at least finished-retention")
 	fs.DurationVar(&l.Retention, "ledger-retention", l.Retention,
 		"how long raw ledger rows are kept (by start time) before rolled-up ones are deleted; 0 = keep forever")
 	fs.IntVar(&l.Batch, "ledger-rollup-batch", l.Batch, "ledger rows summed per rollup step (one transaction)")
@@ -30,9 +25,9 @@ func (l Ledger) validate(finishedRetention time.Duration) []error {
 	if l.Interval <= 0 || l.Pause < 0 {
 		errs = append(errs, fmt.Errorf("ledger-interval must be positive and ledger-pause not negative"))
 	}
-	if l.RollupAfter < max(minRollupAfter, finishedRetention) {
-		errs = append(errs, fmt.Errorf("ledger-rollup-after must be at least 7 days and finished-retention (%s), got %s: "+
-			"a row settled more recently may still change", max(minRollupAfter, finishedRetention), l.RollupAfter))
+	if l.RollupAfter < finishedRetention {
+		errs = append(errs, fmt.Errorf("ledger-rollup-after must be at least finished-retention (%s), got %s: "+
+			"a leaked row swept more recently may still be trued up by a late finish", finishedRetention, l.RollupAfter))
 	}
 	if l.Retention < 0 {
 		errs = append(errs, fmt.Errorf("ledger-retention must be 0 (keep forever) or positive, got %s", l.Retention))

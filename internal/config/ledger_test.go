@@ -11,7 +11,7 @@ func TestLedgerLifecycleDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Ledger{Interval: time.Hour, RollupAfter: 8 * 24 * time.Hour, Retention: 90 * 24 * time.Hour,
+	want := Ledger{Interval: time.Hour, RollupAfter: 25 * time.Hour, Retention: 90 * 24 * time.Hour,
 		Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond}
 	if c.Ledger != want {
 		t.Fatalf("defaults %+v; want %+v", c.Ledger, want)
@@ -29,7 +29,7 @@ func TestLedgerLifecycleDefaultsAndOverrides(t *testing.T) {
 
 func TestLedgerLifecycleSettingsOutOfRangeAreRefused(t *testing.T) {
 	for _, args := range [][]string{
-		{"--ledger-rollup-after", "72h"},                                  // under 7 days
+		{"--ledger-rollup-after", "23h"},                                  // under the default finished-retention (24h)
 		{"--ledger-rollup-after", "192h", "--finished-retention", "200h"}, // under finished-retention
 		{"--ledger-retention", "-1h"},
 		{"--ledger-delete-batch", "0"},

@@ -6,10 +6,11 @@
 //  1. rolls settled rows up, oldest first, into per-hour, per-period,
 //     per-client, per-line sums (quota_usage_rollup) behind a watermark:
 //     every row that started before it is summed exactly once. A row is
-//     rolled up only when it started before the previous period of the
-//     resource and more than RollupAfter ago, and is not USING and was
-//     settled more than RollupAfter ago (a row that may still change — an
-//     open session, a leaked one a late finish may still true up, a
+//     rolled up only when it started before the resource's current period
+//     (a closed period is rolled up as soon as none of its rows may change)
+//     and more than RecentRows ago, and is FINISHED, or LEAKED or CANCELLED
+//     and settled more than RollupAfter ago (a row that may still change —
+//     an open session, a leaked one a late finish may still true up, a
 //     cancelled one an apply retry may revive — stops the rollup there
 //     until it may not);
 //  2. deletes rolled-up rows that started more than Retention ago (0 =

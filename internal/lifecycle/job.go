@@ -16,11 +16,12 @@ import (
 type Config struct {
 	// Interval is the time between passes.
 	Interval time.Duration
-	// RollupAfter is how old a row's start and its settling must be
-	// before it is rolled up. It must be at least the longest time a
-	// settled row may still change: QC_FINISHED_RETENTION (a late finish
-	// of a leaked session) and the 7 days a closed period's balance stays
-	// in Redis.
+	// RollupAfter is how long after it was settled a LEAKED or CANCELLED
+	// row may still change, and so holds the rollup back: a late finish
+	// trues up a leaked session within QC_FINISHED_RETENTION of its sweep
+	// (quota.Service.finishLeakedFromLedger), so it must be at least that.
+	// A FINISHED row never changes and never holds the rollup back; a
+	// USING one always does.
 	RollupAfter time.Duration
 	// Retention is how long raw rows are kept (by start time); rolled-up
 	// rows older than that are deleted. 0 keeps every row.
@@ -37,7 +38,7 @@ type Config struct {
 
 // Defaults are the documented defaults (README, docs/operations.md).
 func Defaults() Config {
-	return Config{Interval: time.Hour, RollupAfter: 8 * 24 * time.Hour, Retention: 90 * 24 * time.Hour,
+	return Config{Interval: time.Hour, RollupAfter: 25 * time.Hour, Retention: 90 * 24 * time.Hour,
 		Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond}
 }
 
@@ -125,7 +126,7 @@ func (j *Job) Pass(ctx context.Context) ([]Report, error) {
 		deleteBefore = now.Add(-j.cfg.Retention)
 	}
 	// Every target is at or before this hour (target).
-	rollupBefore := now.Add(-j.cfg.RollupAfter).UTC().Truncate(time.Hour)
+	rollupBefore := now.Add(-RecentRows).UTC().Truncate(time.Hour)
 	var reps []Report
 	blocked := 0
 	for after := ""; ; {
@@ -238,24 +239,26 @@ func (j *Job) Resource(ctx context.Context, pol quota.Policy) (Report, error) {
 	}
 }
 
-// target is where pol's rollup may go now: the earlier of the start of its
-// previous period (the current and previous periods are read by rebuilds,
-// reconciliation and late finishes) and now − RollupAfter, down to the UTC
-// hour.
+// RecentRows is how recent a row's start may be and the rollup still
+// pass it: none that started in the last hour is rolled up. A row is
+// written within its apply's insert deadline (QC_MYSQL_TIMEOUT, seconds) of
+// its start, and a revived one (quota.Service.revive) takes the retry's
+// start, so no row lands below a watermark that stays this far behind.
+const RecentRows = time.Hour
+
+// target is where pol's rollup may go now: the start of its current
+// period (a closed period is rolled up as soon as no row of it may change;
+// the current one, which every apply's rebuild reads, never is), or
+// now − RecentRows if earlier, down to the UTC hour. Which rows may still
+// change is RollupStep's check (Config.RollupAfter).
 func (j *Job) target(pol quota.Policy, now time.Time) (time.Time, error) {
 	cur, err := j.sched.PeriodAt(pol, now)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("ledger lifecycle %s: period: %w", pol.ResourceName, err)
 	}
-	prev := cur
-	if cur.Start.After(pol.PeriodAnchor()) {
-		if prev, err = j.sched.PeriodAt(pol, cur.Start.Add(-time.Millisecond)); err != nil {
-			return time.Time{}, fmt.Errorf("ledger lifecycle %s: previous period: %w", pol.ResourceName, err)
-		}
-	}
-	t := now.Add(-j.cfg.RollupAfter)
-	if prev.Start.Before(t) {
-		t = prev.Start
+	t := now.Add(-RecentRows)
+	if cur.Start.Before(t) {
+		t = cur.Start
 	}
 	return t.UTC().Truncate(time.Hour), nil
 }

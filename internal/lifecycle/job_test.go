@@ -96,17 +96,24 @@ func job(t *testing.T, cfg lifecycle.Config, s lifecycle.Store, p policies, reg 
 	return j
 }
 
-func TestTargetLeavesTheCurrentAndPreviousPeriodsAndRecentRows(t *testing.T) {
+// TestTargetIsTheCurrentPeriodsStartAndLeavesRecentRows: a closed period
+// may be rolled up at once (RollupStep then waits at any row of it that may
+// still change), the current one never, nor a row that started within
+// RecentRows (issue 23 §2 (a): before, the target also stayed 8 days back,
+// so a usage window over the last 30 days read 8 days of raw rows).
+func TestTargetIsTheCurrentPeriodsStartAndLeavesRecentRows(t *testing.T) {
 	created := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	rec := &recorder{targets: map[string]time.Time{}}
 	reset := pol("reset", "0 0 * * *", created)
 	reset.ResetAt = now.Add(-2 * time.Hour)
+	early := pol("early", "30 9 * * *", created)
 	p := policies{
-		pol("daily", "0 0 * * *", created),             // now − 8 days wins: 2025-03-12 10:00
-		pol("monthly", "0 0 1 * *", created),           // the previous period started 2025-02-01
+		pol("daily", "0 0 * * *", created),             // today, 2025-03-20 00:00
+		pol("monthly", "0 0 1 * *", created),           // the current period started 2025-03-01
 		pol("never", "", created),                      // one period since creation
 		pol("young", "0 0 * * *", now.Add(-time.Hour)), // created an hour ago: rows of an earlier policy of its name may be rolled up
-		reset, // reset 2 h ago: the rows are what counts, not the period
+		reset, // reset 2 h ago (08:30): its current period starts there
+		early, // its period started at 09:30, within RecentRows: now − 1 h, down to the hour
 	}
 	rec.names = p.names()
 	reg := prometheus.NewRegistry()
@@ -115,11 +122,12 @@ func TestTargetLeavesTheCurrentAndPreviousPeriodsAndRecentRows(t *testing.T) {
 		t.Fatalf("pass: %v, %d reports", err, len(reps))
 	}
 	want := map[string]time.Time{
-		"daily":   time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
-		"monthly": time.Date(2025, 2, 1, 0, 0, 0, 0, time.UTC),
+		"daily":   time.Date(2025, 3, 20, 0, 0, 0, 0, time.UTC),
+		"monthly": time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 		"never":   created,
-		"young":   time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
-		"reset":   time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
+		"young":   time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC),
+		"reset":   time.Date(2025, 3, 20, 8, 0, 0, 0, time.UTC),
+		"early":   time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC),
 	}
 	if !reflect.DeepEqual(rec.targets, want) {
 		t.Fatalf("targets %v\nwant    %v", rec.targets, want)
@@ -227,11 +235,14 @@ func TestDryRunReportsWhatAPassThenDoes(t *testing.T) {
 	if err != nil || dry[0].Error != "" {
 		t.Fatalf("dry run: %v %+v", err, dry)
 	}
-	// Target 2025-03-12 10:00 (now − 8 days); rows start at :07 each hour:
-	// 11 days and 10 hours are rolled up; those before 2025-03-10 10:30
-	// (now − 10 days) are deleted: 9 days and 11 hours (227 rows).
-	want := lifecycle.Report{Resource: "res", Target: time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC),
-		RolledTo: time.Date(2025, 3, 12, 10, 0, 0, 0, time.UTC), RowsRolled: 11*24 + 10, RowsDeleted: 9*24 + 11, DryRun: true}
+	// Target 2025-03-20 00:00 (the start of the current period); rows
+	// start at :07 each hour, FINISHED but the USING one of 2025-03-14
+	// 05:07, where the rollup stops: 13 days and 5 hours are rolled up;
+	// those before 2025-03-10 10:30 (now − 10 days) are deleted: 9 days
+	// and 11 hours (227 rows).
+	want := lifecycle.Report{Resource: "res", Target: time.Date(2025, 3, 20, 0, 0, 0, 0, time.UTC),
+		RolledTo: time.Date(2025, 3, 14, 5, 7, 0, 0, time.UTC), Blocked: true, RowsRolled: 13*24 + 5,
+		RowsDeleted: 9*24 + 11, DryRun: true}
 	if !reflect.DeepEqual(dry[0], want) {
 		t.Fatalf("dry run %+v\nwant    %+v", dry[0], want)
 	}
@@ -259,7 +270,7 @@ func TestDryRunReportsWhatAPassThenDoes(t *testing.T) {
 		counter(t, reg, "quota_ledger_rows_deleted_total") != float64(want.RowsDeleted) {
 		t.Fatal("metrics do not match the report")
 	}
-	// Eight days later the USING row of 2025-03-14 05:07 stops the rollup.
+	// Eight days later the USING row of 2025-03-14 05:07 still stops the rollup.
 	j := job(t, cfg, s, policies{p}, nil)
 	lifecycle.SetClock(j, func() time.Time { return now.Add(8 * 24 * time.Hour) })
 	reps, err = j.Pass(context.Background())
@@ -337,19 +348,33 @@ func TestAPassCostsTheSameWhateverTheIdlePolicies(t *testing.T) {
 	if !reflect.DeepEqual(calls, calls0) || !reflect.DeepEqual(asked, asked0) {
 		t.Fatalf("calls with 3,000 idle policies %v (policies of %v)\nwithout %v (policies of %v)", calls, asked, calls0, asked0)
 	}
-	// 274 rows rolled up in batches of 50, 227 deleted in batches of 40.
-	want := map[string]int{"candidates": 1, "policies": 1, "rollup res": 6, "delete res": 6}
+	// 317 rows rolled up in batches of 50 (up to the USING row), 227
+	// deleted in batches of 40.
+	want := map[string]int{"candidates": 1, "policies": 1, "rollup res": 7, "delete res": 6}
 	if !reflect.DeepEqual(calls, want) || !reflect.DeepEqual(asked, [][]string{{"res"}}) {
 		t.Fatalf("calls %v, policies of %v; want %v and [[res]]", calls, asked, want)
 	}
-	if !reflect.DeepEqual(reps, reps0) || len(reps) != 1 || reps[0].RowsRolled != 11*24+10 || reps[0].RowsDeleted != 9*24+11 {
+	if !reflect.DeepEqual(reps, reps0) || len(reps) != 1 || reps[0].RowsRolled != 13*24+5 || reps[0].RowsDeleted != 9*24+11 {
 		t.Fatalf("reports %+v\nwithout idle policies %+v", reps, reps0)
 	}
-	// A second pass at the same time has nothing left: the resource is not
-	// even visited (its watermark is past every row before the bound, and
-	// the rows below it are within the retention).
+	// A second pass at the same time finds the resource still waiting at
+	// its USING row: one rollup step (blocked) and one delete step (nothing
+	// left below the retention).
+	calls, _, reps = pass(last)
+	want = map[string]int{"candidates": 1, "policies": 1, "rollup res": 1, "delete res": 1}
+	if !reflect.DeepEqual(calls, want) || len(reps) != 1 || !reps[0].Blocked || reps[0].RowsRolled != 0 {
+		t.Fatalf("second pass: calls %v, reports %+v; want %v, blocked, nothing rolled", calls, reps, want)
+	}
+	// Once the session is settled, a pass rolls up to the target and the
+	// next one has nothing left: the resource is not even visited.
+	if _, err := last.DB().Exec(`UPDATE quota_usage SET status = 'FINISHED', end_ms = start_ms + 60000 WHERE status = 'USING'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, reps = pass(last); len(reps) != 1 || reps[0].Blocked || !reps[0].RolledTo.Equal(reps[0].Target) {
+		t.Fatalf("pass after the finish: %+v; want rolled up to the target", reps)
+	}
 	if calls, _, reps := pass(last); !reflect.DeepEqual(calls, map[string]int{"candidates": 1}) || len(reps) != 0 {
-		t.Fatalf("second pass: calls %v, reports %+v; want one candidates read and nothing else", calls, reps)
+		t.Fatalf("last pass: calls %v, reports %+v; want one candidates read and nothing else", calls, reps)
 	}
 }
 

@@ -11,8 +11,9 @@ type Store interface {
 	// oldest not yet rolled up (start time at or after the watermark and
 	// before target), into the rollup table and moves the watermark past
 	// them, in one transaction under the resource's lifecycle row lock. It
-	// stops before the first row that is USING or settled at or after
-	// settledBefore (end time): such a row may still change. Errors: one
+	// stops before the first row that is USING, or LEAKED or CANCELLED and
+	// settled at or after settledBefore (end time): such a row may still
+	// change (a FINISHED row never does). Errors: one
 	// wrapping quota.ErrUnavailable when the database cannot be reached
 	// (nothing written).
 	RollupStep(ctx context.Context, resource string, target, settledBefore time.Time, batch int) (RollupStep, error)
@@ -52,8 +53,9 @@ type RollupStep struct {
 	RolledTo time.Time // the watermark after the step: rows that started before it are rolled up
 	// Done: the watermark reached target (nothing left to roll up now).
 	Done bool
-	// Blocked: a row not yet settled long enough (USING, or settled at or
-	// after settledBefore) starts at RolledTo; the rollup waits for it.
+	// Blocked: a row that may still change (USING, or LEAKED or CANCELLED
+	// and settled at or after settledBefore) starts at RolledTo; the
+	// rollup waits for it.
 	Blocked bool
 }
 

@@ -97,7 +97,9 @@ func freshMySQL(tb testing.TB, opts Options) (*Store, string) {
 // closed when the test ends.
 func mustSQLite(tb testing.TB, path string, opts Options) *Store {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A deadline, not a timing claim: the ten migrations under -race on
+	// the loaded shared 2-core machine (load 37) took over 5 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := OpenSQLite(ctx, path, opts)
 	if err != nil {

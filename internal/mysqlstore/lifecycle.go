@@ -72,10 +72,15 @@ const rollupSums = `INSERT INTO quota_usage_rollup
 	GROUP BY resource_name, start_ms - start_ms % 3600000, period_start_ms, client_id, business_line`
 
 // blockerSQL finds the first row of a range that may still change: USING,
-// or settled (end_ms) at or after the bound. Arguments resource, from ms,
-// to ms, settled-before ms.
+// or LEAKED or CANCELLED and settled (end_ms) at or after the bound (a late
+// finish may true a leaked row up, a retried apply revive a cancelled
+// one). A FINISHED row never changes (a repeated finish is answered from
+// it; finishRows and ReviveSession match USING, LEAKED and CANCELLED rows
+// only), so it never holds the rollup back, however recently it settled.
+// Arguments resource, from ms, to ms, settled-before ms.
 const blockerSQL = `SELECT MIN(start_ms) FROM quota_usage
-	WHERE resource_name = ? AND start_ms >= ? AND start_ms < ? AND (status = 'USING' OR end_ms >= ?)`
+	WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?
+	AND (status = 'USING' OR (status <> 'FINISHED' AND end_ms >= ?))`
 
 // RollupStep implements lifecycle.Store: see there. The watermark is read
 // under its row's lock (MySQL: SELECT … FOR UPDATE), the range is checked

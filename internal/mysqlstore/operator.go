@@ -36,7 +36,8 @@ func (s *Store) SessionHistory(ctx context.Context, q quota.HistoryQuery) (quota
 		ID int64 `db:"id"`
 		usageRow
 	}
-	query := `SELECT id, ` + strings.TrimPrefix(selectUsage, "SELECT ") + where +
+	query := `SELECT id, ` + strings.Replace(strings.TrimPrefix(selectUsage, "SELECT "),
+		"FROM quota_usage ", "FROM quota_usage"+s.dialect.historyIndex+" ", 1) + where +
 		` ORDER BY start_ms DESC, id DESC LIMIT ?`
 	if err := s.db.SelectContext(ctx, &rows, query, append(args, scan)...); err != nil {
 		return quota.HistoryPage{}, translate("session history "+q.Resource, err)

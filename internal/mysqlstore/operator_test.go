@@ -226,7 +226,8 @@ func TestOperatorQueriesUseTheStartIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		history := `SELECT id, ` + strings.TrimPrefix(selectUsage, "SELECT ") +
+		history := `SELECT id, ` + strings.Replace(strings.TrimPrefix(selectUsage, "SELECT "),
+			"FROM quota_usage ", "FROM quota_usage"+s.dialect.historyIndex+" ", 1) +
 			`WHERE resource_name = ? AND start_ms <= ? AND (start_ms < ? OR id < ?) ORDER BY start_ms DESC, id DESC LIMIT ?`
 		for _, q := range []struct {
 			name, sql string

@@ -107,6 +107,12 @@ type dialect struct {
 	insertPolicyIfAbsent string
 	// lifecycle holds the ledger lifecycle's dialect parts (lifecycle.go).
 	lifecycle lifecycleDialect
+	// historyIndex follows "FROM quota_usage" in SessionHistory: MySQL's
+	// FORCE INDEX (idx_quota_usage_start). Since migration 00010 the
+	// period index (resource_name, period_start_ms, start_ms) holds
+	// start_ms too, and MariaDB took it on small tables for the history's
+	// start_ms range, then sorted every row of the resource.
+	historyIndex string
 }
 
 const insertPolicyPrefix = `INSERT INTO quota_policy
@@ -122,6 +128,7 @@ var (
 		// affected (ClientFoundRows is forced off in Open).
 		insertPolicyIfAbsent: insertPolicyPrefix + ` ON DUPLICATE KEY UPDATE id = id`,
 		lifecycle:            lifecycleMySQL,
+		historyIndex:         ` FORCE INDEX (idx_quota_usage_start)`,
 	}
 )
 

@@ -300,13 +300,16 @@ func measureWrites(ctx context.Context, m *meter, s *mysqlstore.Store, n int, re
 func measureReads(ctx context.Context, m *meter, s *mysqlstore.Store, resource string, tEnd time.Time) error {
 	const day = 24 * time.Hour
 	// Windows in days before T (the last ones end an hour after T, so they
-	// hold the open sessions); "ending 9 days back" lies wholly below the
-	// rollup's watermark (QC_LEDGER_ROLLUP_AFTER, 8 days, after the rollup).
+	// hold the open sessions); "ending 9 days back" and "the previous
+	// period" (yesterday, UTC: the data's periods are daily) lie below the
+	// rollup's watermark once closed periods are rolled up.
+	prev := tEnd.Truncate(day).Sub(tEnd)
 	windows := []struct {
 		name     string
 		from, to time.Duration
 	}{
 		{"last 1 day", -day, time.Hour},
+		{"the previous period", prev - day, prev},
 		{"last 30 days", -30 * day, time.Hour},
 		{"30 days ending 9 days back", -39 * day, -9 * day},
 		{"last 120 days", -120 * day, time.Hour},
