@@ -132,7 +132,7 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 		Weight    json.RawMessage `json:"weight"`
 		Dedicated json.RawMessage `json:"dedicated"`
 	}
-	err := decode(r, &body)
+	err := decodeNoNull(r, &body)
 	var spec pools.LineSpec
 	if err == nil {
 		spec = pools.LineSpec{Name: chi.URLParam(r, "line"), Tier: body.Tier}
@@ -217,7 +217,7 @@ func (s *Server) decodeGrant(r *http.Request, release bool) (admin.GrantRequest,
 		Reason       string          `json:"reason"`
 	}
 	var g admin.GrantRequest
-	err := decode(r, &body)
+	err := decodeNoNull(r, &body)
 	if err == nil && release && body.EffectiveAt != nil {
 		err = &quota.ValidationError{Field: "effectiveAt", Reason: "is not taken by a buffer release (it lends the buffer now)"}
 	}
