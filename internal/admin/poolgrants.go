@@ -147,7 +147,9 @@ func (a *Pools) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 // VoidGrant ends a grant now. Voiding a buffer release gives its buffer
 // back (pool_move.lua's return: at most its amount, never what the line or
 // the shared pool holds now), recorded as a RETURN event so a rebuild after
-// Redis loss agrees. Errors: pools.ErrUnknownGrant,
+// Redis loss agrees. The grant.void audit entry holds the grant as it was
+// (before) and the operator's reason (quota.WithReason on ctx; "" when
+// none was given). Errors: pools.ErrUnknownGrant,
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 	pol, err := a.lines.GetPolicy(ctx, resource)
@@ -159,7 +161,11 @@ func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 		return err
 	}
 	var rel *pools.GrantRecord
+	var before any = map[string]string{"id": id} // expired: no longer read
 	for i := range gs {
+		if gs[i].ID == id {
+			before = gs[i]
+		}
 		if gs[i].ID == id && gs[i].Kind == pools.KindRelease && !gs[i].Voided {
 			rel = &gs[i]
 		}
@@ -176,7 +182,7 @@ func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 			return err
 		}
 	}
-	return a.audit(ctx, ActionGrantVoid, resource, map[string]string{"id": id}, nil)
+	return a.audit(ctx, ActionGrantVoid, resource, before, nil)
 }
 
 // returnRelease gives back the buffer of a voided release g, as far as

@@ -277,10 +277,20 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
 	}{true, CodeSuccess, out})
 }
 
+// handleVoidGrant answers DELETE …/grants/{id}; an optional ?reason= is
+// the audit entry's reason, as for the other destructive admin steps
+// (DELETE /admin/policies/{r}, the reclaim steps). It takes no body.
 func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
-	err := noInput(r)
+	q, err := strictQuery(r, "reason")
 	if err == nil {
-		err = s.pools.Grants.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
+		err = quota.ValidateReason(q.Get("reason"))
+	}
+	if err == nil {
+		err = noBody(r)
+	}
+	if err == nil {
+		ctx := quota.WithReason(r.Context(), q.Get("reason"))
+		err = s.pools.Grants.VoidGrant(ctx, chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
 	}
 	if err != nil {
 		s.writeError(w, r, err)
