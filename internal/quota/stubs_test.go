@@ -44,7 +44,7 @@ type stubs struct {
 	// The pools' parts (PoolConfig.PoolTotals, PoolBalances): these
 	// errors, else empty totals and written.
 	poolTotalsErr, seedPoolsErr, poolLayoutErr error
-	poolLayoutCuts                              []pools.Cut // what SetPoolLayout reports cut back
+	poolLayoutCuts                             []pools.Cut // what SetPoolLayout reports cut back
 
 	getPolicy    func(resource string) (Policy, error)
 	listPolicies func() ([]Policy, error)
