@@ -156,9 +156,17 @@ func (c *Client) Grants(ctx context.Context, resource string) ([]PoolGrant, erro
 }
 
 // VoidGrant ends grant (or release) id now; what sessions hold of it stays
-// charged (DELETE …/grants/{id}). Errors: ErrResourceNotFound (no such
-// resource or grant).
+// charged (DELETE …/grants/{id}). It is VoidGrantWithReason without a
+// reason. Errors: ErrResourceNotFound (no such resource or grant).
 func (c *Client) VoidGrant(ctx context.Context, resource, id string) error {
+	return c.VoidGrantWithReason(ctx, resource, id, "")
+}
+
+// VoidGrantWithReason is VoidGrant with the operator's reason, recorded as
+// the grant.void audit entry's reason ("" = none; at most 500 characters,
+// no control characters). Errors: ErrResourceNotFound (no such resource
+// or grant), ErrInvalidArgument (the reason).
+func (c *Client) VoidGrantWithReason(ctx context.Context, resource, id, reason string) error {
 	if id == "" {
 		return errors.New("client: empty grant id")
 	}
@@ -166,7 +174,11 @@ func (c *Client) VoidGrant(ctx context.Context, resource, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.do(ctx, http.MethodDelete, p, nil, nil, authAdmin, nil)
+	var q url.Values
+	if reason != "" {
+		q = url.Values{"reason": {reason}}
+	}
+	_, err = c.do(ctx, http.MethodDelete, p, q, nil, authAdmin, nil)
 	return err
 }
 

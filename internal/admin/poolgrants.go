@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"github.com/quotacenter/quota-center/internal/pools"
 	"github.com/quotacenter/quota-center/internal/quota"
@@ -29,8 +30,9 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// checkGrant validates a request; releases use the same rules.
-func (a *Pools) checkGrant(c PoolConfig, g GrantRequest, release bool) (GrantRequest, error) {
+// checkGrant validates a request against the lines of resource; releases
+// use the same rules.
+func (a *Pools) checkGrant(resource string, lines []pools.LineSpec, g GrantRequest, release bool) (GrantRequest, error) {
 	now := a.now().UnixMilli()
 	if g.EffectiveMs == 0 {
 		g.EffectiveMs = now
@@ -48,30 +50,25 @@ func (a *Pools) checkGrant(c PoolConfig, g GrantRequest, release bool) (GrantReq
 	if err := quota.ValidateReason(g.Reason); err != nil {
 		return g, err // the rules of every other operator's reason
 	}
-	if g.Line != "" {
-		if _, ok := c.Layout.Line(g.Line); !ok {
-			return g, &quota.ValidationError{Field: "businessLine", Reason: "is not a line of " + c.Policy.ResourceName}
-		}
+	if g.Line != "" && !slices.ContainsFunc(lines, func(l pools.LineSpec) bool { return l.Name == g.Line }) {
+		return g, &quota.ValidationError{Field: "businessLine", Reason: "is not a line of " + resource}
 	}
-	if release && len(c.Lines) == 0 {
+	if release && len(lines) == 0 {
 		return g, &quota.ValidationError{Field: "resourceName", Reason: "has no business lines, hence no buffer"}
 	}
 	return g, nil
 }
 
 // checkGrantTotal refuses a grant of amount that would take the policy's
-// limit and the resource's grants not yet expired past pools.MaxAmount
-// (2^53-1): the scripts add them up in Lua numbers, which are exact only up
-// to there, so a larger total would lose or invent units. Releases are not
-// counted: they lend the buffer, which is part of the limit.
-// Errors: *quota.ValidationError, quota.ErrUnavailable.
-func (a *Pools) checkGrantTotal(ctx context.Context, c PoolConfig, amount int64) error {
-	gs, err := a.grants.Grants(ctx, c.Policy.ResourceName, a.now().UnixMilli())
-	if err != nil {
-		return err
-	}
-	room := pools.MaxAmount - c.Policy.TotalLimit
-	for _, g := range gs {
+// limit and the resource's grants not yet expired (st, read under the
+// resource's lock, so that concurrent grants are counted) past
+// pools.MaxAmount (2^53-1): the scripts add them up in Lua numbers, which
+// are exact only up to there, so a larger total would lose or invent
+// units. Releases are not counted: they lend the buffer, which is part of
+// the limit. Errors: *quota.ValidationError of field "amount".
+func checkGrantTotal(st pools.State, amount int64) error {
+	room := pools.MaxAmount - st.Limit
+	for _, g := range st.Grants {
 		if g.Kind == pools.KindGrant && g.VoidedMs == 0 {
 			room -= g.Amount
 		}
@@ -84,6 +81,8 @@ func (a *Pools) checkGrantTotal(ctx context.Context, c PoolConfig, amount int64)
 }
 
 // AddGrant records a temporary grant (resources with or without lines).
+// Concurrent grants of one resource take turns (LineConfig.ChangePools):
+// each is checked against the lines and the grants stored before it.
 // Errors: *quota.ValidationError, quota.ErrResourceNotFound,
 // quota.ErrUnavailable.
 func (a *Pools) AddGrant(ctx context.Context, resource string, req GrantRequest) (pools.GrantRecord, error) {
@@ -91,10 +90,7 @@ func (a *Pools) AddGrant(ctx context.Context, resource string, req GrantRequest)
 	if err != nil {
 		return pools.GrantRecord{}, err
 	}
-	if req, err = a.checkGrant(c, req, false); err != nil {
-		return pools.GrantRecord{}, err
-	}
-	if err := a.checkGrantTotal(ctx, c, req.Amount); err != nil {
+	if req, err = a.checkGrant(resource, c.Lines, req, false); err != nil {
 		return pools.GrantRecord{}, err
 	}
 	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("g"), Line: req.Line, Amount: req.Amount,
@@ -102,7 +98,16 @@ func (a *Pools) AddGrant(ctx context.Context, resource string, req GrantRequest)
 	if err := a.quota.RestorePoolGrants(ctx, resource); err != nil {
 		return pools.GrantRecord{}, err // Redis lost the others: they come back first
 	}
-	if err := a.grants.InsertGrant(ctx, resource, g); err != nil {
+	decide := func(st pools.State) (pools.Change, error) {
+		if _, err := a.checkGrant(resource, st.Lines, req, false); err != nil {
+			return pools.Change{}, err // a line removed since
+		}
+		if err := checkGrantTotal(st, req.Amount); err != nil {
+			return pools.Change{}, err
+		}
+		return pools.Change{Grant: &g}, nil
+	}
+	if _, err := a.change(ctx, resource, decide, nil); err != nil {
 		return pools.GrantRecord{}, err
 	}
 	if err := a.live.PutGrant(ctx, resource, g.Grant); err != nil {
@@ -142,7 +147,9 @@ func (a *Pools) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 // VoidGrant ends a grant now. Voiding a buffer release gives its buffer
 // back (pool_move.lua's return: at most its amount, never what the line or
 // the shared pool holds now), recorded as a RETURN event so a rebuild after
-// Redis loss agrees. Errors: pools.ErrUnknownGrant,
+// Redis loss agrees. The grant.void audit entry holds the grant as it was
+// (before) and the operator's reason (quota.WithReason on ctx; "" when
+// none was given). Errors: pools.ErrUnknownGrant,
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 	pol, err := a.lines.GetPolicy(ctx, resource)
@@ -154,7 +161,11 @@ func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 		return err
 	}
 	var rel *pools.GrantRecord
+	var before any = map[string]string{"id": id} // expired: no longer read
 	for i := range gs {
+		if gs[i].ID == id {
+			before = gs[i]
+		}
 		if gs[i].ID == id && gs[i].Kind == pools.KindRelease && !gs[i].Voided {
 			rel = &gs[i]
 		}
@@ -171,7 +182,7 @@ func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 			return err
 		}
 	}
-	return a.audit(ctx, ActionGrantVoid, resource, map[string]string{"id": id}, nil)
+	return a.audit(ctx, ActionGrantVoid, resource, before, nil)
 }
 
 // returnRelease gives back the buffer of a voided release g, as far as
@@ -201,7 +212,7 @@ func (a *Pools) Release(ctx context.Context, resource string, req GrantRequest) 
 	if err != nil {
 		return pools.GrantRecord{}, err
 	}
-	if req, err = a.checkGrant(c, req, true); err != nil {
+	if req, err = a.checkGrant(resource, c.Lines, req, true); err != nil {
 		return pools.GrantRecord{}, err
 	}
 	per, err := a.sched.PeriodAt(c.Policy, a.now())

@@ -59,12 +59,37 @@ func (g guardedLedger) Lines(ctx context.Context, resource string) ([]pools.Line
 	return quota.Guard(g.b, func() ([]pools.LineSpec, error) { return g.l.Lines(ctx, resource) })
 }
 
-func (g guardedLedger) PutLine(ctx context.Context, resource string, l pools.LineSpec, at time.Time) (bool, error) {
-	return quota.Guard(g.b, func() (bool, error) { return g.l.PutLine(ctx, resource, l, at) })
-}
-
-func (g guardedLedger) DeleteLine(ctx context.Context, resource, line string) error {
-	return quota.GuardErr(g.b, func() error { return g.l.DeleteLine(ctx, resource, line) })
+// ChangePools counts towards the ledger's breaker what the store answers,
+// not decide's refusal nor then's failure (then writes Redis: its errors
+// are its breaker's, met inside then).
+func (g guardedLedger) ChangePools(ctx context.Context, resource string, since int64, at time.Time,
+	decide func(pools.State) (pools.Change, error), then func() error) (bool, error) {
+	var created, theirs bool
+	var err error
+	d := func(st pools.State) (pools.Change, error) {
+		ch, err := decide(st)
+		theirs = err != nil
+		return ch, err
+	}
+	var t func() error
+	if then != nil {
+		t = func() error {
+			err := then()
+			theirs = err != nil
+			return err
+		}
+	}
+	_, gerr := quota.Guard(g.b, func() (struct{}, error) {
+		created, err = g.l.ChangePools(ctx, resource, since, at, d, t)
+		if theirs {
+			return struct{}{}, nil
+		}
+		return struct{}{}, err
+	})
+	if gerr != nil {
+		return false, gerr
+	}
+	return created, err
 }
 
 func (g guardedLedger) OpenLineSessions(ctx context.Context, resource, line string) (int64, error) {

@@ -1,7 +1,9 @@
 package admin
 
-// Business lines and pool settings: each change re-cuts the layout, is
-// stored, written to Redis and audited.
+// Business lines and pool settings: each change is decided on the pools as
+// they are under the resource's lock (LineConfig.ChangePools), re-cuts the
+// layout, is stored, written to Redis (in the order of the commits) and
+// audited.
 
 import (
 	"context"
@@ -11,34 +13,38 @@ import (
 )
 
 // PutLine creates or replaces a line and reports whether it was created.
-// Errors: *quota.ValidationError (the line, or the layout it would make),
-// quota.ErrResourceNotFound, quota.ErrUnavailable.
+// Concurrent PUTs of one resource's lines take turns: each is checked
+// against the lines the others stored (so together they never pass the
+// dedicated pool nor MaxLines) and the layout each writes to Redis is
+// that of its turn. Errors: *quota.ValidationError (the line, or the
+// layout it would make, e.g. field "dedicated" when the lines' explicit
+// amounts would pass the dedicated pool), quota.ErrResourceNotFound,
+// quota.ErrUnavailable.
 func (a *Pools) PutLine(ctx context.Context, resource string, l pools.LineSpec) (pools.LineLayout, bool, error) {
 	if err := l.Validate(); err != nil {
 		return pools.LineLayout{}, false, asValidation(err)
 	}
-	c, err := a.Config(ctx, resource)
-	if err != nil {
-		return pools.LineLayout{}, false, err
-	}
+	var lay pools.Layout
 	var before *pools.LineSpec
-	lines := make([]pools.LineSpec, 0, len(c.Lines)+1)
-	for _, x := range c.Lines {
-		if x.Name == l.Name {
-			before = &x
-			continue
+	decide := func(st pools.State) (pools.Change, error) {
+		before = nil
+		lines := make([]pools.LineSpec, 0, len(st.Lines)+1)
+		for _, x := range st.Lines {
+			if x.Name == l.Name {
+				before = &x
+				continue
+			}
+			lines = append(lines, x)
 		}
-		lines = append(lines, x)
+		var err error
+		if lay, err = pools.Plan(st.Limit, st.Settings, append(lines, l)); err != nil {
+			return pools.Change{}, asValidation(err)
+		}
+		return pools.Change{PutLine: &l}, nil
 	}
-	lay, err := pools.Plan(c.Policy.TotalLimit, c.Settings, append(lines, l))
+	created, err := a.change(ctx, resource, decide,
+		func() error { return a.quota.WritePoolLayout(ctx, resource, lay) })
 	if err != nil {
-		return pools.LineLayout{}, false, asValidation(err)
-	}
-	created, err := a.lines.PutLine(ctx, resource, l, a.now())
-	if err != nil {
-		return pools.LineLayout{}, false, err
-	}
-	if err := a.quota.WritePoolLayout(ctx, resource, lay); err != nil {
 		return pools.LineLayout{}, false, err
 	}
 	a.changed(resource)
@@ -50,21 +56,8 @@ func (a *Pools) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 // pools.ErrUnknownLine, ErrLineBusy, quota.ErrResourceNotFound,
 // quota.ErrUnavailable.
 func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
-	c, err := a.Config(ctx, resource)
-	if err != nil {
+	if _, err := a.Config(ctx, resource); err != nil {
 		return err
-	}
-	var before *pools.LineSpec
-	var rest []pools.LineSpec
-	for _, x := range c.Lines {
-		if x.Name == line {
-			before = &x
-		} else {
-			rest = append(rest, x)
-		}
-	}
-	if before == nil {
-		return fmt.Errorf("line %s of %s: %w", line, resource, pools.ErrUnknownLine)
 	}
 	n, err := a.lines.OpenLineSessions(ctx, resource, line)
 	if err != nil {
@@ -73,14 +66,29 @@ func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 	if n > 0 {
 		return fmt.Errorf("line %s of %s holds %d open sessions: %w", line, resource, n, ErrLineBusy)
 	}
-	lay, err := pools.Plan(c.Policy.TotalLimit, c.Settings, rest)
-	if err != nil {
-		return asValidation(err)
+	var lay pools.Layout
+	var before *pools.LineSpec
+	var rest []pools.LineSpec
+	decide := func(st pools.State) (pools.Change, error) {
+		before, rest = nil, nil
+		for _, x := range st.Lines {
+			if x.Name == line {
+				before = &x
+			} else {
+				rest = append(rest, x)
+			}
+		}
+		if before == nil {
+			return pools.Change{}, fmt.Errorf("line %s of %s: %w", line, resource, pools.ErrUnknownLine)
+		}
+		var err error
+		if lay, err = pools.Plan(st.Limit, st.Settings, rest); err != nil {
+			return pools.Change{}, asValidation(err)
+		}
+		return pools.Change{DeleteLine: line}, nil
 	}
-	if err := a.lines.DeleteLine(ctx, resource, line); err != nil {
-		return err
-	}
-	if err := a.quota.WritePoolLayout(ctx, resource, lay); err != nil {
+	if _, err := a.change(ctx, resource, decide,
+		func() error { return a.quota.WritePoolLayout(ctx, resource, lay) }); err != nil {
 		return err
 	}
 	a.changed(resource)
@@ -94,28 +102,33 @@ func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 	return a.audit(ctx, ActionLineDelete, resource, before, nil)
 }
 
-// PutSettings replaces a resource's pool settings. Errors:
-// *quota.ValidationError, quota.ErrResourceNotFound, quota.ErrUnavailable.
+// PutSettings replaces a resource's pool settings, in turn with the
+// changes of its lines (PutLine). Errors: *quota.ValidationError,
+// quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (a *Pools) PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error) {
 	if err := s.Validate(); err != nil {
 		return pools.Layout{}, asValidation(err)
 	}
-	c, err := a.Config(ctx, resource)
-	if err != nil {
-		return pools.Layout{}, err
-	}
-	lay, err := pools.Plan(c.Policy.TotalLimit, s, c.Lines)
-	if err != nil {
-		return pools.Layout{}, asValidation(err)
-	}
-	if err := a.lines.PutPoolSettings(ctx, resource, s, a.now()); err != nil {
-		return pools.Layout{}, err
-	}
-	if len(c.Lines) > 0 {
-		if err := a.quota.WritePoolLayout(ctx, resource, lay); err != nil {
-			return pools.Layout{}, err
+	var lay pools.Layout
+	var before pools.Settings
+	var lined bool
+	decide := func(st pools.State) (pools.Change, error) {
+		before, lined = st.Settings, len(st.Lines) > 0
+		var err error
+		if lay, err = pools.Plan(st.Limit, s, st.Lines); err != nil {
+			return pools.Change{}, asValidation(err)
 		}
+		return pools.Change{Settings: &s}, nil
+	}
+	write := func() error {
+		if !lined {
+			return nil
+		}
+		return a.quota.WritePoolLayout(ctx, resource, lay)
+	}
+	if _, err := a.change(ctx, resource, decide, write); err != nil {
+		return pools.Layout{}, err
 	}
 	a.changed(resource)
-	return lay, a.audit(ctx, ActionPoolsPut, resource, c.Settings, s)
+	return lay, a.audit(ctx, ActionPoolsPut, resource, before, s)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -34,11 +35,16 @@ var ErrLineBusy = quota.NewError(quota.CodeConflict, "business line has open ses
 
 // LineConfig is the lines' part of the policy store (MySQL): a resource's
 // policy, business lines and pool settings.
+//
+// ChangePools is how lines, settings and grants are changed: one change at
+// a time per resource, decided on the pools read under the lock of the
+// resource's policy row and written in the same transaction, then (still
+// under the lock) mirrored by then; see mysqlstore.Store.ChangePools.
 type LineConfig interface {
 	GetPolicy(ctx context.Context, resource string) (quota.Policy, error)
 	Lines(ctx context.Context, resource string) ([]pools.LineSpec, error)
-	PutLine(ctx context.Context, resource string, l pools.LineSpec, at time.Time) (bool, error)
-	DeleteLine(ctx context.Context, resource, line string) error
+	ChangePools(ctx context.Context, resource string, since int64, at time.Time,
+		decide func(pools.State) (pools.Change, error), then func() error) (bool, error)
 	OpenLineSessions(ctx context.Context, resource, line string) (int64, error)
 	PoolSettings(ctx context.Context, resource string) (pools.Settings, bool, error)
 	PutPoolSettings(ctx context.Context, resource string, s pools.Settings, at time.Time) error
@@ -111,6 +117,21 @@ type Pools struct {
 	quota   PoolQuota
 	sched   Periods
 	now     func() time.Time
+	// turns holds a *sync.Mutex per resource: this instance's changes of
+	// one resource's pools take turns before they wait for the policy
+	// row's lock (ChangePools), so that they hold one database connection
+	// at a time, not one each, and a SQLite store (whose then runs after
+	// the commit) writes Redis in the order of the commits. Resources are
+	// operator-made, so the map stays small.
+	turns sync.Map
+}
+
+// turn takes resource's turn; the caller calls the function returned.
+func (a *Pools) turn(resource string) func() {
+	m, _ := a.turns.LoadOrStore(resource, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // NewPools returns the pools' administration; now is time.Now when nil.
@@ -278,4 +299,12 @@ func (a *Pools) SetReclaim(ctx context.Context, resource, id string, confirm boo
 		return r, a.audit(ctx, action, resource, before, r)
 	}
 	return pools.Reclaim{}, fmt.Errorf("reclaim %s of %s: %w", id, resource, pools.ErrUnknownReclaim)
+}
+
+// change makes one change of resource's pools in resource's turn
+// (LineConfig.ChangePools at now, grants expiring after now counted).
+func (a *Pools) change(ctx context.Context, resource string, decide func(pools.State) (pools.Change, error), then func() error) (bool, error) {
+	defer a.turn(resource)()
+	now := a.now()
+	return a.lines.ChangePools(ctx, resource, now.UnixMilli(), now, decide, then)
 }

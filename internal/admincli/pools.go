@@ -241,18 +241,20 @@ func (g *globals) showPools(ctx context.Context, c *client.Client, resource stri
 }
 
 func (g *globals) grantsCmd() *ffcli.Command {
-	void := g.cmd("void", "quota-center admin grants void <resource> <id>",
-		"end a grant or release now (what sessions hold of it stays charged)", nil,
+	var reason string
+	void := g.cmd("void", "quota-center admin grants void <resource> <id> [--reason R]",
+		"end a grant or release now (what sessions hold of it stays charged; a release's buffer comes back)",
+		func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "why, for the audit log") },
 		func(ctx context.Context, c *client.Client, pos []string) error {
 			if err := want(pos, 2, "the resource and the grant id"); err != nil {
 				return err
 			}
-			if err := c.VoidGrant(ctx, pos[0], pos[1]); err != nil {
+			if err := c.VoidGrantWithReason(ctx, pos[0], pos[1], reason); err != nil {
 				return err
 			}
 			return g.emit(map[string]any{"voided": pos[1]}, func(w *tabwriter.Writer) { row(w, "voided", pos[1]) })
 		})
-	cmd := g.cmd("grants", "quota-center admin grants <resource> | grants void <resource> <id>",
+	cmd := g.cmd("grants", "quota-center admin grants <resource> | grants void <resource> <id> [--reason R]",
 		"temporary grants and buffer releases not yet expired (add them with grant and release)", nil,
 		func(ctx context.Context, c *client.Client, pos []string) error {
 			if err := want(pos, 1, "the resource (or void)"); err != nil {

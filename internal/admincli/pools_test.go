@@ -79,8 +79,14 @@ func TestPoolsCommands(t *testing.T) {
 	if rows = columns(t, mustCLI(t, "grants", res)); rows[1][1] != "GRANT" || rows[1][2] != "explore" || rows[1][9] != "launch day" || rows[1][8] != "-" {
 		t.Fatalf("grants: %q", rows)
 	}
-	if out := mustCLI(t, "grants", "void", res, gs[0].ID); !strings.Contains(out, gs[0].ID) {
+	if out := mustCLI(t, "grants", "void", res, gs[0].ID, "--reason", "launch moved"); !strings.Contains(out, gs[0].ID) {
 		t.Fatalf("grants void: %s", out)
+	}
+	// The reason is the grant.void audit entry's.
+	var voids []struct{ Reason string }
+	if err := json.Unmarshal([]byte(mustCLI(t, "audit", "--resource", res, "--action", "grant.void", "-o", "json")), &voids); err != nil ||
+		len(voids) != 1 || voids[0].Reason != "launch moved" {
+		t.Fatalf("grant.void audit: %+v, %v", voids, err)
 	}
 	if gs, err := c.Grants(context.Background(), res); err != nil || len(gs) != 1 || gs[0].Active || gs[0].VoidedAt == nil {
 		t.Fatalf("after void: %+v, %v", gs, err)

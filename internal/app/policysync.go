@@ -74,6 +74,12 @@ func (l announcingLedger) DeleteLine(ctx context.Context, resource, line string)
 	return l.announce(ctx, resource, l.Store.DeleteLine(ctx, resource, line))
 }
 
+func (l announcingLedger) ChangePools(ctx context.Context, resource string, since int64, at time.Time,
+	decide func(pools.State) (pools.Change, error), then func() error) (bool, error) {
+	created, err := l.Store.ChangePools(ctx, resource, since, at, decide, then)
+	return created, l.announce(ctx, resource, err)
+}
+
 func (l announcingLedger) InsertGrant(ctx context.Context, resource string, g pools.GrantRecord) error {
 	return l.announce(ctx, resource, l.Store.InsertGrant(ctx, resource, g))
 }

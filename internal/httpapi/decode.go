@@ -58,44 +58,9 @@ func noInput(r *http.Request) error {
 // *quota.ValidationError (400), or one wrapping errMediaType (415),
 // errBodyTooLarge (413) or errRequestTimeout (408).
 func decode(r *http.Request, dst any) error {
-	if r.URL.RawQuery != "" {
-		// These endpoints read only their body: a parameter in the query
-		// would be silently ignored (e.g. ?resourceName=… next to another
-		// in the body), so it is refused like an unknown field.
-		return &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters; send the fields in the JSON body"}
-	}
-	if cts := r.Header.Values("Content-Type"); len(cts) > 1 {
-		return fmt.Errorf("%w: send one Content-Type header, got %d", errMediaType, len(cts))
-	}
-	// The exact "application/json" every client sends needs no parsing
-	// (mime.ParseMediaType allocates a parameter map per call).
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && mt != "application/problem+json") {
-			return fmt.Errorf("%w: Content-Type must be application/json, got %q", errMediaType, ct)
-		}
-	}
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fmt.Errorf("%w: limit is %d bytes", errBodyTooLarge, mbe.Limit)
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("%w: the body did not arrive within the server's read timeout", errRequestTimeout)
-		}
-		// The transport error names sockets; the caller learns only what
-		// went wrong for it.
-		return &quota.ValidationError{Field: "body", Reason: "could not be read (the connection broke or the body was cut short)"}
-	}
-	switch trimmed := bytes.TrimSpace(body); {
-	case len(trimmed) == 0:
-		return &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}
-	case string(trimmed) == "null":
-		// json v2 reads a top-level null into a struct as "nothing", which
-		// would make an optional body (reset, forced finish) an empty one.
-		return &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
+		return err
 	}
 	// One pass with json v2 semantics (strictjson): member names match
 	// exactly (case included), a name given twice and an unknown name are
@@ -104,6 +69,67 @@ func decode(r *http.Request, dst any) error {
 	// so "APPLYAMOUNT" next to "applyAmount" would overwrite it and a proxy
 	// and this server could read two different requests from one body.
 	return strictjson.Unmarshal(body, dst)
+}
+
+// decodeNoNull is decode for a body none of whose members may be null
+// (the pools' admin bodies): a null member is refused naming it, where
+// decode would take it as the member's zero value or as absent ("dedicated":
+// null was answered about the weight, "reclaimDryRun": null stored false).
+// Errors: decode's.
+func decodeNoNull(r *http.Request, dst any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if err := strictjson.NoNullMember(body); err != nil {
+		return err
+	}
+	return strictjson.Unmarshal(body, dst)
+}
+
+// readBody is decode's checks of the request and its read of the body:
+// the body, neither empty nor a bare null.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.URL.RawQuery != "" {
+		// These endpoints read only their body: a parameter in the query
+		// would be silently ignored (e.g. ?resourceName=… next to another
+		// in the body), so it is refused like an unknown field.
+		return nil, &quota.ValidationError{Field: "query", Reason: "this endpoint takes no query parameters; send the fields in the JSON body"}
+	}
+	if cts := r.Header.Values("Content-Type"); len(cts) > 1 {
+		return nil, fmt.Errorf("%w: send one Content-Type header, got %d", errMediaType, len(cts))
+	}
+	// The exact "application/json" every client sends needs no parsing
+	// (mime.ParseMediaType allocates a parameter map per call).
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "application/problem+json") {
+			return nil, fmt.Errorf("%w: Content-Type must be application/json, got %q", errMediaType, ct)
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("%w: limit is %d bytes", errBodyTooLarge, mbe.Limit)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, fmt.Errorf("%w: the body did not arrive within the server's read timeout", errRequestTimeout)
+		}
+		// The transport error names sockets; the caller learns only what
+		// went wrong for it.
+		return nil, &quota.ValidationError{Field: "body", Reason: "could not be read (the connection broke or the body was cut short)"}
+	}
+	switch trimmed := bytes.TrimSpace(body); {
+	case len(trimmed) == 0:
+		return nil, &quota.ValidationError{Field: "body", Reason: "is empty; send a JSON object"}
+	case string(trimmed) == "null":
+		// json v2 reads a top-level null into a struct as "nothing", which
+		// would make an optional body (reset, forced finish) an empty one.
+		return nil, &quota.ValidationError{Field: "body", Reason: "must be a JSON object"}
+	}
+	return body, nil
 }
 
 // reasonWholeNumber is the reason of a JSON number with a fraction or an

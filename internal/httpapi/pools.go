@@ -132,7 +132,7 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 		Weight    json.RawMessage `json:"weight"`
 		Dedicated json.RawMessage `json:"dedicated"`
 	}
-	err := decode(r, &body)
+	err := decodeNoNull(r, &body)
 	var spec pools.LineSpec
 	if err == nil {
 		spec = pools.LineSpec{Name: chi.URLParam(r, "line"), Tier: body.Tier}
@@ -217,7 +217,7 @@ func (s *Server) decodeGrant(r *http.Request, release bool) (admin.GrantRequest,
 		Reason       string          `json:"reason"`
 	}
 	var g admin.GrantRequest
-	err := decode(r, &body)
+	err := decodeNoNull(r, &body)
 	if err == nil && release && body.EffectiveAt != nil {
 		err = &quota.ValidationError{Field: "effectiveAt", Reason: "is not taken by a buffer release (it lends the buffer now)"}
 	}
@@ -277,10 +277,20 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) {
 	}{true, CodeSuccess, out})
 }
 
+// handleVoidGrant answers DELETE …/grants/{id}; an optional ?reason= is
+// the audit entry's reason, as for the other destructive admin steps
+// (DELETE /admin/policies/{r}, the reclaim steps). It takes no body.
 func (s *Server) handleVoidGrant(w http.ResponseWriter, r *http.Request) {
-	err := noInput(r)
+	q, err := strictQuery(r, "reason")
 	if err == nil {
-		err = s.pools.Grants.VoidGrant(r.Context(), chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
+		err = quota.ValidateReason(q.Get("reason"))
+	}
+	if err == nil {
+		err = noBody(r)
+	}
+	if err == nil {
+		ctx := quota.WithReason(r.Context(), q.Get("reason"))
+		err = s.pools.Grants.VoidGrant(ctx, chi.URLParam(r, "resourceName"), chi.URLParam(r, "id"))
 	}
 	if err != nil {
 		s.writeError(w, r, err)

@@ -19,7 +19,7 @@ import (
 
 func (s *Server) handlePutPools(w http.ResponseWriter, r *http.Request) {
 	body := pools.DefaultSettings()
-	err := settingsRange(decode(r, &body))
+	err := settingsRange(decodeNoNull(r, &body))
 	if err == nil {
 		if _, err = s.pools.Lines.PutSettings(r.Context(), chi.URLParam(r, "resourceName"), body); err == nil {
 			s.writePools(w, r, http.StatusOK)
@@ -72,7 +72,14 @@ func (s *Server) parsePolicyPools(r *http.Request, resource string, limit int64,
 		raw = merged
 	}
 	set := base
-	if err := strictjson.Unmarshal(raw, &set); err != nil {
+	err := error(nil)
+	if !patch { // in a merge patch, null is the member's default
+		err = strictjson.NoNullMember(raw)
+	}
+	if err == nil {
+		err = strictjson.Unmarshal(raw, &set)
+	}
+	if err != nil {
 		// Worded as PUT …/pools words it, the field named within "pools".
 		var ve *quota.ValidationError
 		if err = settingsRange(err); errors.As(err, &ve) {

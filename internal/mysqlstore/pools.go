@@ -19,6 +19,12 @@ import (
 func (s *Store) PoolSettings(ctx context.Context, resource string) (ps pools.Settings, ok bool, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
+	ps, ok, err = readPoolSettings(ctx, s.db, resource)
+	return ps, ok, orNil("get pool settings "+resource, err)
+}
+
+// readPoolSettings is PoolSettings on q (the database or a transaction).
+func readPoolSettings(ctx context.Context, q sqlx.QueryerContext, resource string) (pools.Settings, bool, error) {
 	var r struct {
 		Shared    int64  `db:"shared_percent"`
 		Dedicated int64  `db:"dedicated_percent"`
@@ -29,14 +35,14 @@ func (s *Store) PoolSettings(ctx context.Context, resource string) (ps pools.Set
 		Confirm   int64  `db:"reclaim_confirm_seconds"`
 		DryRun    bool   `db:"reclaim_dry_run"`
 	}
-	err = s.db.GetContext(ctx, &r, `SELECT shared_percent, dedicated_percent, buffer_percent, borrow_limit_percent,
+	err := sqlx.GetContext(ctx, q, &r, `SELECT shared_percent, dedicated_percent, buffer_percent, borrow_limit_percent,
 		elasticity, reclaim_threshold_percent, reclaim_confirm_seconds, reclaim_dry_run
 		FROM quota_pool_settings WHERE resource_name = ?`, resource)
 	if errors.Is(err, sql.ErrNoRows) {
 		return pools.DefaultSettings(), false, nil
 	}
 	if err != nil {
-		return ps, false, translate("get pool settings "+resource, err)
+		return pools.Settings{}, false, err
 	}
 	return pools.Settings{SharedPercent: r.Shared, DedicatedPercent: r.Dedicated, BufferPercent: r.Buffer,
 		BorrowLimitPercent: r.Borrow, Elasticity: pools.Elasticity(r.Elastic), ReclaimThresholdPercent: r.Threshold,
@@ -48,12 +54,17 @@ func (s *Store) PoolSettings(ctx context.Context, resource string) (ps pools.Set
 func (s *Store) PutPoolSettings(ctx context.Context, resource string, ps pools.Settings, at time.Time) error {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	_, err := s.db.ExecContext(ctx, `REPLACE INTO quota_pool_settings (resource_name, shared_percent, dedicated_percent,
+	return orNil("put pool settings "+resource, writePoolSettings(ctx, s.db, resource, ps, at))
+}
+
+// writePoolSettings is PutPoolSettings on q.
+func writePoolSettings(ctx context.Context, q sqlx.ExecerContext, resource string, ps pools.Settings, at time.Time) error {
+	_, err := q.ExecContext(ctx, `REPLACE INTO quota_pool_settings (resource_name, shared_percent, dedicated_percent,
 		buffer_percent, borrow_limit_percent, elasticity, reclaim_threshold_percent, reclaim_confirm_seconds,
 		reclaim_dry_run, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		resource, ps.SharedPercent, ps.DedicatedPercent, ps.BufferPercent, ps.BorrowLimitPercent, string(ps.Elasticity),
 		ps.ReclaimThresholdPercent, ps.ReclaimConfirmSeconds, ps.ReclaimDryRun, msOf(at))
-	return orNil("put pool settings "+resource, err)
+	return err
 }
 
 // Lines reads a resource's business lines, by name. Errors:
@@ -61,15 +72,21 @@ func (s *Store) PutPoolSettings(ctx context.Context, resource string, ps pools.S
 func (s *Store) Lines(ctx context.Context, resource string) ([]pools.LineSpec, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
+	out, err := readLines(ctx, s.db, resource)
+	return out, orNil("list lines "+resource, err)
+}
+
+// readLines is Lines on q.
+func readLines(ctx context.Context, q sqlx.QueryerContext, resource string) ([]pools.LineSpec, error) {
 	var rows []struct {
 		Line      string `db:"line"`
 		Tier      string `db:"tier"`
 		Weight    int64  `db:"weight"`
 		Dedicated int64  `db:"dedicated"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, `SELECT line, tier, weight, dedicated FROM quota_line
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT line, tier, weight, dedicated FROM quota_line
 		WHERE resource_name = ? ORDER BY line`, resource); err != nil {
-		return nil, translate("list lines "+resource, err)
+		return nil, err
 	}
 	out := make([]pools.LineSpec, 0, len(rows))
 	for _, r := range rows {
@@ -79,26 +96,33 @@ func (s *Store) Lines(ctx context.Context, resource string) ([]pools.LineSpec, e
 }
 
 // PutLine creates or replaces one line and reports whether it was created.
+// It does not check the line against the others (ChangePools does).
 // Errors: quota.ErrUnavailable.
 func (s *Store) PutLine(ctx context.Context, resource string, l pools.LineSpec, at time.Time) (bool, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	res, err := s.db.ExecContext(ctx, `UPDATE quota_line SET tier = ?, weight = ?, dedicated = ?, updated_ms = ?
+	created, err := writeLine(ctx, s.db, resource, l, at)
+	return created, orNil("put line "+resource, err)
+}
+
+// writeLine is PutLine on q.
+func writeLine(ctx context.Context, q sqlx.ExtContext, resource string, l pools.LineSpec, at time.Time) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE quota_line SET tier = ?, weight = ?, dedicated = ?, updated_ms = ?
 		WHERE resource_name = ? AND line = ?`, string(l.Tier), l.Weight, l.Dedicated, msOf(at), resource, l.Name)
 	if err != nil {
-		return false, translate("put line "+resource, err)
+		return false, err
 	}
 	var existing int
 	if n, _ := res.RowsAffected(); n == 0 {
 		// 0 rows: absent, or (MySQL without CLIENT_FOUND_ROWS) unchanged.
-		if err := s.db.GetContext(ctx, &existing, `SELECT COUNT(*) FROM quota_line WHERE resource_name = ? AND line = ?`,
+		if err := sqlx.GetContext(ctx, q, &existing, `SELECT COUNT(*) FROM quota_line WHERE resource_name = ? AND line = ?`,
 			resource, l.Name); err != nil {
-			return false, translate("put line "+resource, err)
+			return false, err
 		}
 		if existing == 0 {
-			_, err = s.db.ExecContext(ctx, `INSERT INTO quota_line (resource_name, line, tier, weight, dedicated, created_ms, updated_ms)
+			_, err = q.ExecContext(ctx, `INSERT INTO quota_line (resource_name, line, tier, weight, dedicated, created_ms, updated_ms)
 				VALUES (?, ?, ?, ?, ?, ?, ?)`, resource, l.Name, string(l.Tier), l.Weight, l.Dedicated, msOf(at), msOf(at))
-			return err == nil, orNil("put line "+resource, err)
+			return err == nil, err
 		}
 	}
 	return false, nil
@@ -149,10 +173,16 @@ type grantRow struct {
 func (s *Store) Grants(ctx context.Context, resource string, since int64) ([]pools.GrantRecord, error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
+	out, err := readGrants(ctx, s.db, resource, since)
+	return out, orNil("list grants "+resource, err)
+}
+
+// readGrants is Grants on q.
+func readGrants(ctx context.Context, q sqlx.QueryerContext, resource string, since int64) ([]pools.GrantRecord, error) {
 	var rows []grantRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT id, kind, line, amount, effective_ms, expires_ms, reason, voided_ms, created_ms
+	if err := sqlx.SelectContext(ctx, q, &rows, `SELECT id, kind, line, amount, effective_ms, expires_ms, reason, voided_ms, created_ms
 		FROM quota_grant WHERE resource_name = ? AND expires_ms > ? ORDER BY expires_ms, id`, resource, since); err != nil {
-		return nil, translate("list grants "+resource, err)
+		return nil, err
 	}
 	out := make([]pools.GrantRecord, 0, len(rows))
 	for _, r := range rows {
@@ -164,14 +194,20 @@ func (s *Store) Grants(ctx context.Context, resource string, since int64) ([]poo
 	return out, nil
 }
 
-// InsertGrant records a grant or release. Errors: quota.ErrUnavailable.
+// InsertGrant records a grant or release. It does not check it against
+// the others (ChangePools does). Errors: quota.ErrUnavailable.
 func (s *Store) InsertGrant(ctx context.Context, resource string, g pools.GrantRecord) error {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO quota_grant (id, resource_name, kind, line, amount, effective_ms,
+	return orNil("insert grant "+resource, writeGrant(ctx, s.db, resource, g))
+}
+
+// writeGrant is InsertGrant on q.
+func writeGrant(ctx context.Context, q sqlx.ExecerContext, resource string, g pools.GrantRecord) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO quota_grant (id, resource_name, kind, line, amount, effective_ms,
 		expires_ms, reason, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		g.ID, resource, string(g.Kind), g.Line, g.Amount, g.EffectiveMs, g.ExpiresMs, g.Reason, g.CreatedMs)
-	return orNil("insert grant "+resource, err)
+	return err
 }
 
 // VoidGrant marks a grant voided at at (Unix ms). Errors:

@@ -85,19 +85,45 @@ func (m Moves) Fields(lay Layout) [][2]any {
 // that buffer lent past the new buffer is cut back — the shared pool's first,
 // then the lines' in lay's order, as Moves.Fields bounds a rebuild — so the
 // pools never add up to more than the limit. Lines not in m are ignored.
-func (m *Model) Relayout(lay Layout) {
+// It returns what was cut back, in that order (Line "" the shared pool's),
+// as pool_layout.lua does for its caller to journal (RETURN events, so a
+// rebuild from the journal agrees: Cut.Event).
+func (m *Model) Relayout(lay Layout) []Cut {
 	m.Layout = lay
 	left := lay.Buffer
-	cut := func(n int64) int64 {
-		n = min(max(n, 0), left)
-		left -= n
-		return n
+	var cuts []Cut
+	cut := func(line string, n int64) int64 {
+		k := min(max(n, 0), left)
+		left -= k
+		if n > k {
+			cuts = append(cuts, Cut{Line: line, Amount: n - k})
+		}
+		return k
 	}
-	m.SharedBuffer = cut(m.SharedBuffer)
+	m.SharedBuffer = cut("", m.SharedBuffer)
 	for _, l := range lay.Lines {
 		if s, ok := m.Lines[l.Name]; ok {
 			s.LineLayout = l
-			s.Buffer = cut(s.Buffer)
+			s.Buffer = cut(l.Name, s.Buffer)
 		}
 	}
+	return cuts
+}
+
+// Cut is lent buffer cut back by a smaller buffer (Model.Relayout,
+// pool_layout.lua): Amount units lent to Line ("" = the shared pool) no
+// longer are.
+type Cut struct {
+	Line   string
+	Amount int64
+}
+
+// CutReason is the reason of the RETURN event a Cut is journalled as.
+const CutReason = "layout: the buffer shrank under what was lent (a smaller bufferPercent or limit): cut back"
+
+// Event is the RETURN pool event that journals c at atMs (Unix ms): PoolMoves
+// counts it against what was lent, so a rebuild after Redis loss agrees
+// with what the cut left.
+func (c Cut) Event(atMs int64) Event {
+	return Event{AtMs: atMs, Kind: ReturnKind, Line: c.Line, Amount: c.Amount, Reason: CutReason}
 }

@@ -78,3 +78,26 @@ type GrantUse struct {
 	Settled map[string]int64
 	Open    []OpenDraw
 }
+
+// State is a resource's pools as one change of them is checked against:
+// its limit, pool settings, lines (by name) and the grants and releases
+// not yet expired, all read in the transaction that writes the change,
+// under the lock of the resource's policy row (mysqlstore.Store.ChangePools),
+// so that two changes never both pass a check that only one of them may.
+type State struct {
+	Limit    int64
+	Settings Settings
+	Lines    []LineSpec
+	Grants   []GrantRecord
+}
+
+// Change is one write to a resource's pools, decided on a State: exactly
+// one of its members is set. PutLine creates or replaces a line,
+// DeleteLine removes one (by name), Settings replaces the pool settings,
+// Grant records a grant or release.
+type Change struct {
+	PutLine    *LineSpec
+	DeleteLine string
+	Settings   *Settings
+	Grant      *GrantRecord
+}

@@ -60,6 +60,10 @@ func (b *blockable) PoolMoves(ctx context.Context, resource string) (pools.Moves
 	return b.pools.PoolMoves(ctx, resource)
 }
 
+func (b *blockable) RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error {
+	return b.pools.RecordPoolEvents(ctx, resource, evs)
+}
+
 // answers runs call and fails the test if it has not returned within 10 s
 // (a call that waits for a hung store never returns). It returns call's
 // error.

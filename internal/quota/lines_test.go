@@ -17,6 +17,7 @@ type poolStub struct {
 	lines  []pools.LineSpec
 	grants []pools.GrantRecord
 	err    error
+	events []pools.Event // journalled
 }
 
 func (p *poolStub) Lines(ctx context.Context, _ string) ([]pools.LineSpec, error) {
@@ -42,6 +43,39 @@ func (p *poolStub) GrantsHeld(ctx context.Context, _ string, _ int64) (pools.Gra
 func (p *poolStub) PoolMoves(ctx context.Context, _ string) (pools.Moves, error) {
 	p.count("PoolMoves")
 	return pools.Moves{}, p.err
+}
+
+func (p *poolStub) RecordPoolEvents(ctx context.Context, _ string, evs []pools.Event) error {
+	p.count("RecordPoolEvents")
+	if p.err == nil {
+		p.events = append(p.events, evs...)
+	}
+	return p.err
+}
+
+// TestWritePoolLayoutJournalsTheBufferItCuts: the lent buffer a layout
+// cut back is journalled as RETURN events, one per cut; a layout that cut
+// nothing journals nothing; a journal that cannot be written is the
+// answer's error (the cut itself stays in the store).
+func TestWritePoolLayoutJournalsTheBufferItCuts(t *testing.T) {
+	ctx := context.Background()
+	st := &stubs{}
+	p := &poolStub{}
+	svc := newStubService(st, pooled(st, p, Options{}))
+	lay := pools.Layout{Limit: 100, Buffer: 5, Lines: []pools.LineLayout{{Name: "a"}}}
+	if err := svc.WritePoolLayout(ctx, "r", lay); err != nil || st.n("RecordPoolEvents") != 0 {
+		t.Fatalf("no cut: %v, %d journal writes", err, st.n("RecordPoolEvents"))
+	}
+	st.poolLayoutCuts = []pools.Cut{{Line: "", Amount: 2}, {Line: "a", Amount: 7}}
+	if err := svc.WritePoolLayout(ctx, "r", lay); err != nil || len(p.events) != 2 ||
+		p.events[0].Kind != pools.ReturnKind || p.events[0].Line != "" || p.events[0].Amount != 2 ||
+		p.events[1].Line != "a" || p.events[1].Amount != 7 || p.events[1].Reason != pools.CutReason {
+		t.Fatalf("cuts: %v, journalled %+v", err, p.events)
+	}
+	p.err = ErrUnavailable
+	if err := svc.WritePoolLayout(ctx, "r", lay); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("journal down: %v, want ErrUnavailable", err)
+	}
 }
 
 // pooled is opt with the pools' stores: p's configuration (p.stubs set to
@@ -263,7 +297,7 @@ func TestPutPolicyChecksAndRelayoutsThePools(t *testing.T) {
 	ctx := context.Background()
 	pol := Policy{ResourceName: "r", QuotaType: TypeCount, TotalLimit: 7}
 	newStubs := func() *stubs { return &stubs{putPolicy: func(p Policy) (Policy, bool, error) { return p, false, nil }} }
-	st := newStubs()
+	st := &stubs{}
 	tooBig := []pools.LineSpec{{Name: "chat", Tier: pools.TierCore, Dedicated: 100}}
 	if _, _, err := newStubService(st, pooled(st, &poolStub{lines: tooBig}, Options{})).PutPolicy(ctx, pol); field(err) != "totalLimit" || st.n("PutPolicy") != 0 || st.n("SetLimit") != 0 {
 		t.Fatalf("a limit the lines do not fit: %v; stored %d, set %d", err, st.n("PutPolicy"), st.n("SetLimit"))

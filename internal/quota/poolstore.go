@@ -44,6 +44,9 @@ type PoolConfig interface {
 	// PoolTotals is what the period's rows drew from each pool, by line
 	// (finished rows summed, open rows one by one).
 	PoolTotals(ctx context.Context, resource string, periodStart time.Time) (pools.Totals, error)
+	// RecordPoolEvents journals pool events (the lent buffer a layout cut
+	// back, as RETURN events: PoolMoves counts them).
+	RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error
 }
 
 // PoolBalances is the pools' part of the balance store (Redis). Each write
@@ -51,8 +54,9 @@ type PoolConfig interface {
 type PoolBalances interface {
 	// SetPoolLayout writes a resource's layout (an empty one removes its
 	// pools); with moves nil it writes only where the store still has a
-	// layout, and reports whether it did.
-	SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error)
+	// layout, and reports whether it did, and the lent buffer a smaller
+	// buffer cut back (pools.Model.Relayout's cuts).
+	SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, []pools.Cut, error)
 	// RestoreGrants writes the temporary grants, with what is held of
 	// each, unless the store has them; reports whether it did.
 	RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error)
@@ -160,22 +164,48 @@ func (s *Service) PoolsOf(ctx context.Context, resource string) (PoolUse, error)
 // its limit, settings or lines changed, or after the store lost it); where
 // the store has no layout of the resource, with the moves rebuilt from the
 // policy store (PoolConfig.PoolMoves). An empty layout removes the pools.
+// Lent buffer that a smaller buffer cut back is journalled as RETURN pool
+// events (pools.Cut.Event), as a voided release's returned buffer is, so
+// the event stream and a rebuild after Redis loss agree with the balance;
+// when that write fails the error is returned (the cut stays: the store
+// bounds a rebuild by the buffer anyway, pools.Moves.Fields).
 // Errors: the stores' (ErrUnavailable, ErrCircuitOpen).
 func (s *Service) WritePoolLayout(ctx context.Context, resource string, lay pools.Layout) error {
 	if !s.pooled() {
 		return fmt.Errorf("pools of %s: the Service has no pools' stores", resource)
 	}
 	bal := s.opt.Pools.Balances
-	ok, err := Guard(s.redisFor(resource), func() (bool, error) { return bal.SetPoolLayout(ctx, resource, lay, nil) })
-	if err != nil || ok {
-		return err
+	var cuts []pools.Cut
+	set := func(m *pools.Moves) func() (bool, error) {
+		return func() (ok bool, err error) {
+			ok, cuts, err = bal.SetPoolLayout(ctx, resource, lay, m)
+			return ok, err
+		}
 	}
-	moves, err := Guard(s.mysql, func() (pools.Moves, error) { return s.opt.Pools.Config.PoolMoves(ctx, resource) })
+	ok, err := Guard(s.redisFor(resource), set(nil))
 	if err != nil {
 		return err
 	}
-	_, err = Guard(s.redisFor(resource), func() (bool, error) { return bal.SetPoolLayout(ctx, resource, lay, &moves) })
-	return err
+	if !ok {
+		moves, err := Guard(s.mysql, func() (pools.Moves, error) { return s.opt.Pools.Config.PoolMoves(ctx, resource) })
+		if err != nil {
+			return err
+		}
+		if _, err = Guard(s.redisFor(resource), set(&moves)); err != nil {
+			return err
+		}
+	}
+	if len(cuts) == 0 {
+		return nil
+	}
+	at := s.opt.Now().UnixMilli()
+	evs := make([]pools.Event, 0, len(cuts))
+	for _, c := range cuts {
+		evs = append(evs, c.Event(at))
+	}
+	return GuardErr(s.mysql, func() error {
+		return s.opt.Pools.Config.RecordPoolEvents(context.WithoutCancel(ctx), resource, evs)
+	})
 }
 
 // RestorePoolGrants writes a resource's temporary grants that have not

@@ -44,6 +44,7 @@ type stubs struct {
 	// The pools' parts (PoolConfig.PoolTotals, PoolBalances): these
 	// errors, else empty totals and written.
 	poolTotalsErr, seedPoolsErr, poolLayoutErr error
+	poolLayoutCuts                             []pools.Cut // what SetPoolLayout reports cut back
 
 	getPolicy    func(resource string) (Policy, error)
 	listPolicies func() ([]Policy, error)
@@ -300,11 +301,11 @@ func (s *stubs) SeedPools(ctx context.Context, resource string, per Period, t po
 	return s.seedPoolsErr == nil, s.seedPoolsErr
 }
 
-func (s *stubs) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error) {
+func (s *stubs) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, []pools.Cut, error) {
 	if err := s.enter(ctx, "SetPoolLayout"); err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return s.poolLayoutErr == nil, s.poolLayoutErr // the store had a layout: written
+	return s.poolLayoutErr == nil, s.poolLayoutCuts, s.poolLayoutErr // the store had a layout: written
 }
 
 func (s *stubs) RestoreGrants(ctx context.Context, resource string, gs []pools.Grant, open []pools.OpenDraw) (bool, error) {

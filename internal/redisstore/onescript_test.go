@@ -98,7 +98,7 @@ func TestPlainAndPooledAppliesRunTheOneApplyScript(t *testing.T) {
 		}
 		// The plain resource again, now with pools but no lines (as with a
 		// temporary grant): the same remaining, and the split says base.
-		if _, err := plain.s.SetPoolLayout(ctxT(t), plain.res, pools.Layout{}, &pools.Moves{}); err != nil {
+		if _, _, err := plain.s.SetPoolLayout(ctxT(t), plain.res, pools.Layout{}, &pools.Moves{}); err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := plain.s.SeedPools(ctxT(t), plain.res, w.per, pools.Totals{}); err != nil || !ok {

@@ -36,7 +36,11 @@ func luaBool(b bool) string {
 // false (rebuild the moves from the policy store and call again); a
 // non-nil one is written with the layout (pools.Moves.Fields) unless another
 // caller wrote a layout first.
-func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (bool, error) {
+//
+// cuts is the lent buffer the new layout cut back (a smaller buffer: the
+// shared pool's first, line "", then the lines' in lay's order, as
+// pools.Model.Relayout), for the caller to journal as RETURN pool events.
+func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.Layout, moves *pools.Moves) (ok bool, cuts []pools.Cut, err error) {
 	args := []any{itoa(lay.Shared), itoa(lay.Buffer), "?"}
 	if len(lay.Lines) == 0 {
 		args = []any{"-"}
@@ -52,10 +56,20 @@ func (s *Store) SetPoolLayout(ctx context.Context, resource string, lay pools.La
 	}
 	v, err := s.run(ctx, poolLayoutScript, []string{poolKey(resource)}, args...)
 	if err != nil {
-		return false, wrap("pool layout", err)
+		return false, nil, wrap("pool layout", err)
 	}
-	n, err := flag("pool_layout.lua", v, int64(0), 1)
-	return n == 1, wrap("pool layout", err)
+	r := readReply("pool_layout.lua", v, 1, 1+2*(1+len(lay.Lines)))
+	ok = code(r, int64(0), 1) == 1
+	for i := 1; i+1 < r.len(); i += 2 {
+		cuts = append(cuts, pools.Cut{Line: r.str(i), Amount: r.int(i + 1)})
+	}
+	if r.len()%2 == 0 {
+		r.fail("%d elements, want an odd count", r.len())
+	}
+	if r.err != nil {
+		return false, nil, wrap("pool layout", r.err)
+	}
+	return ok, cuts, nil
 }
 
 // SeedPools writes a period's pool counters if they are not there yet

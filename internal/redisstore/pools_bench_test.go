@@ -49,7 +49,7 @@ func BenchmarkApplyPlainVersusLines(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := e.s.SetPoolLayout(ctxT(b), e.res, lay, &pools.Moves{}); err != nil {
+				if _, _, err := e.s.SetPoolLayout(ctxT(b), e.res, lay, &pools.Moves{}); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := e.s.SeedPools(ctxT(b), e.res, per, pools.Totals{}); err != nil {

@@ -25,6 +25,7 @@ type poolWorld struct {
 	names []string
 	now   int64    // store clock at set-up, ms
 	open  []string // granted, not finished
+	cuts  int      // lent buffer cut back by shrink, cut by cut
 }
 
 func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []pools.LineSpec) *poolWorld {
@@ -38,7 +39,7 @@ func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []p
 		w.names = append(w.names, l.Name)
 	}
 	e.seed(t, w.per, limit, quota.PeriodTotals{})
-	if _, err := e.s.SetPoolLayout(ctxT(t), e.res, lay, &pools.Moves{}); err != nil {
+	if _, _, err := e.s.SetPoolLayout(ctxT(t), e.res, lay, &pools.Moves{}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := e.s.SeedPools(ctxT(t), e.res, w.per, pools.Totals{}); err != nil || !ok {
@@ -132,6 +133,7 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		refusedBy := map[pools.Reason]int{}
 		spare := 0
+		cuts := 0
 		for seed := range uint64(4) {
 			rng := rand.New(rand.NewPCG(seed, 13))
 			limit := int64(1000 + rng.IntN(100_000))
@@ -186,6 +188,10 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 				}
 				w.check(t, step)
 			}
+			cuts += w.cuts
+		}
+		if cuts == 0 {
+			t.Errorf("no shrink cut lent buffer back: the cuts were never compared")
 		}
 		// Every decision was exercised (the watermark's counter included).
 		for _, r := range []pools.Reason{"", pools.ReasonWatermark, pools.ReasonLineExhausted, pools.ReasonPoolExhausted} {
@@ -221,10 +227,16 @@ func (w *poolWorld) shrink(t *testing.T, rng *rand.Rand) {
 	if err := w.e.rdb.Set(ctxT(t), limitKey(w.e.res), lay.Limit, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := w.e.s.SetPoolLayout(ctxT(t), w.e.res, lay, nil); err != nil || !ok {
+	ok, cuts, err := w.e.s.SetPoolLayout(ctxT(t), w.e.res, lay, nil)
+	if err != nil || !ok {
 		t.Fatalf("SetPoolLayout: %v %v", ok, err)
 	}
-	w.model.Relayout(lay)
+	// The lent buffer cut back, which the caller journals (RETURN events),
+	// is the model's, cut for cut.
+	if want := w.model.Relayout(lay); !slices.Equal(cuts, want) {
+		t.Fatalf("pool_layout.lua cut %+v, the model %+v", cuts, want)
+	}
+	w.cuts += len(cuts)
 	w.lay = lay
 }
 

@@ -115,7 +115,7 @@ func TestPoolLayoutEpochChangesWhenRedisLostIt(t *testing.T) {
 		if first == "" {
 			t.Fatal("no epoch after the first layout")
 		}
-		if _, err := e.s.SetPoolLayout(ctxT(t), e.res, w.lay, nil); err != nil || epoch() != first {
+		if _, _, err := e.s.SetPoolLayout(ctxT(t), e.res, w.lay, nil); err != nil || epoch() != first {
 			t.Fatalf("rewriting the layout changed the epoch %s → %s (%v)", first, epoch(), err)
 		}
 		if err := e.rdb.Del(ctxT(t), poolKey(e.res)).Err(); err != nil {
@@ -124,7 +124,7 @@ func TestPoolLayoutEpochChangesWhenRedisLostIt(t *testing.T) {
 		if m := epoch(); m != "" {
 			t.Fatalf("epoch %q of a lost layout", m)
 		}
-		if ok, err := e.s.SetPoolLayout(ctxT(t), e.res, w.lay, &pools.Moves{}); err != nil || !ok {
+		if ok, _, err := e.s.SetPoolLayout(ctxT(t), e.res, w.lay, &pools.Moves{}); err != nil || !ok {
 			t.Fatalf("relayout: %v %v", ok, err)
 		}
 		if again := epoch(); again == "" || again == first {

@@ -169,3 +169,31 @@ func IsInteger(s string) bool {
 	}
 	return true
 }
+
+// NoNullMember refuses a JSON object body one of whose members (at the top
+// level) is null, naming the first: for bodies where every member has a
+// meaning when given and a default when left out, a null is neither, and
+// json v2 would take it as the member's zero value (false, 0, "") or a
+// nil pointer (as if absent). A body that is not an object, or not valid
+// JSON, is left to Unmarshal. Errors: *quota.ValidationError of the
+// member's name.
+func NoNullMember(body []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil
+	}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		name := tok.String() // before the next call voids tok
+		if dec.PeekKind() == 'n' {
+			return &quota.ValidationError{Field: name, Reason: "must not be null (leave the member out to take its default)"}
+		}
+		if err := dec.SkipValue(); err != nil {
+			return nil
+		}
+	}
+	return nil
+}

@@ -104,3 +104,26 @@ func TestUnmarshalWordsEveryRefusal(t *testing.T) {
 		t.Fatalf("a valid body: %+v, %v; want name a and the preset n kept", b, err)
 	}
 }
+
+// TestNoNullMember: the first null member of an object is named; nested
+// nulls, other values and bodies that are not objects are left alone.
+func TestNoNullMember(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"a":1,"b":null,"c":null}`:   "b",
+		`{"a":null}`:                  "a",
+		`{"a":{"b":null},"c":[null]}`: "",
+		`{"a":"null","b":false}`:      "",
+		`[null]`:                      "",
+		`{"a":`:                       "",
+		`{}`:                          "",
+	} {
+		err := strictjson.NoNullMember([]byte(body))
+		var ve *quota.ValidationError
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v, want nil", body, err)
+		case want != "" && (!errors.As(err, &ve) || ve.Field != want):
+			t.Errorf("%s: %v, want a ValidationError of %s", body, err, want)
+		}
+	}
+}

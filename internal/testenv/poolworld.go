@@ -72,7 +72,7 @@ func NewPoolWorld(t *testing.T, el pools.Elasticity) *PoolWorld {
 	if _, err := w.RS.Seed(ctx, "llm", w.Per, w.Pol.TotalLimit, quota.PeriodTotals{}, nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.RS.SetPoolLayout(ctx, "llm", lay, &pools.Moves{}); err != nil {
+	if _, _, err := w.RS.SetPoolLayout(ctx, "llm", lay, &pools.Moves{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.RS.SeedPools(ctx, "llm", w.Per, pools.Totals{}); err != nil {

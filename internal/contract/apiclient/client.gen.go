@@ -2254,6 +2254,12 @@ type PatchPolicyParams struct {
 	Reason *string `form:"reason,omitempty" json:"reason,omitempty"`
 }
 
+// VoidGrantParams defines parameters for VoidGrant.
+type VoidGrantParams struct {
+	// Reason Why, recorded as the audit entry's reason (at most 500 characters).
+	Reason *string `form:"reason,omitempty" json:"reason,omitempty"`
+}
+
 // ListPoolEventsParams defines parameters for ListPoolEvents.
 type ListPoolEventsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -2720,10 +2726,12 @@ type ClientInterface interface {
 
 	// VoidGrant Void a grant now.
 	//
-	// What sessions hold of it stays charged. Audited.
+	// What sessions hold of it stays charged; voiding a buffer release gives
+	// back its buffer as far as it is not held (a RETURN pool event). Takes
+	// no body. Audited (grant.void, with the grant as it was and the reason).
 	//
 	// Corresponds with DELETE /admin/policies/{resourceName}/grants/{id} (the `VoidGrant` operationId).
-	VoidGrant(ctx context.Context, resourceName ResourceNamePath, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	VoidGrant(ctx context.Context, resourceName ResourceNamePath, id string, params *VoidGrantParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListLines The pools and business lines of a resource.
 	//
@@ -3475,11 +3483,13 @@ func (c *Client) AddGrant(ctx context.Context, resourceName ResourceNamePath, bo
 
 // VoidGrant Void a grant now.
 //
-// What sessions hold of it stays charged. Audited.
+// What sessions hold of it stays charged; voiding a buffer release gives
+// back its buffer as far as it is not held (a RETURN pool event). Takes
+// no body. Audited (grant.void, with the grant as it was and the reason).
 //
 // Corresponds with DELETE /admin/policies/{resourceName}/grants/{id} (the `VoidGrant` operationId).
-func (c *Client) VoidGrant(ctx context.Context, resourceName ResourceNamePath, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewVoidGrantRequest(c.Server, resourceName, id)
+func (c *Client) VoidGrant(ctx context.Context, resourceName ResourceNamePath, id string, params *VoidGrantParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewVoidGrantRequest(c.Server, resourceName, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4658,7 +4668,7 @@ func NewAddGrantRequestWithBody(server string, resourceName ResourceNamePath, co
 }
 
 // NewVoidGrantRequest constructs an http.Request for the VoidGrant method
-func NewVoidGrantRequest(server string, resourceName ResourceNamePath, id string) (*http.Request, error) {
+func NewVoidGrantRequest(server string, resourceName ResourceNamePath, id string, params *VoidGrantParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4688,6 +4698,33 @@ func NewVoidGrantRequest(server string, resourceName ResourceNamePath, id string
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Reason != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reason", *params.Reason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -6055,12 +6092,14 @@ type ClientWithResponsesInterface interface {
 
 	// VoidGrantWithResponse Void a grant now.
 	//
-	// What sessions hold of it stays charged. Audited.
+	// What sessions hold of it stays charged; voiding a buffer release gives
+	// back its buffer as far as it is not held (a RETURN pool event). Takes
+	// no body. Audited (grant.void, with the grant as it was and the reason).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /admin/policies/{resourceName}/grants/{id} (the `VoidGrant` operationId).
-	VoidGrantWithResponse(ctx context.Context, resourceName ResourceNamePath, id string, reqEditors ...RequestEditorFn) (*VoidGrantResponse, error)
+	VoidGrantWithResponse(ctx context.Context, resourceName ResourceNamePath, id string, params *VoidGrantParams, reqEditors ...RequestEditorFn) (*VoidGrantResponse, error)
 
 	// ListLinesWithResponse The pools and business lines of a resource.
 	//
@@ -9711,13 +9750,15 @@ func (c *ClientWithResponses) AddGrantWithResponse(ctx context.Context, resource
 
 // VoidGrantWithResponse Void a grant now.
 //
-// What sessions hold of it stays charged. Audited.
+// What sessions hold of it stays charged; voiding a buffer release gives
+// back its buffer as far as it is not held (a RETURN pool event). Takes
+// no body. Audited (grant.void, with the grant as it was and the reason).
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /admin/policies/{resourceName}/grants/{id} (the `VoidGrant` operationId).
-func (c *ClientWithResponses) VoidGrantWithResponse(ctx context.Context, resourceName ResourceNamePath, id string, reqEditors ...RequestEditorFn) (*VoidGrantResponse, error) {
-	rsp, err := c.VoidGrant(ctx, resourceName, id, reqEditors...)
+func (c *ClientWithResponses) VoidGrantWithResponse(ctx context.Context, resourceName ResourceNamePath, id string, params *VoidGrantParams, reqEditors ...RequestEditorFn) (*VoidGrantResponse, error) {
+	rsp, err := c.VoidGrant(ctx, resourceName, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,17 +9,19 @@
 -- A fresh hash gets 'ep', its epoch. Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
 -- the others stay, and a new line starts at its tier's watermark; lent buffer (sbuf, b:) is cut back to the
 -- buffer (below).
--- Returns 1 when written, 0 when the hash is absent and ARGV[3] is "?"
--- (nothing written: call again with the moves rebuilt).
+-- Returns {1, line, cut, line, cut, …} when written: the lent buffer cut back (below), in cut order, line ""
+-- for the shared pool's (sbuf); the caller journals each as a RETURN pool event, as pools.Model.Relayout
+-- reports them. {0} when the hash is absent and ARGV[3] is "?" (nothing written: call again with the moves
+-- rebuilt).
 local HT = 'keeps this hash a hashtable, not a listpack: see pool_layout.lua and docs/pools.md (section 6)'
 if ARGV[1] == '-' then
   redis.call('DEL', KEYS[1])
-  return 1
+  return {1}
 end
 local fresh = redis.call('HEXISTS', KEYS[1], 'shared') == 0
 local first = 4
 if ARGV[3] == '?' then
-  if fresh then return 0 end
+  if fresh then return {0} end
 else
   local n = tonumber(ARGV[3])
   first = 4 + 2 * n
@@ -53,13 +55,18 @@ end
 -- ARGV's order, as pools.Moves.Fields bounds a rebuild and pools.Model.Relayout
 -- the model; else the pools add up to more than the limit (docs/pools.md §1).
 local left = tonumber(ARGV[2])
-local function clamp(f)
+local out = {1}
+local function clamp(f, line)
   local v = tonumber(redis.call('HGET', KEYS[1], f) or '0')
   local keepv = math.max(0, math.min(v, left))
   left = left - keepv
   if keepv == v then return end
   if keepv == 0 then redis.call('HDEL', KEYS[1], f) else redis.call('HSET', KEYS[1], f, string.format('%d', keepv)) end
+  if v > keepv then
+    out[#out + 1] = line
+    out[#out + 1] = string.format('%d', v - keepv)
+  end
 end
-clamp('sbuf')
-for i = first, #ARGV, 5 do clamp('b:' .. ARGV[i]) end
-return 1
+clamp('sbuf', '')
+for i = first, #ARGV, 5 do clamp('b:' .. ARGV[i], ARGV[i]) end
+return out
