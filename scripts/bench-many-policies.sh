@@ -83,10 +83,10 @@ echo "$(j "'{:,}'.format(r['policies'])") COUNT policies created through PUT /ad
 echo "Phases of $phase each; Redis commands/s are every client's (INFO commandstats deltas, the benchmark's INFO left out),"
 echo "MySQL statements/s are the server's Questions; the scrape is the slowest of three."
 echo
-echo "| phase | Redis commands/s | MySQL statements/s | /metrics scrape | bytes | samples | heap in use | RSS |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| phase | Redis commands/s | MySQL statements/s | /metrics scrape | bytes | samples | heap in use | heap live (est.) | RSS |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for p in idle load after; do
-	j "'| $p | %.1f | %.1f | %.0f ms | %s | %s | %.0f MiB | %.0f MiB |' % (r['$p']['redis_cmds_per_s'], r['$p'].get('mysql_statements_per_s', 0), r['$p']['scrape_s']*1000, '{:,}'.format(r['$p']['scrape_bytes']), '{:,}'.format(r['$p']['samples']), r['$p']['heap_inuse_bytes']/1048576, r['$p']['rss_bytes']/1048576)"
+	j "'| $p | %.1f | %.1f | %.0f ms | %s | %s | %.0f MiB | %.0f MiB | %.0f MiB |' % (r['$p']['redis_cmds_per_s'], r['$p'].get('mysql_statements_per_s', 0), r['$p']['scrape_s']*1000, '{:,}'.format(r['$p']['scrape_bytes']), '{:,}'.format(r['$p']['samples']), r['$p']['heap_inuse_bytes']/1048576, r['$p'].get('heap_live_bytes', 0)/1048576, r['$p']['rss_bytes']/1048576)"
 done
 echo
 echo "Load: $(j "'%.0f' % r['sessions_per_s']") sessions/s (apply → finish) on $(j "'{:,}'.format(r['active_resources'])") resources, $(j "r['errors']") errors;"

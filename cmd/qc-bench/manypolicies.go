@@ -65,7 +65,12 @@ type ManyPhase struct {
 	ScrapeBytes     int     `json:"scrape_bytes"`
 	Samples         int     `json:"samples"`
 	HeapBytes       float64 `json:"heap_inuse_bytes"`
-	RSSBytes        float64 `json:"rss_bytes"`
+	// HeapLiveBytes is the heap live at the last GC, read as
+	// go_memstats_next_gc_bytes ÷ 2 (the GC's next target is the live heap
+	// times 1 + GOGC/100, and the benchmark's server runs GOGC=100 with
+	// no GOMEMLIMIT): an estimate, not a profile.
+	HeapLiveBytes float64 `json:"heap_live_bytes"`
+	RSSBytes      float64 `json:"rss_bytes"`
 }
 
 func parseMany(args []string) (manyOptions, error) {
@@ -350,6 +355,8 @@ func (m meter) scrape(ctx context.Context, p *ManyPhase) error {
 		switch name {
 		case "go_memstats_heap_inuse_bytes":
 			p.HeapBytes = f
+		case "go_memstats_next_gc_bytes":
+			p.HeapLiveBytes = f / 2
 		case "process_resident_memory_bytes":
 			p.RSSBytes = f
 		}
