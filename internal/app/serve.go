@@ -178,8 +178,9 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	var svc *quota.Service
 	var active *activeSet
 	var scrapeSt *scrapeStatus
+	var scrapePl scrapePools
 	bus := policysync.New(b.rdb, log.Named("policysync"),
-		func(r string) { svc.ForgetPolicy(r) }, func(r string) { active.forget(r); scrapeSt.forget(r) })
+		func(r string) { svc.ForgetPolicy(r) }, func(r string) { active.forget(r); scrapeSt.forget(r); scrapePl.c.forget(r) })
 	// The resources used or changed within --active-window, shared by the
 	// instances: the only ones the background loops visit and that have
 	// per-resource series (internal/activity; issue 23 §1).
@@ -224,10 +225,14 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// active (a PUT here, a sweep pass for the others), deleted once idle.
 	metrics := httpapi.NewMetricsWith(reg, httpapi.MetricsOptions{ResourceHistograms: cfg.Scale.ResourceHistograms})
 	httpapi.NewBalanceCollector(reg, active, 2*time.Second)
-	httpapi.NewPoolCollector(reg, active, poolAdmin, 2*time.Second)
+	// The pool gauges and the forecasts' burn samples are kept per
+	// resource while it does not change, as the statuses are.
+	scrapePl = newScrapePools(tracker.NewVisits(activity.DefaultFullVisit), poolAdmin)
+	httpapi.NewPoolCollector(reg, active, scrapePl, 2*time.Second)
 	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies,
 		SampleVisits: tracker.NewVisits(activity.DefaultFullVisit)})
-	admin.NewForecastCollectorWith(reg, ops, 2*time.Second, scrapeSt.Status)
+	scrapeBn := newScrapeBurns(tracker.NewVisits(activity.DefaultFullVisit), rs.BurnSamples)
+	admin.NewForecastCollectorWith(reg, ops, 2*time.Second, scrapeSt.Status).Samples = scrapeBn.BurnSamples
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
