@@ -9,8 +9,9 @@
 # many-policies` creates QC_BENCH_MANY_POLICIES policies through the admin
 # API, waits until they are idle (the window plus 10 s), then measures three
 # phases of QC_BENCH_MANY_PHASE each: idle (no traffic), load (apply →
-# finish sessions on 1 % of the resources, 50 connections) and after (no
-# traffic, the loaded resources still active). Each phase reports Redis
+# finish sessions on 1 % of the resources, 50 connections), after (no
+# traffic, the loaded resources still active) and quiet (the next phase:
+# still used, unchanged since every loop's visit after the load). Each phase reports Redis
 # commands/s (INFO commandstats deltas), MySQL statements/s (Questions),
 # the slowest of three /metrics scrapes, its size and samples, and the
 # server's heap in use and RSS.
@@ -19,6 +20,7 @@
 #   QC_BENCH_MANY_POLICIES  policies to create                      (default 100000)
 #   QC_BENCH_MANY_PHASE     length of each measured phase           (default 20s)
 #   QC_BENCH_MANY_PORT      quota-center's port on 127.0.0.1        (default 18096)
+#   QC_BENCH_MANY_DB        the database it creates and drops       (default qc_bench_many)
 #   QC_BENCH_MANY_SERVE_ARGS extra flags for quota-center serve     (default none)
 #   QC_BENCH_MANY_BUILD     0 = use bin/quota-center and bin/qc-bench as built (bench.sh
 #                           built them)                             (default 1)
@@ -33,7 +35,7 @@ read -r -a serve_args <<<"${QC_BENCH_MANY_SERVE_ARGS:-}"
 redis=${QC_BENCH_REDIS:-127.0.0.1:6379}
 mysql_hostport=${QC_BENCH_MYSQL_HOST:-127.0.0.1:3306}
 mysql_host=${mysql_hostport%:*} mysql_port=${mysql_hostport##*:}
-db=qc_bench_many
+db=${QC_BENCH_MANY_DB:-qc_bench_many}
 url=http://127.0.0.1:$port
 window=1m
 
@@ -85,12 +87,12 @@ echo "MySQL statements/s are the server's Questions; the scrape is the slowest o
 echo
 echo "| phase | Redis commands/s | MySQL statements/s | /metrics scrape | bytes | samples | heap in use | heap live (est.) | RSS |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-for p in idle load after; do
+for p in idle load after quiet; do
 	j "'| $p | %.1f | %.1f | %.0f ms | %s | %s | %.0f MiB | %.0f MiB | %.0f MiB |' % (r['$p']['redis_cmds_per_s'], r['$p'].get('mysql_statements_per_s', 0), r['$p']['scrape_s']*1000, '{:,}'.format(r['$p']['scrape_bytes']), '{:,}'.format(r['$p']['samples']), r['$p']['heap_inuse_bytes']/1048576, r['$p'].get('heap_live_bytes', 0)/1048576, r['$p']['rss_bytes']/1048576)"
 done
 echo
 echo "Load: $(j "'%.0f' % r['sessions_per_s']") sessions/s (apply → finish) on $(j "'{:,}'.format(r['active_resources'])") resources, $(j "r['errors']") errors;"
-echo "idle and after are background work only (no request). quota-center's RSS at the end: $((rss_peak / 1024)) MiB."
+echo "idle, after and quiet are background work only (no request). quota-center's RSS at the end: $((rss_peak / 1024)) MiB."
 echo
 echo '```'
 echo "$result"

@@ -22,7 +22,7 @@ import (
 // ScenarioManyPolicies is `qc-bench many-policies`: issue 23 §1's
 // benchmark. It creates --policies policies through the admin API, waits
 // until they are idle (--idle-after: the server's --active-window plus a
-// margin), then measures three phases:
+// margin), then measures four phases:
 //
 //   - idle: every policy idle, no traffic; Redis commands/s (INFO
 //     commandstats deltas, the benchmark's own INFO calls left out) and
@@ -31,7 +31,11 @@ import (
 //   - load: apply → finish sessions on --active-percent of the resources,
 //     picked at random per session, on --connections workers;
 //   - after: no traffic, the loaded resources still active (within the
-//     window): background work, scrape, heap and RSS again.
+//     window): background work, scrape, heap and RSS again;
+//   - quiet: the next phase, still no traffic and the resources still
+//     used (their leases keep them active), once every loop visited them
+//     after their last change: the steady background work of used but
+//     quiet resources (issue 23 §1: the loops skip unchanged resources).
 const ScenarioManyPolicies = "many-policies"
 
 type manyOptions struct {
@@ -51,6 +55,7 @@ type ManyResult struct {
 	Idle           ManyPhase `json:"idle"`
 	Load           ManyPhase `json:"load"`
 	After          ManyPhase `json:"after"`
+	Quiet          ManyPhase `json:"quiet"`
 	SessionsPerSec float64   `json:"sessions_per_s"`
 	Errors         int64     `json:"errors"`
 	FirstError     string    `json:"first_error,omitempty"`
@@ -152,6 +157,10 @@ func manyMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stderr, "many-policies: after %+v\n", res.After)
+	if res.Quiet, err = m.phase(ctx, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "many-policies: quiet %+v\n", res.Quiet)
 	return json.NewEncoder(stdout).Encode(res)
 }
 
