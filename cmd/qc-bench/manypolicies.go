@@ -40,6 +40,7 @@ const ScenarioManyPolicies = "many-policies"
 
 type manyOptions struct {
 	url, adminToken, redisAddr, mysqlDSN, prefix string
+	pprofURL                                     string
 	policies, createConns, connections           int
 	activePercent                                float64
 	idleAfter, phase                             time.Duration
@@ -70,10 +71,11 @@ type ManyPhase struct {
 	ScrapeBytes     int     `json:"scrape_bytes"`
 	Samples         int     `json:"samples"`
 	HeapBytes       float64 `json:"heap_inuse_bytes"`
-	// HeapLiveBytes is the heap live at the last GC, read as
-	// go_memstats_next_gc_bytes ÷ 2 (the GC's next target is the live heap
-	// times 1 + GOGC/100, and the benchmark's server runs GOGC=100 with
-	// no GOMEMLIMIT): an estimate, not a profile.
+	// HeapLiveBytes is the live heap: with --pprof-url, HeapAlloc right
+	// after a forced GC at the end of the phase (/debug/pprof/heap?gc=1);
+	// without, go_memstats_next_gc_bytes ÷ 2 (the GC's next target is the
+	// live heap at the last GC times 1 + GOGC/100; the benchmark's server
+	// runs GOGC=100, no GOMEMLIMIT), an estimate.
 	HeapLiveBytes float64 `json:"heap_live_bytes"`
 	RSSBytes      float64 `json:"rss_bytes"`
 }
@@ -84,6 +86,7 @@ func parseMany(args []string) (manyOptions, error) {
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:18080", "server base URL (loopback only)")
 	fs.StringVar(&o.adminToken, "admin-token", "", "bearer token of /admin/* (to create the policies)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "127.0.0.1:6379", "the server's Redis, for INFO commandstats")
+	fs.StringVar(&o.pprofURL, "pprof-url", "", "the server's --pprof-addr as a URL, for the live heap after a forced GC at the end of each phase (empty = not measured)")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "the server's MySQL, for SHOW GLOBAL STATUS Questions (empty = not measured)")
 	fs.StringVar(&o.prefix, "prefix", "mp", "resource name prefix (names are PREFIX-NNNNNN)")
 	fs.IntVar(&o.policies, "policies", 100000, "policies to create")
@@ -299,6 +302,13 @@ func (m meter) phase(ctx context.Context, work func(ctx context.Context)) (ManyP
 	}
 	<-done
 	p.Seconds = time.Since(start).Seconds()
+	if m.o.pprofURL != "" {
+		live, err := m.liveHeap(ctx)
+		if err != nil {
+			return p, err
+		}
+		p.HeapLiveBytes = live
+	}
 	r1, err := m.redisCalls(ctx)
 	if err != nil {
 		return p, err
@@ -371,4 +381,29 @@ func (m meter) scrape(ctx context.Context, p *ManyPhase) error {
 		}
 	}
 	return nil
+}
+
+// liveHeap forces a GC in the server (/debug/pprof/heap?gc=1) and answers
+// its HeapAlloc then (the "# HeapAlloc = N" line of debug=1's text): the
+// live heap, in bytes. The GC runs after the phase's figures were taken.
+func (m meter) liveHeap(ctx context.Context) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.o.pprofURL+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("pprof heap: no HeapAlloc line (status %d)", resp.StatusCode)
 }
