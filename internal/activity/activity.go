@@ -53,6 +53,7 @@ type Tracker struct {
 	pending, local, changes map[string]int64
 	chReadT, resetAt        int64
 	epoch                   string
+	readMu                  sync.Mutex // one change-log read at a time
 }
 
 // set is one sorted set and what this instance knows of it.

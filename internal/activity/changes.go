@@ -107,6 +107,10 @@ func (t *Tracker) trimChanges(ctx context.Context) error {
 // A different epoch than the last read's sets resetAt. Errors: Redis's
 // (the caller then treats every resource as changed).
 func (t *Tracker) readChanges(ctx context.Context) error {
+	// One read at a time: concurrent callers (the scrape's workers) wait
+	// for it and share it rather than each sending their own.
+	t.readMu.Lock()
+	defer t.readMu.Unlock()
 	now := t.now().UnixMilli()
 	t.mu.Lock()
 	if t.chReadT != 0 && now-t.chReadT < changeReadEvery.Milliseconds() {

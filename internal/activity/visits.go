@@ -34,8 +34,9 @@ type Visits struct {
 	t    *Tracker
 	full int64 // ms
 
-	mu   sync.Mutex
-	last map[string]visit
+	mu     sync.Mutex
+	last   map[string]visit
+	pruned int64 // when visits older than full were last dropped, Unix ms
 }
 
 type visit struct {
@@ -53,19 +54,19 @@ func (t *Tracker) NewVisits(full time.Duration) *Visits {
 }
 
 // Due returns the resources of names to visit now (in the order of names),
-// and the start to pass to Done for each. Visits of resources not in names
-// are forgotten (a resource no longer used is visited afresh once it is).
+// and the start to pass to Done for each; names may be any subset of the
+// loop's resources (the scrape asks one at a time). Visits older than the
+// full-visit interval are forgotten (due anyway), so what is kept is
+// bounded by the resources visited within it.
 // A Redis error reading the change log makes every name due; the error is
 // not returned (the loop's own calls meet it).
 func (v *Visits) Due(ctx context.Context, names []string) (due []string, start time.Time) {
 	start = v.t.now()
 	now := start.UnixMilli()
 	err := v.t.readChanges(ctx)
-	keep := make(map[string]bool, len(names))
 	v.t.mu.Lock()
 	v.mu.Lock()
 	for _, r := range names {
-		keep[r] = true
 		vis, ok := v.last[r]
 		if err != nil || !ok || now-vis.at >= v.full || vis.due != 0 && now >= vis.due || v.t.changedSince(r, vis.at) {
 			due = append(due, r)
@@ -73,12 +74,13 @@ func (v *Visits) Due(ctx context.Context, names []string) (due []string, start t
 		}
 	}
 	v.t.mu.Unlock()
-	if len(v.last) > len(keep) {
-		for r := range v.last {
-			if !keep[r] {
+	if now-v.pruned >= v.full { // visits that old are due anyway: forgotten
+		for r, vis := range v.last {
+			if now-vis.at >= v.full {
 				delete(v.last, r)
 			}
 		}
+		v.pruned = now
 	}
 	v.mu.Unlock()
 	return due, start

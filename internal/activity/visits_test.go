@@ -185,3 +185,30 @@ func TestVisitsNeverMissAPublishedChange(t *testing.T) {
 		})
 	}
 }
+
+// The scrape asks one resource at a time: a visit of one resource is kept
+// while others are asked about (each is skipped until it changes), and a
+// visit is forgotten only once it is older than the full-visit interval.
+func TestVisitsAskedOneAtATimeKeepEachOther(t *testing.T) {
+	_, b, c, _ := newPair(t)
+	v := b.NewVisits(time.Minute)
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if got := visitAll(t, v, r); len(got) != 1 {
+			t.Fatalf("first visit of %s: %v", r, got)
+		}
+	}
+	c.t = c.t.Add(5 * time.Second)
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if got := visitAll(t, v, r); len(got) != 0 {
+			t.Fatalf("%s asked alone after the others: %v due, want none", r, got)
+		}
+	}
+	b.Mutated("r2")
+	c.t = c.t.Add(5 * time.Second)
+	for _, r := range []string{"r1", "r2", "r3"} {
+		got := visitAll(t, v, r)
+		if want := r == "r2"; (len(got) == 1) != want {
+			t.Fatalf("%s after r2 changed: %v due", r, got)
+		}
+	}
+}
