@@ -184,10 +184,9 @@ func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retenti
 	return leaks, orphans, err
 }
 
-// SweepHeldNext is SweepHeld that also answers next: the time from the
-// first round's look at the lease index until the earliest lease that had
-// not ended then ends (negative: no such lease). Until then, a resource
-// nothing changed has nothing new to sweep (sweeper.Config.Visits).
+// SweepHeldNext is SweepHeld also answering next: from the first round's look at the lease index
+// until the earliest lease running then ends (negative: none). Until then an unchanged resource
+// has nothing new to sweep (sweeper.Config.Visits).
 func (s *Store) SweepHeldNext(ctx context.Context, resource string, max int, retention time.Duration,
 	held func(ids []string) (map[string]bool, error)) (leaks []quota.LeakedSession, orphans []string, next time.Duration, err error) {
 	var out []quota.LeakedSession
