@@ -22,7 +22,7 @@ import (
 // ScenarioManyPolicies is `qc-bench many-policies`: issue 23 §1's
 // benchmark. It creates --policies policies through the admin API, waits
 // until they are idle (--idle-after: the server's --active-window plus a
-// margin), then measures three phases:
+// margin), then measures four phases:
 //
 //   - idle: every policy idle, no traffic; Redis commands/s (INFO
 //     commandstats deltas, the benchmark's own INFO calls left out) and
@@ -31,11 +31,16 @@ import (
 //   - load: apply → finish sessions on --active-percent of the resources,
 //     picked at random per session, on --connections workers;
 //   - after: no traffic, the loaded resources still active (within the
-//     window): background work, scrape, heap and RSS again.
+//     window): background work, scrape, heap and RSS again;
+//   - quiet: the next phase, still no traffic and the resources still
+//     used (their leases keep them active), once every loop visited them
+//     after their last change: the steady background work of used but
+//     quiet resources (issue 23 §1: the loops skip unchanged resources).
 const ScenarioManyPolicies = "many-policies"
 
 type manyOptions struct {
 	url, adminToken, redisAddr, mysqlDSN, prefix string
+	pprofURL                                     string
 	policies, createConns, connections           int
 	activePercent                                float64
 	idleAfter, phase                             time.Duration
@@ -51,6 +56,7 @@ type ManyResult struct {
 	Idle           ManyPhase `json:"idle"`
 	Load           ManyPhase `json:"load"`
 	After          ManyPhase `json:"after"`
+	Quiet          ManyPhase `json:"quiet"`
 	SessionsPerSec float64   `json:"sessions_per_s"`
 	Errors         int64     `json:"errors"`
 	FirstError     string    `json:"first_error,omitempty"`
@@ -65,7 +71,13 @@ type ManyPhase struct {
 	ScrapeBytes     int     `json:"scrape_bytes"`
 	Samples         int     `json:"samples"`
 	HeapBytes       float64 `json:"heap_inuse_bytes"`
-	RSSBytes        float64 `json:"rss_bytes"`
+	// HeapLiveBytes is the live heap: with --pprof-url, HeapAlloc right
+	// after a forced GC at the end of the phase (/debug/pprof/heap?gc=1);
+	// without, go_memstats_next_gc_bytes ÷ 2 (the GC's next target is the
+	// live heap at the last GC times 1 + GOGC/100; the benchmark's server
+	// runs GOGC=100, no GOMEMLIMIT), an estimate.
+	HeapLiveBytes float64 `json:"heap_live_bytes"`
+	RSSBytes      float64 `json:"rss_bytes"`
 }
 
 func parseMany(args []string) (manyOptions, error) {
@@ -74,6 +86,7 @@ func parseMany(args []string) (manyOptions, error) {
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:18080", "server base URL (loopback only)")
 	fs.StringVar(&o.adminToken, "admin-token", "", "bearer token of /admin/* (to create the policies)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "127.0.0.1:6379", "the server's Redis, for INFO commandstats")
+	fs.StringVar(&o.pprofURL, "pprof-url", "", "the server's --pprof-addr as a URL, for the live heap after a forced GC at the end of each phase (empty = not measured)")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", "", "the server's MySQL, for SHOW GLOBAL STATUS Questions (empty = not measured)")
 	fs.StringVar(&o.prefix, "prefix", "mp", "resource name prefix (names are PREFIX-NNNNNN)")
 	fs.IntVar(&o.policies, "policies", 100000, "policies to create")
@@ -147,6 +160,10 @@ func manyMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stderr, "many-policies: after %+v\n", res.After)
+	if res.Quiet, err = m.phase(ctx, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "many-policies: quiet %+v\n", res.Quiet)
 	return json.NewEncoder(stdout).Encode(res)
 }
 
@@ -285,6 +302,13 @@ func (m meter) phase(ctx context.Context, work func(ctx context.Context)) (ManyP
 	}
 	<-done
 	p.Seconds = time.Since(start).Seconds()
+	if m.o.pprofURL != "" {
+		live, err := m.liveHeap(ctx)
+		if err != nil {
+			return p, err
+		}
+		p.HeapLiveBytes = live
+	}
 	r1, err := m.redisCalls(ctx)
 	if err != nil {
 		return p, err
@@ -350,9 +374,36 @@ func (m meter) scrape(ctx context.Context, p *ManyPhase) error {
 		switch name {
 		case "go_memstats_heap_inuse_bytes":
 			p.HeapBytes = f
+		case "go_memstats_next_gc_bytes":
+			p.HeapLiveBytes = f / 2
 		case "process_resident_memory_bytes":
 			p.RSSBytes = f
 		}
 	}
 	return nil
+}
+
+// liveHeap forces a GC in the server (/debug/pprof/heap?gc=1) and answers
+// its HeapAlloc then (the "# HeapAlloc = N" line of debug=1's text): the
+// live heap, in bytes. The GC runs after the phase's figures were taken.
+func (m meter) liveHeap(ctx context.Context) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.o.pprofURL+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("pprof heap: no HeapAlloc line (status %d)", resp.StatusCode)
 }

@@ -44,6 +44,16 @@ type Tracker struct {
 
 	mu        sync.Mutex
 	all, used *set
+	// The change log (changes.go): pending = changes not published yet
+	// (resource → Unix ms), local = this instance's last change of each
+	// resource, changes = the last publication read from ChangedKey (any
+	// instance's, scored with its clock), chReadT =
+	// when ChangedKey was last read, epoch = EpochKey's token then, resetAt
+	// = when the log was last found lost (Reset, or a new epoch).
+	pending, local, changes map[string]int64
+	chReadT, resetAt        int64
+	epoch                   string
+	readMu                  sync.Mutex // one change-log read at a time
 }
 
 // set is one sorted set and what this instance knows of it.
@@ -70,7 +80,8 @@ func New(rdb redis.UniversalClient, o Options) *Tracker {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Tracker{rdb: rdb, window: o.Window, log: o.Log, now: o.Now, all: newSet(Key), used: newSet(UsedKey)}
+	return &Tracker{rdb: rdb, window: o.Window, log: o.Log, now: o.Now, all: newSet(Key), used: newSet(UsedKey),
+		pending: map[string]int64{}, local: map[string]int64{}, changes: map[string]int64{}}
 }
 
 // Window is the tracker's window.
@@ -108,12 +119,13 @@ func (s *set) touch(resource string, u int64) {
 }
 
 // Flush writes the touches Redis does not know yet, in one ZADD GT a set
-// (a score only ever moves forward), and drops the local touches that ran
+// (a score only ever moves forward), publishes the changes (Mutated) of the
+// last second in ChangedKey (one ZADD GT, only when there are any), and drops the local touches that ran
 // out. A resource is written again only once its "active until" moved by
 // more than a tenth of the window. Errors: Redis's; what was not written
 // is written by the next Flush.
 func (t *Tracker) Flush(ctx context.Context) error {
-	return errors.Join(t.flush(ctx, t.all), t.flush(ctx, t.used))
+	return errors.Join(t.flush(ctx, t.all), t.flush(ctx, t.used), t.flushChanges(ctx))
 }
 
 func (t *Tracker) flush(ctx context.Context, s *set) error {
@@ -147,11 +159,12 @@ func (t *Tracker) flush(ctx context.Context, s *set) error {
 	return nil
 }
 
-// Trim removes the resources whose "active until" passed from Redis.
+// Trim removes the resources whose "active until" passed from Redis, and
+// the changes older than the window.
 func (t *Tracker) Trim(ctx context.Context) error {
 	now := strconv.FormatInt(t.now().UnixMilli(), 10)
 	return errors.Join(t.rdb.ZRemRangeByScore(ctx, Key, "-inf", now).Err(),
-		t.rdb.ZRemRangeByScore(ctx, UsedKey, "-inf", now).Err())
+		t.rdb.ZRemRangeByScore(ctx, UsedKey, "-inf", now).Err(), t.trimChanges(ctx))
 }
 
 // Active returns the active resources (used or changed), sorted: those

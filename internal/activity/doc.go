@@ -26,5 +26,16 @@
 // When Redis cannot be read, Active answers the last set read joined with
 // this instance's own touches.
 //
+// Within the active set, the loops that visit a resource each tick skip the
+// ones nothing changed since their last visit (changes.go, visits.go): the
+// balance store names every resource it changes (Tracker.Mutated), each
+// instance publishes its changes of the last second in one ZADD on
+// ChangedKey, and a Visits (one per loop) reads that log at most once a
+// second and tells which resources are due: changed since their last
+// clean visit, past a time the visit named (a lease's end, a period's
+// end), unvisited for a minute (DefaultFullVisit, the bound on a change
+// the log missed), or all of them when the log was lost (EpochKey gone:
+// Redis restarted; Tracker.Reset on a failover) or cannot be read.
+//
 // It imports go-redis and zap; never quota (a resource is its name).
 package activity

@@ -103,13 +103,17 @@ func (s *Service) Status(ctx context.Context, resource string) (quota.StatusResp
 }
 
 // Sample records one consumption sample of every active resource (every
-// resource without Deps.Active) in Redis, where every instance's forecast
+// resource without Deps.Active; with Deps.SampleVisits only those that
+// changed, see sampleChanged) in Redis, where every instance's forecast
 // reads it. It returns the first error and goes on with the other
 // resources.
 func (s *Service) Sample(ctx context.Context) error {
 	pols, err := s.sampled(ctx)
 	if err != nil {
 		return err
+	}
+	if s.d.SampleVisits != nil {
+		return s.sampleChanged(ctx, pols)
 	}
 	var first error
 	for _, p := range pols {

@@ -35,6 +35,12 @@ type ForecastCollector struct {
 	eta     *prometheus.Desc
 	burn    map[string]*prometheus.Desc
 	errs    prometheus.Counter
+
+	// Samples, when set (before the first scrape), reads the burn samples
+	// of a resource instead of the service's Live store: quota-center
+	// serve gives it a read kept while the resource does not change (issue
+	// 23 §1). Same shape and errors as Live.BurnSamples.
+	Samples func(ctx context.Context, resource string, since time.Time) ([]quota.BurnSample, error)
 }
 
 // StatusReader reads a resource's status (quota.Service.Status's shape).
@@ -103,6 +109,14 @@ func (c *ForecastCollector) read(ctx context.Context, resource string) (quota.St
 	st, err := c.status(ctx, resource)
 	if err != nil {
 		return st, Forecast{}, err
+	}
+	if c.Samples != nil {
+		now := c.svc.now()
+		samples, err := c.Samples(ctx, resource, now.Add(-BurnWindow))
+		if err != nil {
+			return st, Forecast{}, err
+		}
+		return st, computeForecast(now, st, samples), nil
 	}
 	f, err := c.svc.Forecast(ctx, st)
 	return st, f, err

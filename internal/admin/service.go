@@ -62,6 +62,11 @@ type Deps struct {
 	// nil: every policy (Quota.Policies). An idle resource then has no
 	// samples: its forecast reads "unknown", and nothing is consumed.
 	Active func(ctx context.Context) ([]quota.Policy, error)
+	// SampleVisits, when set, makes the burn-rate sampler skip the
+	// resources nothing changed since their last sample (activity.Visits,
+	// issue 23 §1; see Service.sampleChanged). nil: every resource is
+	// read and sampled each tick.
+	SampleVisits Visits
 }
 
 // Service answers the operators' reads and carries out their actions. It
@@ -71,6 +76,8 @@ type Service struct {
 
 	keyMu sync.Mutex
 	key   []byte // cursor signing key, read once from Redis
+
+	memo sampleMemo // the sampler's last samples (SampleVisits)
 }
 
 // New returns a Service on d.

@@ -139,6 +139,7 @@ func failoverWatcher(cfg config.Config, rs *redisstore.Store, active *activeSet,
 		Log:            log.Named("failover"),
 		Repairs:        repairs,
 		Watched:        watched,
+		OnMasterChange: active.tr.Reset, // the loops that skip unchanged resources visit all again
 	}
 }
 

@@ -30,11 +30,28 @@ type scrapeStatus struct {
 	mu    sync.Mutex
 	m     map[string]scrapeAnswer
 	swept time.Time
+
+	// visits, when set, lets an answer be reused past scrapeStatusTTL
+	// while its resource did not change (activity.Visits: up to its full
+	// visit interval) and its period did not end (issue 23 §1: a quiet
+	// used resource costs no Redis command per scrape).
+	visits scrapeVisits
 }
 
+// scrapeVisits is what scrapeStatus needs of activity.Visits.
+type scrapeVisits interface {
+	Due(ctx context.Context, names []string) ([]string, time.Time)
+	Done(resource string, start time.Time, next time.Duration)
+}
+
+// scrapeKeep is how long an answer is kept for reuse with visits: a
+// resource no scrape read for that long is forgotten.
+const scrapeKeep = 5 * time.Minute
+
 type scrapeAnswer struct {
-	st quota.StatusResponse
-	at time.Time
+	st   quota.StatusResponse
+	at   time.Time // read
+	used time.Time // last answered
 }
 
 func newScrapeStatus(read func(ctx context.Context, resource string) (quota.StatusResponse, error)) *scrapeStatus {
@@ -45,10 +62,14 @@ func newScrapeStatus(read func(ctx context.Context, resource string) (quota.Stat
 // read's.
 func (s *scrapeStatus) Status(ctx context.Context, resource string) (quota.StatusResponse, error) {
 	now := s.now()
+	keep := scrapeStatusTTL
+	if s.visits != nil {
+		keep = scrapeKeep
+	}
 	s.mu.Lock()
 	if now.Sub(s.swept) >= scrapeStatusTTL { // answers of resources no longer read go
 		for r, a := range s.m {
-			if now.Sub(a.at) >= scrapeStatusTTL {
+			if now.Sub(a.used) >= keep {
 				delete(s.m, r)
 			}
 		}
@@ -58,6 +79,18 @@ func (s *scrapeStatus) Status(ctx context.Context, resource string) (quota.Statu
 	s.mu.Unlock()
 	if ok && now.Sub(a.at) < scrapeStatusTTL {
 		return a.st, nil
+	}
+	var start time.Time
+	if s.visits != nil {
+		var due []string
+		due, start = s.visits.Due(ctx, []string{resource})
+		if ok && len(due) == 0 {
+			s.mu.Lock()
+			a.used = now
+			s.m[resource] = a
+			s.mu.Unlock()
+			return a.st, nil // unchanged since it was read, same period
+		}
 	}
 	v, err, _ := s.group.Do(resource, func() (any, error) {
 		// A caller that missed the answer just before another's flight
@@ -71,10 +104,25 @@ func (s *scrapeStatus) Status(ctx context.Context, resource string) (quota.Statu
 		st, err := s.read(ctx, resource)
 		if err == nil {
 			s.mu.Lock()
-			s.m[resource] = scrapeAnswer{st: st, at: now}
+			s.m[resource] = scrapeAnswer{st: st, at: now, used: now}
 			s.mu.Unlock()
+			if s.visits != nil {
+				next := time.Duration(-1)
+				if !st.Period.End.IsZero() {
+					next = max(0, st.Period.End.Sub(start))
+				}
+				s.visits.Done(resource, start, next)
+			}
 		}
 		return st, err
 	})
 	return v.(quota.StatusResponse), err
+}
+
+// forget drops the answer kept for resource (its policy changed: the
+// answer's Policy is stale).
+func (s *scrapeStatus) forget(resource string) {
+	s.mu.Lock()
+	delete(s.m, resource)
+	s.mu.Unlock()
 }

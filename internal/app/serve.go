@@ -177,12 +177,19 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// its cached copy at once (internal/policysync; the TTL stays the bound).
 	var svc *quota.Service
 	var active *activeSet
+	var scrapeSt *scrapeStatus
+	var scrapePl scrapePools
 	bus := policysync.New(b.rdb, log.Named("policysync"),
-		func(r string) { svc.ForgetPolicy(r) }, func(r string) { active.forget(r) })
+		func(r string) { svc.ForgetPolicy(r) }, func(r string) { active.forget(r); scrapeSt.forget(r); scrapePl.c.forget(r) })
 	// The resources used or changed within --active-window, shared by the
 	// instances: the only ones the background loops visit and that have
 	// per-resource series (internal/activity; issue 23 §1).
 	tracker := activity.New(b.rdb, activity.Options{Window: cfg.Scale.ActiveWindow, Log: log.Named("activity")})
+	// Every change the store makes to a resource is published on the
+	// change log, so that the sweeper, the burn-rate sampler and the
+	// scrape's balance reads skip the resources nothing changed since
+	// their last visit (activity.Visits; each at least once a minute).
+	rs.OnChange(tracker.Mutated)
 	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }, act: tracker}
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
@@ -210,16 +217,22 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	active = newActiveSet(tracker, b.ledger, svc)
 	// One status read per resource and scrape, shared by the balance
 	// gauges and the forecasts.
-	scrapeSt := newScrapeStatus(svc.Status)
+	scrapeSt = newScrapeStatus(svc.Status)
+	scrapeSt.visits = tracker.NewVisits(activity.DefaultFullVisit)
 	active.status = scrapeSt.Status
 	used := touching{Service: svc, act: tracker}
 	// Series of the active resources only: made at 0 when one becomes
 	// active (a PUT here, a sweep pass for the others), deleted once idle.
 	metrics := httpapi.NewMetricsWith(reg, httpapi.MetricsOptions{ResourceHistograms: cfg.Scale.ResourceHistograms})
 	httpapi.NewBalanceCollector(reg, active, 2*time.Second)
-	httpapi.NewPoolCollector(reg, active, poolAdmin, 2*time.Second)
-	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies})
-	admin.NewForecastCollectorWith(reg, ops, 2*time.Second, scrapeSt.Status)
+	// The pool gauges and the forecasts' burn samples are kept per
+	// resource while it does not change, as the statuses are.
+	scrapePl = newScrapePools(tracker.NewVisits(activity.DefaultFullVisit), poolAdmin)
+	httpapi.NewPoolCollector(reg, active, scrapePl, 2*time.Second)
+	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies,
+		SampleVisits: tracker.NewVisits(activity.DefaultFullVisit)})
+	scrapeBn := newScrapeBurns(tracker.NewVisits(activity.DefaultFullVisit), rs.BurnSamples)
+	admin.NewForecastCollectorWith(reg, ops, 2*time.Second, scrapeSt.Status).Samples = scrapeBn.BurnSamples
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
@@ -255,6 +268,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		OrphanGrace: cfg.Reconcile.Grace, Breakers: brk,
 		OnPolicy: metrics.Known, // series at 0 for policies created on other instances
 		Refused:  svc.CancelPending,
+		Visits:   tracker.NewVisits(activity.DefaultFullVisit), // quiet resources skipped until a change or a lease's end
 	}, active, rs, b.ledger, log.Named("sweeper"), reg)
 	forecastLog := log.Named("forecast")
 	in.loops = []loop{

@@ -63,6 +63,12 @@ type Watcher struct {
 	Now            func() time.Time   // default time.Now
 	Repairs        prometheus.Counter // nil: not counted; see NewMetrics
 	Watched        prometheus.Gauge   // resources whose master is known; nil: not exported
+	// OnMasterChange, when set, is called once per poll that found a
+	// resource's master replaced or restarted, before the rebuilds:
+	// quota-center serve passes activity.Tracker.Reset, since the changes
+	// published on the lost master just before may be gone and the loops
+	// that skip unchanged resources must visit every one again.
+	OnMasterChange func()
 
 	masters map[string]string   // resource → master identity, last seen
 	pending map[string]bool     // master changed, rebuild not done yet
@@ -133,6 +139,7 @@ func (w *Watcher) Poll(ctx context.Context) []string {
 		}
 	}
 	seen := make(map[string]struct{}, 4)
+	changed := false
 	for r, m := range now {
 		seen[m] = struct{}{}
 		old, known := w.masters[r]
@@ -141,11 +148,15 @@ func (w *Watcher) Poll(ctx context.Context) []string {
 			w.log().Warn("redis master of a resource changed: rebuilding it from the ledger",
 				zap.String("resource", r), zap.String("was", old), zap.String("now", m))
 			w.pending[r] = true
+			changed = true
 		}
 		w.masters[r] = m
 	}
 	if len(seen) > 0 {
 		w.seen = seen
+	}
+	if changed && w.OnMasterChange != nil {
+		w.OnMasterChange()
 	}
 	if w.Watched != nil {
 		w.Watched.Set(float64(len(w.masters)))

@@ -152,6 +152,7 @@ func (s *Store) Unlock(ctx context.Context, resource, name, token string) error 
 
 // SetLimit sets the resource's limit; every period's remaining moves with it.
 func (s *Store) SetLimit(ctx context.Context, resource string, limit int64) error {
+	defer s.changed(nil, limitKey(resource))
 	return wrap("set limit", s.rdb.Set(ctx, limitKey(resource), itoa(limit), 0).Err())
 }
 
@@ -179,7 +180,17 @@ func (s *Store) Sweep(ctx context.Context, resource string, max int, retention t
 // stops the sweep with nothing swept in that round.
 func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retention time.Duration,
 	held func(ids []string) (map[string]bool, error)) (leaks []quota.LeakedSession, orphans []string, err error) {
+	leaks, orphans, _, err = s.SweepHeldNext(ctx, resource, max, retention, held)
+	return leaks, orphans, err
+}
+
+// SweepHeldNext is SweepHeld also answering next: from the first round's look at the lease index
+// until the earliest lease running then ends (negative: none). Until then an unchanged resource
+// has nothing new to sweep (sweeper.Config.Visits).
+func (s *Store) SweepHeldNext(ctx context.Context, resource string, max int, retention time.Duration,
+	held func(ids []string) (map[string]bool, error)) (leaks []quota.LeakedSession, orphans []string, next time.Duration, err error) {
 	var out []quota.LeakedSession
+	next = -1
 	fresh := 0
 	skipped := map[string]bool{} // orphans: listed again by later rounds, skipped
 	for round := 0; round < maxSweepRounds && fresh < max; round++ {
@@ -189,11 +200,14 @@ func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retenti
 		}
 		v, err := s.read(ctx, expiredScript, []string{leasesKey(resource), leakedKey(resource)}, want, leakedMax)
 		if err != nil {
-			return nil, nil, wrap("sweep", err)
+			return nil, nil, -1, wrap("sweep", err)
 		}
-		listed, leaked, err := decodeExpired(v)
+		listed, leaked, nxt, err := decodeExpired(v)
 		if err != nil {
-			return nil, nil, wrap("sweep", err)
+			return nil, nil, -1, wrap("sweep", err)
+		}
+		if round == 0 {
+			next = nxt
 		}
 		expired := make([]string, 0, len(listed))
 		for _, id := range listed {
@@ -204,7 +218,7 @@ func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retenti
 		if held != nil && len(expired) > 0 {
 			h, err := held(expired)
 			if err != nil {
-				return out, orphans, err
+				return out, orphans, -1, err
 			}
 			kept := expired[:0]
 			for _, id := range expired {
@@ -225,7 +239,7 @@ func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retenti
 		}
 		swept, err := s.sweepOnce(ctx, resource, expired, leaked, retention)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, -1, err
 		}
 		for _, w := range swept {
 			if w.fresh {
@@ -240,7 +254,7 @@ func (s *Store) SweepHeld(ctx context.Context, resource string, max int, retenti
 			break // the lease index had no more
 		}
 	}
-	return out, orphans, nil
+	return out, orphans, next, nil
 }
 
 // sweepOnce reads the expired candidates' periods and runs sweep.lua.

@@ -108,6 +108,7 @@ func (s *Store) SeedPools(ctx context.Context, resource string, per quota.Period
 // PutGrant writes a temporary grant (its used counter is kept). The caller
 // validates it (pools.Model.AddGrant's rules) and keeps it in the policy store.
 func (s *Store) PutGrant(ctx context.Context, resource string, g pools.Grant) error {
+	defer s.changed(nil, grantsKey(resource))
 	return wrap("grant", s.rdb.HSet(ctx, grantsKey(resource), g.ID, grantValue(g)).Err())
 }
 

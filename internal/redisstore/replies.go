@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
@@ -397,10 +398,14 @@ const (
 )
 
 // decodeExpired decodes expired.lua's {expired ids, leaked ids}.
-func decodeExpired(v any) (expired, leaked []string, err error) {
-	r := readReply("expired.lua", v, 2, 2)
+func decodeExpired(v any) (expired, leaked []string, next time.Duration, err error) {
+	r := readReply("expired.lua", v, 3, 3)
 	expired, leaked = r.strs(0), r.strs(1)
-	return expired, leaked, r.err
+	next = -1
+	if n := r.int(2); n >= 0 {
+		next = time.Duration(n) * time.Millisecond
+	}
+	return expired, leaked, next, r.err
 }
 
 // sweptReply is one 6-tuple of sweep.lua's reply. Times are Unix ms.

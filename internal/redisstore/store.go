@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,44 @@ type Store struct {
 	periods sync.Map  // resource → int64
 	slots   sync.Map  // resource → its cluster slot (int64), see Masters
 	burns   burnTrims // when RecordBurn last trimmed each resource
+
+	// onChange, when set, is called with the resource of every
+	// state-changing call (see OnChange).
+	onChange func(resource string)
+}
+
+// OnChange sets f to be called with the resource after every call that may
+// have changed what Redis holds of it (a state-changing script, whether it
+// answered or failed: a call that timed out may still have run; SetLimit,
+// PutGrant), but not after its reads nor the lock scripts (a lock changes
+// no balance). quota-center serve passes activity.Tracker.Mutated, so that
+// the background loops skip the resources nothing changed (issue 23 §1).
+// f must be cheap and safe for concurrent use. Call it before the Store is
+// used.
+func (s *Store) OnChange(f func(resource string)) *Store {
+	s.onChange = f
+	return s
+}
+
+// changed calls onChange with the resource of key (qc:{resource}:…).
+func (s *Store) changed(script *redis.Script, key string) {
+	if s.onChange == nil || script == lockScript || script == unlockScript {
+		return
+	}
+	if r, ok := resourceOf(key); ok {
+		s.onChange(r)
+	}
+}
+
+// resourceOf is the resource of one of its keys, qc:{resource}:… (the
+// hash tag: up to the first '}', as Redis Cluster reads it).
+func resourceOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "qc:{")
+	if !ok {
+		return "", false
+	}
+	r, _, ok := strings.Cut(rest, "}")
+	return r, ok && r != ""
 }
 
 var _ quota.BalanceStore = (*Store)(nil)
@@ -66,6 +105,7 @@ func (s *Store) Close() {
 // auto-pipelining is on.
 func (s *Store) runHot(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	if s.pipe != nil {
+		defer s.changed(script, keys[0])
 		return retryMoving(ctx, func() (any, error) { return s.pipe.run(ctx, script, keys, args...) })
 	}
 	return s.run(ctx, script, keys, args...)

@@ -44,9 +44,10 @@ func (s *Store) WithWait(w Wait) *Store {
 }
 
 // run runs a state-changing script like script.Run, followed by WAIT when
-// s.wait is on.
+// s.wait is on, and then calls the OnChange hook.
 // A call refused because its slot is moving is sent again (retryMoving).
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	defer s.changed(script, keys[0])
 	return retryMoving(ctx, func() (any, error) { return s.runOnce(ctx, script, keys, args...) })
 }
 

@@ -60,6 +60,31 @@ type Config struct {
 	// (quota.Service.CancelPending): the session is never charged as
 	// LEAKED, even while its row still reads USING (docs/reliability.md G1).
 	Refused func(sessionID string) bool
+	// Visits, when set, says which resources to sweep in a pass: those
+	// changed since their last clean sweep, those whose earliest lease
+	// has run out since, and every one at least once per its full-visit
+	// interval (activity.Visits; issue 23 §1: a used resource that is
+	// quiet costs no Redis command per pass). nil: every resource, every
+	// pass. It needs a Store with SweepHeldNext (the lease times);
+	// with another Store every resource is swept each pass.
+	Visits Visits
+}
+
+// Visits is what the sweeper needs of activity.Visits.
+type Visits interface {
+	// Due returns the resources of names to sweep now and the start to
+	// pass to Done.
+	Due(ctx context.Context, names []string) ([]string, time.Time)
+	// Done records a clean sweep of resource begun at start; next ≥ 0:
+	// sweep it again after next even without a change.
+	Done(resource string, start time.Time, next time.Duration)
+}
+
+// NextStore is a Store that also tells when the earliest lease still
+// running ends (redisstore.Store.SweepHeldNext): next < 0 when none.
+type NextStore interface {
+	SweepHeldNext(ctx context.Context, resource string, max int, retention time.Duration,
+		held func(ids []string) (map[string]bool, error)) (leaks []quota.LeakedSession, orphans []string, next time.Duration, err error)
 }
 
 // Sweeper runs the leak sweep on an interval.
@@ -151,32 +176,58 @@ func (s *Sweeper) SweepOnce(ctx context.Context) int {
 	}
 	total := 0
 	s.known(pols)
-	for _, p := range pols {
+	names := make([]string, len(pols))
+	for i, p := range pols {
+		names[i] = p.ResourceName
+	}
+	var visitStart time.Time
+	ns, timed := s.store.(NextStore)
+	if s.cfg.Visits != nil && timed {
+		names, visitStart = s.cfg.Visits.Due(ctx, names)
+	}
+	for _, r := range names {
+		clean := true
+		var next time.Duration
 		for ctx.Err() == nil {
-			n, more := s.sweepResource(ctx, p.ResourceName)
+			n, more, c, nx := s.sweepResource(ctx, r, ns)
 			total += n
+			clean, next = clean && c, nx
 			if !more {
 				break
 			}
+		}
+		if clean && ctx.Err() == nil && s.cfg.Visits != nil && timed {
+			s.cfg.Visits.Done(r, visitStart, next)
 		}
 	}
 	return total
 }
 
 // sweepResource runs one sweep call; more reports a full batch of fresh
-// leaks (there may be more expired sessions waiting).
-func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int, more bool) {
+// leaks (there may be more expired sessions waiting). clean reports a call
+// that found nothing to do and failed nowhere (the resource may then be
+// skipped until it changes or next passes: see Config.Visits); next is
+// when the earliest running lease ends (negative: none, or unknown without
+// ns).
+func (s *Sweeper) sweepResource(ctx context.Context, resource string, ns NextStore) (fresh int, more, clean bool, next time.Duration) {
 	var orphans []string
 	var heldErr error // the ledger's: not the Redis breaker's to judge
+	next = -1
 	leaks, err := quota.Guard(s.cfg.Breakers.BalancesFor(resource), func() ([]quota.LeakedSession, error) {
-		l, o, err := s.store.SweepHeld(ctx, resource, s.cfg.Batch, s.cfg.Retention, func(ids []string) (map[string]bool, error) {
+		held := func(ids []string) (map[string]bool, error) {
 			h, err := s.held(ctx, resource, ids)
 			if err != nil {
 				heldErr = err
 				return nil, errLedgerCheck
 			}
 			return h, nil
-		})
+		}
+		if ns != nil {
+			l, o, nx, err := ns.SweepHeldNext(ctx, resource, s.cfg.Batch, s.cfg.Retention, held)
+			orphans, next = o, nx
+			return l, err
+		}
+		l, o, err := s.store.SweepHeld(ctx, resource, s.cfg.Batch, s.cfg.Retention, held)
 		orphans = o
 		return l, err
 	})
@@ -188,10 +239,12 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	}
 	if err != nil {
 		s.fail("sweep", resource, err)
-		return 0, false
+		return 0, false, false, -1
 	}
 	if len(leaks) == 0 {
-		return 0, false
+		// Orphans wait for their grace (or for reconciliation): look again
+		// next pass.
+		return 0, false, len(orphans) == 0, next
 	}
 	for _, l := range leaks {
 		if l.Fresh {
@@ -203,7 +256,7 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	s.leaked.WithLabelValues(resource).Add(float64(fresh))
 	if err := quota.GuardErr(s.cfg.Breakers.Ledger, func() error { return s.ledger.MarkLeaked(ctx, leaks) }); err != nil {
 		s.fail("mark leaked", resource, err)
-		return fresh, false
+		return fresh, false, false, -1
 	}
 	ids := make([]string, len(leaks))
 	for i, l := range leaks {
@@ -211,9 +264,10 @@ func (s *Sweeper) sweepResource(ctx context.Context, resource string) (fresh int
 	}
 	if err := quota.GuardErr(s.cfg.Breakers.BalancesFor(resource), func() error { return s.store.AckLeaks(ctx, resource, ids) }); err != nil {
 		s.fail("ack leaks", resource, err)
-		return fresh, false
+		return fresh, false, false, -1
 	}
-	return fresh, fresh >= s.cfg.Batch
+	// Leaks were swept: the balance changed; look again next pass.
+	return fresh, fresh >= s.cfg.Batch, false, -1
 }
 
 // errLedgerCheck stands for a failed ledger check inside a Redis call, so

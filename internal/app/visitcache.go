@@ -1,0 +1,128 @@
+package app
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/quotacenter/quota-center/internal/admin"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// visitCache keeps the last read of each resource for a scrape-time
+// collector (its pool status, its burn samples) and answers it again while
+// the resource did not change since (activity.Visits: at most its full
+// visit interval, 1 minute; issue 23 §1: a quiet used resource costs no
+// Redis command per scrape). A read not asked for within scrapeKeep is
+// dropped; errors are not kept. Safe for concurrent use.
+type visitCache[T any] struct {
+	visits scrapeVisits
+	read   func(ctx context.Context, resource string) (T, error)
+	now    func() time.Time
+
+	group singleflight.Group
+	mu    sync.Mutex
+	m     map[string]cachedRead[T]
+	swept time.Time
+}
+
+type cachedRead[T any] struct {
+	v    T
+	used time.Time // last answered
+}
+
+func newVisitCache[T any](v scrapeVisits, read func(ctx context.Context, resource string) (T, error)) *visitCache[T] {
+	return &visitCache[T]{visits: v, read: read, now: time.Now, m: map[string]cachedRead[T]{}}
+}
+
+// get answers resource's kept read when the resource is not due, and
+// reads it (once for concurrent callers) otherwise. Errors: read's.
+func (c *visitCache[T]) get(ctx context.Context, resource string) (T, error) {
+	now := c.now()
+	c.mu.Lock()
+	if now.Sub(c.swept) >= scrapeStatusTTL {
+		for r, a := range c.m {
+			if now.Sub(a.used) >= scrapeKeep {
+				delete(c.m, r)
+			}
+		}
+		c.swept = now
+	}
+	a, ok := c.m[resource]
+	c.mu.Unlock()
+	due, start := c.visits.Due(ctx, []string{resource})
+	if ok && len(due) == 0 {
+		c.mu.Lock()
+		a.used = now
+		c.m[resource] = a
+		c.mu.Unlock()
+		return a.v, nil
+	}
+	v, err, _ := c.group.Do(resource, func() (any, error) {
+		v, err := c.read(ctx, resource)
+		if err == nil {
+			c.mu.Lock()
+			c.m[resource] = cachedRead[T]{v: v, used: now}
+			c.mu.Unlock()
+			c.visits.Done(resource, start, -1)
+		}
+		return v, err
+	})
+	return v.(T), err
+}
+
+// forget drops what is kept of resource (its policy or pools changed).
+func (c *visitCache[T]) forget(resource string) {
+	c.mu.Lock()
+	delete(c.m, resource)
+	c.mu.Unlock()
+}
+
+// poolReader is the pools' status read the pool gauges make
+// (httpapi.PoolStatusReader).
+type poolReader interface {
+	Status(ctx context.Context, resource string) (admin.PoolStatus, bool, error)
+}
+
+// pooled is a resource's pool status and whether it has pools.
+type pooled struct {
+	st admin.PoolStatus
+	ok bool
+}
+
+// scrapePools is the pool gauges' status read through a visitCache.
+type scrapePools struct{ c *visitCache[pooled] }
+
+func newScrapePools(v scrapeVisits, p poolReader) scrapePools {
+	return scrapePools{newVisitCache(v, func(ctx context.Context, r string) (pooled, error) {
+		st, ok, err := p.Status(ctx, r)
+		return pooled{st, ok}, err
+	})}
+}
+
+// Status implements httpapi.PoolStatusReader.
+func (p scrapePools) Status(ctx context.Context, resource string) (admin.PoolStatus, bool, error) {
+	v, err := p.c.get(ctx, resource)
+	return v.st, v.ok, err
+}
+
+// scrapeBurns is the forecast gauges' burn-sample read through a
+// visitCache: the samples of the whole BurnWindow as of the read (a
+// forecast made later ignores those that aged out of it).
+type scrapeBurns struct {
+	c *visitCache[[]quota.BurnSample]
+}
+
+func newScrapeBurns(v scrapeVisits, read func(ctx context.Context, r string, since time.Time) ([]quota.BurnSample, error)) scrapeBurns {
+	return scrapeBurns{newVisitCache(v, func(ctx context.Context, r string) ([]quota.BurnSample, error) {
+		return read(ctx, r, time.Now().Add(-admin.BurnWindow))
+	})}
+}
+
+// BurnSamples answers the kept samples (admin.ForecastCollector.Samples;
+// since is applied by the forecast's own age bounds).
+func (b scrapeBurns) BurnSamples(ctx context.Context, resource string, _ time.Time) ([]quota.BurnSample, error) {
+	return b.c.get(ctx, resource)
+}
