@@ -37,7 +37,7 @@ func TestIdlePoliciesCostNoBackgroundWork(t *testing.T) {
 		t.Fatalf("apply on %s: %d %v", busy, code, out)
 	}
 
-	mon := monitorRedis(t, prefix)
+	mon := monitorRedis(t, testenv.RedisAddr(), prefix)
 	sweeps, runs := metricValue(t, s, "quota_sweep_duration_seconds_count"), metricValue(t, s, `quota_reconcile_runs_total{result="ok"}`)
 	var body string
 	testenv.Eventually(t, 30*time.Second, "5 sweeper passes, 3 reconciliations and 3 scrapes", func() bool {
@@ -99,9 +99,11 @@ type monitor struct {
 	seen  map[string]bool // marks echoed through this monitor
 }
 
-func monitorRedis(t *testing.T, needle string) *monitor {
+// monitorRedis watches the Redis at addr with MONITOR from now until stop,
+// counting the commands whose line contains needle.
+func monitorRedis(t *testing.T, addr, needle string) *monitor {
 	t.Helper()
-	conn, err := net.Dial("tcp", testenv.RedisAddr())
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatalf("monitor: %v", err)
 	}
@@ -132,7 +134,7 @@ func monitorRedis(t *testing.T, needle string) *monitor {
 	}()
 	// MONITOR streams the commands served after it answered OK: wait for
 	// a command of ours to show.
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	testenv.Eventually(t, 5*time.Second, "MONITOR streaming", func() bool {
 		_ = rdb.Echo(context.Background(), mark).Err()

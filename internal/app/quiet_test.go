@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -14,12 +16,16 @@ import (
 
 // quietResource starts a server whose sweeper runs every 100 ms (and whose
 // reconciliation waits an hour: it still visits every used resource per
-// pass), makes a resource used by one finished session, and waits until the
-// sweeper and the burn-rate sampler have visited it since: from then on,
-// nothing changes it.
-func quietResource(t *testing.T) (*testenv.Server, string) {
+// pass) on a Redis of its own (privateRedis: servers of other packages'
+// tests on the shared Redis would visit the resource after a restart of
+// their own, which is right for them and noise here), makes a resource used
+// by one finished session, and waits until the sweeper and the burn-rate
+// sampler have visited it since: from then on, nothing changes it. It
+// returns the server, the resource and the Redis's address.
+func quietResource(t *testing.T) (*testenv.Server, string, string) {
 	t.Helper()
-	s := testenv.Start(t, testenv.Real, "--sweep-interval", "100ms", "--reconcile-interval", "1h")
+	addr := privateRedis(t)
+	s := testenv.Start(t, testenv.Real, "--sweep-interval", "100ms", "--reconcile-interval", "1h", "--redis-addr", addr)
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "COUNT", "totalLimit": 1000})
 	code, out, _ := call(t, s, "POST", "/quota/apply", map[string]any{"resourceName": r, "clientId": "c", "applyAmount": 1})
@@ -30,7 +36,7 @@ func quietResource(t *testing.T) (*testenv.Server, string) {
 		t.Fatalf("finish: %d %v", code, out)
 	}
 	done := time.Now()
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	// A burn sample taken after the finish: the sampler saw the change.
 	testenv.Eventually(t, 30*time.Second, "a burn sample after the finish", func() bool {
@@ -41,7 +47,21 @@ func quietResource(t *testing.T) (*testenv.Server, string) {
 	testenv.Eventually(t, 10*time.Second, "3 sweeper passes", func() bool {
 		return metricValue(t, s, "quota_sweep_duration_seconds_count") >= sweeps+3
 	})
-	return s, r
+	return s, r, addr
+}
+
+// privateRedis starts a redis-server of this test's own on a free port
+// (startRedis) and returns its address.
+func privateRedis(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	startRedis(t, port)
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // Issue 23 §1: a resource used within the window but quiet now costs the
@@ -50,11 +70,11 @@ func quietResource(t *testing.T) (*testenv.Server, string) {
 // (balance, forecast and pool gauges): no command names the resource. Before, each pass ran expired.lua on it and each
 // sampler tick balance.lua and a ZADD.
 func TestQuietUsedResourceCostsNoCommandPerTick(t *testing.T) {
-	s, r := quietResource(t)
+	s, r, addr := quietResource(t)
 	sweeps := metricValue(t, s, "quota_sweep_duration_seconds_count")
 	scrape(t, s) // the scrape's reads of the resource, kept from here on
 	// A sampler tick, ~100 sweeper passes (every 100 ms) and 3 scrapes.
-	mon := monitorRedis(t, "{"+r+"}")
+	mon := monitorRedis(t, addr, "{"+r+"}")
 	for range 3 {
 		time.Sleep(admin.DefaultSampleInterval/3 + time.Second)
 		scrape(t, s)
@@ -75,7 +95,7 @@ func TestQuietUsedResourceCostsNoCommandPerTick(t *testing.T) {
 // change); and after the change log is lost (Redis restarted without it:
 // both keys deleted), the sweeper visits the quiet resource again.
 func TestQuietResourceChangesAndLostChangeLogAreSeen(t *testing.T) {
-	s, r := quietResource(t)
+	s, r, addr := quietResource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "COUNT", "totalLimit": 1000, "leakThresholdSeconds": 1})
 	if code, out, _ := call(t, s, "POST", "/quota/apply", map[string]any{"resourceName": r, "clientId": "c", "applyAmount": 5}); code != 200 {
 		t.Fatalf("apply: %d %v", code, out)
@@ -89,9 +109,9 @@ func TestQuietResourceChangesAndLostChangeLogAreSeen(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "3 sweeper passes", func() bool {
 		return metricValue(t, s, "quota_sweep_duration_seconds_count") >= sweeps+3
 	})
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	mon := monitorRedis(t, "{"+r+"}:leases")
+	mon := monitorRedis(t, addr, "{"+r+"}:leases")
 	if err := rdb.Del(context.Background(), activity.EpochKey, activity.ChangedKey).Err(); err != nil {
 		t.Fatal(err)
 	}
