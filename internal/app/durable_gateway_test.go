@@ -1,13 +1,10 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,30 +58,7 @@ func TestAnsweredGatewayChargeIsDurableAndSurvivesAKill(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ledger.Close() })
 
-	raw, _ := json.Marshal(args)
-	addrFile := filepath.Join(dir, "addr")
-	var childLog bytes.Buffer
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw), childAddrEnv+"="+addrFile)
-	cmd.Stdout, cmd.Stderr = &childLog, &childLog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("quota-center's log:\n%s", childLog.String())
-		}
-	})
-	var url string
-	testenv.Eventually(t, 60*time.Second, "quota-center to listen", func() bool {
-		b, err := os.ReadFile(addrFile)
-		url = "http://" + string(b)
-		return err == nil
-	})
+	url, cmd, exited := startChild(t, dir, args)
 	req, _ := http.NewRequest(http.MethodPut, url+"/admin/policies/"+resource,
 		strings.NewReader(`{"quotaType":"COUNT","totalLimit":1000000000,"resetCron":"@daily"}`))
 	req.Header.Set("Content-Type", "application/json")

@@ -109,30 +109,7 @@ func testDurableAcrossKill(t *testing.T, mode testenv.Mode, sessions bool) {
 	t.Cleanup(func() { _ = ledger.Close() })
 	resource := testenv.Resource(t)
 
-	raw, _ := json.Marshal(args)
-	addrFile := filepath.Join(dir, "addr")
-	var childLog bytes.Buffer
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw), childAddrEnv+"="+addrFile)
-	cmd.Stdout, cmd.Stderr = &childLog, &childLog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("quota-center's log:\n%s", childLog.String())
-		}
-	})
-	var url string
-	testenv.Eventually(t, 60*time.Second, "quota-center to listen", func() bool {
-		b, err := os.ReadFile(addrFile)
-		url = "http://" + string(b)
-		return err == nil
-	})
+	url, cmd, exited := startChild(t, dir, args)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	post := func(path, auth, body string) (int, []byte, error) {
@@ -290,4 +267,38 @@ func finishDurably(post func(path, auth, body string) (int, []byte, error), rowI
 		*unsettled = append(*unsettled, id)
 	}
 	return nil
+}
+
+// startChild runs quota-center serve with args as a child process of this
+// test binary (serveChild), its address file under dir, and waits until it
+// listens. It answers its base URL, the process and a channel closed when
+// it has exited; the child is killed when the test ends, and its log is
+// printed if the test failed.
+func startChild(t *testing.T, dir string, args []string) (string, *exec.Cmd, chan struct{}) {
+	t.Helper()
+	raw, _ := json.Marshal(args)
+	addrFile := filepath.Join(dir, "addr")
+	var childLog bytes.Buffer
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(raw), childAddrEnv+"="+addrFile)
+	cmd.Stdout, cmd.Stderr = &childLog, &childLog
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("quota-center's log:\n%s", childLog.String())
+		}
+	})
+	var url string
+	testenv.Eventually(t, 60*time.Second, "quota-center to listen", func() bool {
+		b, err := os.ReadFile(addrFile)
+		url = "http://" + string(b)
+		return err == nil
+	})
+	return url, cmd, exited
 }
