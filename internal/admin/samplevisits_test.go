@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/quotacenter/quota-center/internal/activity"
 	"github.com/quotacenter/quota-center/internal/admin"
-	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/redisstore"
@@ -29,17 +27,7 @@ type sampler struct {
 
 func newSampler(t *testing.T, clk *clock, visits bool) sampler {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	led, err := mysqlstore.OpenSQLite(ctx(t), ":memory:", mysqlstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = led.Close() })
-	if err := led.Migrate(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
+	mr, rdb, led := backends(t)
 	rs := redisstore.New(rdb)
 	sched := &period.Scheduler{}
 	svc := quota.NewService(rs, led, led, sched, quota.Options{Audit: led})

@@ -30,6 +30,14 @@ func ctx(t *testing.T) context.Context { return t.Context() }
 // in-memory SQLite, closed at the test's end.
 func stores(t *testing.T) (*redisstore.Store, *mysqlstore.Store) {
 	t.Helper()
+	_, rdb, led := backends(t)
+	return redisstore.New(rdb), led
+}
+
+// backends are a miniredis with a client of it and a migrated ledger on
+// in-memory SQLite, closed at the test's end.
+func backends(t *testing.T) (*miniredis.Miniredis, *redis.Client, *mysqlstore.Store) {
+	t.Helper()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -41,7 +49,7 @@ func stores(t *testing.T) (*redisstore.Store, *mysqlstore.Store) {
 	if err := led.Migrate(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	return redisstore.New(rdb), led
+	return mr, rdb, led
 }
 
 func sample(t *testing.T, ops *admin.Service) {
