@@ -56,7 +56,7 @@ func (p *poolStub) UpdatePolicyLocked(ctx context.Context, pol Policy, _ int64, 
 	if err := check(pools.State{Settings: pools.DefaultSettings(), Lines: p.lines, Grants: p.grants}); err != nil {
 		return Policy{}, true, err
 	}
-	stored, _, err := p.stubs.PutPolicy(ctx, pol)
+	stored, _, err := p.PutPolicy(ctx, pol)
 	return stored, true, err
 }
 
