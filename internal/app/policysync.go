@@ -44,6 +44,12 @@ func (l announcingLedger) PutPolicy(ctx context.Context, p quota.Policy) (quota.
 	return out, created, l.announce(ctx, p.ResourceName, err)
 }
 
+func (l announcingLedger) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since int64,
+	check func(pools.State) error) (quota.Policy, bool, error) {
+	stored, found, err := l.Store.UpdatePolicyLocked(ctx, p, since, check)
+	return stored, found, l.announce(ctx, p.ResourceName, err)
+}
+
 func (l announcingLedger) CreatePolicy(ctx context.Context, p quota.Policy) (quota.Policy, bool, error) {
 	out, created, err := l.Store.CreatePolicy(ctx, p)
 	if err == nil && !created {

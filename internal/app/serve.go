@@ -198,7 +198,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		Audit:            b.ledger, Breakers: brk,
 		// The pools are part of the balance: the Service reads them into
 		// its policy+pools cache and writes them back in its seed step.
-		Pools:   quota.PoolStores{Config: b.ledger, Balances: rs},
+		Pools:   quota.PoolStores{Config: ann, Balances: rs}, // ann: a limit change (UpdatePolicyLocked) is announced
 		Charges: quota.ChargeStores{Balances: rs, Ledger: b.ledger},
 		OnCatchUp: func(r string, err error) {
 			if err != nil {

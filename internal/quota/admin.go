@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -68,9 +69,6 @@ func (s *Service) storePolicy(ctx context.Context, p Policy, createOnly bool) (P
 	if err := s.ValidatePolicy(p); err != nil {
 		return Policy{}, false, err
 	}
-	if err := s.checkPoolsLimit(ctx, p); err != nil {
-		return Policy{}, false, err
-	}
 	now := s.opt.Now().UTC().Truncate(time.Millisecond)
 	p.CreatedAt, p.UpdatedAt = now, now
 	audit, err := s.policyAudit(ctx, p.ResourceName, now)
@@ -80,13 +78,18 @@ func (s *Service) storePolicy(ctx context.Context, p Policy, createOnly bool) (P
 	var stored Policy
 	var created bool
 	err = GuardErr(s.mysql, func() (err error) {
-		if createOnly {
+		if s.pooled() {
+			stored, created, err = s.putPooledPolicy(ctx, p, createOnly)
+		} else if createOnly {
 			stored, created, err = s.store.CreatePolicy(ctx, p)
 		} else {
 			stored, created, err = s.store.PutPolicy(ctx, p)
 		}
 		return err
 	})
+	if ve := (*ValidationError)(nil); errors.As(err, &ve) {
+		return Policy{}, false, ve // the limit does not fit the pools (putPooledPolicy)
+	}
 	if err != nil {
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}

@@ -60,6 +60,11 @@ func (b *blockable) PoolMoves(ctx context.Context, resource string) (pools.Moves
 	return b.pools.PoolMoves(ctx, resource)
 }
 
+func (b *blockable) UpdatePolicyLocked(ctx context.Context, p Policy, since int64, check func(pools.State) error) (Policy, bool, error) {
+	b.hang()
+	return b.pools.UpdatePolicyLocked(ctx, p, since, check)
+}
+
 func (b *blockable) RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error {
 	return b.pools.RecordPoolEvents(ctx, resource, evs)
 }

@@ -18,6 +18,7 @@ type poolStub struct {
 	grants []pools.GrantRecord
 	err    error
 	events []pools.Event // journalled
+	absent bool          // UpdatePolicyLocked finds no policy
 }
 
 func (p *poolStub) Lines(ctx context.Context, _ string) ([]pools.LineSpec, error) {
@@ -43,6 +44,20 @@ func (p *poolStub) GrantsHeld(ctx context.Context, _ string, _ int64) (pools.Gra
 func (p *poolStub) PoolMoves(ctx context.Context, _ string) (pools.Moves, error) {
 	p.count("PoolMoves")
 	return pools.Moves{}, p.err
+}
+
+// UpdatePolicyLocked checks p against the stub's lines and grants, then
+// stores it through the stubs' PutPolicy.
+func (p *poolStub) UpdatePolicyLocked(ctx context.Context, pol Policy, _ int64, check func(pools.State) error) (Policy, bool, error) {
+	p.count("UpdatePolicyLocked")
+	if p.err != nil || p.absent {
+		return Policy{}, !p.absent, p.err
+	}
+	if err := check(pools.State{Settings: pools.DefaultSettings(), Lines: p.lines, Grants: p.grants}); err != nil {
+		return Policy{}, true, err
+	}
+	stored, _, err := p.PutPolicy(ctx, pol)
+	return stored, true, err
 }
 
 func (p *poolStub) RecordPoolEvents(ctx context.Context, _ string, evs []pools.Event) error {

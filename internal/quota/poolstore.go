@@ -47,6 +47,13 @@ type PoolConfig interface {
 	// RecordPoolEvents journals pool events (the lent buffer a layout cut
 	// back, as RETURN events: PoolMoves counts them).
 	RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error
+	// UpdatePolicyLocked updates a stored policy in one transaction that
+	// first locks its row, the lock every change of the resource's pools
+	// takes: check is asked with the pools read under it (grants and
+	// releases expiring after since, Unix ms) and its error returned with
+	// nothing written; settings equal to the stored ones write nothing and
+	// skip check. found false: no such policy, nothing written.
+	UpdatePolicyLocked(ctx context.Context, p Policy, since int64, check func(pools.State) error) (stored Policy, found bool, err error)
 }
 
 // PoolBalances is the pools' part of the balance store (Redis). Each write
@@ -74,6 +81,7 @@ type poolView struct {
 	use      PoolUse
 	lines    []pools.LineSpec
 	settings pools.Settings // read only when there are lines
+	grants   []pools.GrantRecord
 }
 
 // layout is the view's layout under limit (an empty one without lines).
@@ -99,7 +107,7 @@ func readPools(ctx context.Context, cfg PoolConfig, mysql Breaker, resource stri
 	if err != nil {
 		return poolView{}, err
 	}
-	v := poolView{lines: lines}
+	v := poolView{lines: lines, grants: gs}
 	if len(lines) > 0 {
 		v.use.Lines = make(map[string]pools.Tier, len(lines))
 		for _, l := range lines {
@@ -302,24 +310,6 @@ func (s *Service) relayout(ctx context.Context, pol Policy, cmd ApplyCmd, err er
 	}
 	v, rerr := s.freshPools(ctx, pol.ResourceName)
 	return rerr == nil && s.relayoutPools(ctx, pol, v) == nil
-}
-
-// checkPoolsLimit refuses a limit the resource's business lines do not fit
-// with its stored pool settings: nil, or a *ValidationError naming
-// "totalLimit". A resource without lines (or not created yet) fits any
-// limit. Errors: the policy store's.
-func (s *Service) checkPoolsLimit(ctx context.Context, p Policy) error {
-	if !s.pooled() {
-		return nil
-	}
-	v, err := s.freshPools(ctx, p.ResourceName)
-	if err != nil {
-		return err
-	}
-	if _, err := v.layout(p.TotalLimit); err != nil {
-		return &ValidationError{Field: "totalLimit", Reason: "does not fit the business lines of " + p.ResourceName + ": " + err.Error()}
-	}
-	return nil
 }
 
 // relayoutAfterPut writes the layout of a resource with business lines

@@ -1,0 +1,81 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// UpdatePolicyLocked updates the stored policy of p.ResourceName as
+// PutPolicy does (times, and an update whose settings are the stored ones
+// writes nothing), in one transaction that first locks the policy row,
+// as ChangePools does (MySQL: SELECT … FOR UPDATE; SQLite: its one
+// connection), so that a limit change and a change of the resource's
+// pools take turns. When the settings differ, check is asked with the
+// pools read under the lock (State.Limit is the stored limit; grants and
+// releases expiring after since, Unix ms) before the write; its error is
+// returned as it is and nothing is written. found false: the resource
+// has no policy, nothing was written (the caller creates it).
+//
+// Errors: check's; one wrapping quota.ErrUnavailable.
+func (s *Store) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since int64,
+	check func(pools.State) error) (stored quota.Policy, found bool, err error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if p.UpdatedAt.IsZero() {
+		p.UpdatedAt = time.Now()
+	}
+	p.UpdatedAt = timeOf(msOf(p.UpdatedAt))
+	p.FailMode = p.FailMode.OrDefault()
+	op := "put policy " + p.ResourceName
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	defer func() {
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) && err == nil {
+			err = translate(op, rerr)
+		}
+	}()
+	var r policyRow
+	err = tx.GetContext(ctx, &r, `SELECT `+policyColumns+` FROM quota_policy WHERE resource_name = ?`+
+		s.dialect.lifecycle.lockRow, p.ResourceName)
+	if errors.Is(err, sql.ErrNoRows) {
+		return quota.Policy{}, false, nil
+	}
+	if err != nil {
+		return quota.Policy{}, false, translate(op, err)
+	}
+	if cur := r.policy(); cur.SameSettings(p) {
+		return cur, true, nil
+	}
+	st := pools.State{Limit: r.TotalLimit}
+	if st.Settings, _, err = readPoolSettings(ctx, tx, p.ResourceName); err != nil {
+		return quota.Policy{}, true, translate(op, err)
+	}
+	if st.Lines, err = readLines(ctx, tx, p.ResourceName); err != nil {
+		return quota.Policy{}, true, translate(op, err)
+	}
+	if st.Grants, err = readGrants(ctx, tx, p.ResourceName, since); err != nil {
+		return quota.Policy{}, true, translate(op, err)
+	}
+	if err = check(st); err != nil {
+		return quota.Policy{}, true, err
+	}
+	if _, err = tx.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
+		reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, fail_mode = ?, updated_ms = ?
+		WHERE resource_name = ?`,
+		string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone, p.LeakThresholdSeconds,
+		string(p.FailMode), msOf(p.UpdatedAt), p.ResourceName); err != nil {
+		return quota.Policy{}, true, translate(op, err)
+	}
+	if err = tx.Commit(); err != nil {
+		return quota.Policy{}, true, translate(op, err)
+	}
+	p.CreatedAt = timeOf(r.CreatedMs)
+	return p, true, nil
+}
