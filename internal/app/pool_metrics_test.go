@@ -56,11 +56,7 @@ func TestPoolMetrics(t *testing.T) {
 	body := scrapeAll(t, s)
 	r := `resource="` + res + `"`
 	for _, want := range []string{
-		// 600 of the layout and the buffer's 100: the refused explore
-		// applies are critical (the default), and critical work that would
-		// be refused first puts the spare buffer into the shared pool
-		// (pools.Model.SpareToShared).
-		`quota_pool_size_tokens{pool="shared",` + r + `} 700`,
+		`quota_pool_size_tokens{pool="shared",` + r + `} 600`,
 		`quota_pool_used_tokens{pool="shared",` + r + `} 50`,
 		`quota_pool_size_tokens{pool="dedicated",` + r + `} 300`,
 		`quota_pool_used_tokens{pool="dedicated",` + r + `} 200`,
@@ -72,9 +68,9 @@ func TestPoolMetrics(t *testing.T) {
 		// What each line could hold now, as the API's pools status answers
 		// it (mayUse): dedicated + held of the shared pool + what it may
 		// still borrow, the larger of its borrowing limit left and half of
-		// the 650 free (325).
-		`quota_line_may_use_tokens{line="core",` + r + `} 575`,
-		`quota_line_may_use_tokens{line="explore",` + r + `} 425`,
+		// the 550 free (275).
+		`quota_line_may_use_tokens{line="core",` + r + `} 525`,
+		`quota_line_may_use_tokens{line="explore",` + r + `} 375`,
 		`quota_line_watermark_percent{line="core",` + r + `,tier="CORE"} 95`,
 		`quota_line_watermark_percent{line="explore",` + r + `,tier="EXPLORE"} 60`,
 		`quota_pool_refusals_total{reason="LINE_EXHAUSTED",` + r + `,tier="EXPLORE"} 3`,

@@ -39,10 +39,7 @@ func poolRoutes(c *checker, res string, ledger *sqlx.DB) {
 
 	open := c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 100, "businessLine": "core"}}, http.StatusOK)
 	c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 100}}, http.StatusBadRequest)
-	// Non-critical: critical work about to be refused would first put the
-	// spare buffer into the shared pool (pools.Model.SpareToShared), and the
-	// buffer release below would find none free.
-	c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 100000, "businessLine": "core", "critical": false}}, http.StatusTooManyRequests)
+	c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 100000, "businessLine": "core"}}, http.StatusTooManyRequests)
 	c.do(req{method: http.MethodDelete, path: p + "/lines/core"}, http.StatusConflict)
 	c.do(req{method: http.MethodPost, path: "/quota/finish", body: map[string]any{"resourceName": res, "sessionId": open.str(c.t, "sessionId"), "actualUsedAmount": 10}}, http.StatusOK)
 	c.do(req{method: http.MethodDelete, path: p + "/lines/extra"}, http.StatusOK)

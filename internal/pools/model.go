@@ -383,7 +383,7 @@ func (m *Model) LimitRoom() int64 {
 
 func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	exempt := r.Continuation || (l.Tier == TierCore && r.Critical)
-	if m.Watermarks && (r.Critical || r.Continuation) && m.wouldRefuse(l, r, exempt) {
+	if m.Watermarks && (r.Critical || r.Continuation) && m.wouldRefuse(l, r, exempt) && m.fitsAfterSpare(l, r) {
 		m.SpareToShared(l.Name)
 	}
 	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
@@ -442,10 +442,40 @@ func (m *Model) wouldRefuse(l *LineState, r ApplyReq, exempt bool) bool {
 	return !ok
 }
 
+// fitsAfterSpare reports whether r fits by capacity once the spare buffer
+// (SpareAmount) is in the shared pool, without moving it: the move is made
+// only then, so an apply refused even after it (one larger than the
+// resource could grant) leaves the buffer where it was (apply.lua, the
+// same rule).
+func (m *Model) fitsAfterSpare(l *LineState, r ApplyReq) bool {
+	moved := m.SpareAmount(l.Name)
+	m.SharedBuffer += moved
+	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
+	m.SharedBuffer -= moved
+	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
+	availB := max(0, l.Buffer-l.UsedBuffer)
+	_, ok := want(r, min(availD+availS+availB, m.LimitRoom())+grantRoom(m.activeGrants(l.Name, r.Now)))
+	return ok
+}
+
+// SpareAmount is what SpareToShared(except) would move now, changing
+// nothing: the buffer lent to no one plus what every line but except was
+// lent and does not hold.
+func (m *Model) SpareAmount(except string) int64 {
+	moved := max(0, m.BufferFree())
+	for _, ll := range m.Layout.Lines {
+		if x := m.Lines[ll.Name]; x != nil && ll.Name != except {
+			moved += max(0, x.Buffer-x.UsedBuffer)
+		}
+	}
+	return moved
+}
+
 // SpareToShared puts the spare buffer into the shared pool: the buffer
 // lent to no one and what every line but except was lent and does not hold
 // now (in the layout's order). An apply of critical work or a continuation
-// that would be refused does it first (Model.Apply, apply.lua): the
+// that would be refused, and that fits by capacity after the move
+// (fitsAfterSpare), does it first (Model.Apply, apply.lua): the
 // controller's short-shared-pool rule (Controller.guardShared) acts every
 // 10 s and a period's last seconds can empty the shared pool between two
 // ticks, with buffer lent to a line that holds none of it standing idle

@@ -141,3 +141,33 @@ func TestTakenReactiveBufferEndsTheHold(t *testing.T) {
 		t.Fatalf("controller still counts %d lent, hold until %d", lc.reactLent, lc.reactiveUntil)
 	}
 }
+
+// An apply refused even after the move (one larger than anything the
+// resource could grant) leaves the spare buffer where it was: the move is
+// made only when the apply then fits by capacity (Model.fitsAfterSpare).
+// Before, the oversized critical apply put the whole buffer into the
+// shared pool and an operator's buffer release found none free (409)
+// until the controller gave it back.
+func TestRefusedCriticalApplyLeavesTheBuffer(t *testing.T) {
+	lay, err := Plan(10000, DefaultSettings(), []LineSpec{{Name: "a", Tier: TierCore, Weight: 1}, {Name: "b", Tier: TierGrowth, Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewModel(lay, true)
+	if err := m.Release("b", 10); err != nil {
+		t.Fatal(err)
+	}
+	free := m.BufferFree()
+	for _, a := range []ApplyReq{{SessionID: "big", Line: "a", Amount: 100000, Critical: true},
+		{SessionID: "cont", Line: "a", Amount: 100000, Continuation: true}} {
+		if d := mustApply(t, m, a); d.Reason == "" {
+			t.Fatalf("%+v granted: %+v", a, d)
+		}
+		if m.SharedBuffer != 0 || m.BufferFree() != free || m.Lines["b"].Buffer != 10 {
+			t.Fatalf("%+v refused moved the buffer: shared %d, free %d (want %d), b's %d", a, m.SharedBuffer, m.BufferFree(), free, m.Lines["b"].Buffer)
+		}
+	}
+	if err := m.Release("a", free); err != nil {
+		t.Fatalf("buffer release after the refused apply: %v", err)
+	}
+}

@@ -187,7 +187,9 @@ else
   local room = math.max(0, limit - (num(b[1]) + num(b[2]) - num(b[5])))
   -- Critical work or a continuation that would be refused (by the
   -- watermark, its counter only read, or by the draw) first puts the spare
-  -- buffer into the shared pool (pools.Model.SpareToShared).
+  -- buffer into the shared pool (pools.Model.SpareToShared), but only if
+  -- it then fits by capacity (pools.Model.fitsAfterSpare): an apply refused
+  -- even after the move leaves the buffer where it was.
   if critical or cont then
     local aS = borrowRoom(math.max(0, num(p[8]) + sbuf - su), cap, us, exempt)
     local no = false
@@ -196,7 +198,10 @@ else
       no = share >= 10000 or (share > 0 and num(p[10]) + share >= 10000)
     end
     if no or not want(math.min(availD + aS + availB, room) + groom) then
-      sbuf = spareToShared(line)
+      local aS2 = borrowRoom(math.max(0, num(p[8]) + spareToShared(line, true) - su), cap, us, exempt)
+      if want(math.min(availD + aS2 + availB, room) + groom) then
+        sbuf = spareToShared(line, false)
+      end
     end
   end
   local free = math.max(0, num(p[8]) + sbuf - su)
