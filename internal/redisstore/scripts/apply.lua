@@ -190,6 +190,9 @@ else
   -- buffer into the shared pool (pools.Model.SpareToShared), but only if
   -- it then fits by capacity (pools.Model.fitsAfterSpare): an apply refused
   -- even after the move leaves the buffer where it was.
+  -- shown: what this apply could have had with the move (a refusal's
+  -- lineRemaining: asking that much moves the buffer and is granted).
+  local shown = 0
   if critical or cont then
     local aS = borrowRoom(math.max(0, num(p[8]) + sbuf - su), cap, us, exempt)
     local no = false
@@ -199,7 +202,8 @@ else
     end
     if no or not want(math.min(availD + aS + availB, room) + groom) then
       local aS2 = borrowRoom(math.max(0, num(p[8]) + spareToShared(line, true) - su), cap, us, exempt)
-      if want(math.min(availD + aS2 + availB, room) + groom) then
+      shown = math.min(availD + aS2 + availB, room) + groom
+      if want(shown) then
         sbuf = spareToShared(line, false)
       end
     end
@@ -213,9 +217,10 @@ else
   end
   n = want(avail)
   if not n then
-    if want(availD + availS + availB + groom) then return refuse('EXHAUSTED', avail) end
-    if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED', avail) end
-    return refuse('LINE_EXHAUSTED', avail)
+    local left = math.max(avail, shown)
+    if want(availD + availS + availB + groom) then return refuse('EXHAUSTED', left) end
+    if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED', left) end
+    return refuse('LINE_EXHAUSTED', left)
   end
   local rest = math.min(n, fromPools)
   d[2] = math.min(rest, availD); rest = rest - d[2]
