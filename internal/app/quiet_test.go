@@ -14,9 +14,8 @@ import (
 	"github.com/quotacenter/quota-center/internal/testenv"
 )
 
-// quietResource starts a server whose sweeper runs every 100 ms (and whose
-// reconciliation waits an hour: it still visits every used resource per
-// pass) on a Redis of its own (privateRedis: servers of other packages'
+// quietResource starts a server whose sweeper runs every 100 ms and whose
+// reconciliation runs every 5 s, on a Redis of its own (privateRedis: servers of other packages'
 // tests on the shared Redis would visit the resource after a restart of
 // their own, which is right for them and noise here), makes a resource used
 // by one finished session, and waits until the sweeper and the burn-rate
@@ -25,7 +24,7 @@ import (
 func quietResource(t *testing.T) (*testenv.Server, string, string) {
 	t.Helper()
 	addr := privateRedis(t)
-	s := testenv.Start(t, testenv.Real, "--sweep-interval", "100ms", "--reconcile-interval", "1h", "--redis-addr", addr)
+	s := testenv.Start(t, testenv.Real, "--sweep-interval", "100ms", "--reconcile-interval", "5s", "--redis-addr", addr)
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "COUNT", "totalLimit": 1000})
 	code, out, _ := call(t, s, "POST", "/quota/apply", map[string]any{"resourceName": r, "clientId": "c", "applyAmount": 1})
@@ -66,9 +65,12 @@ func privateRedis(t *testing.T) string {
 
 // Issue 23 §1: a resource used within the window but quiet now costs the
 // per-tick loops and the scrapes no Redis command. Counted with MONITOR
-// over the sweeper passes of ~13 s, a burn-rate sampler tick and 3 scrapes
-// (balance, forecast and pool gauges): no command names the resource. Before, each pass ran expired.lua on it and each
-// sampler tick balance.lua and a ZADD.
+// over the sweeper passes of ~13 s, a burn-rate sampler tick, two or more
+// reconciliation passes (every 5 s; the resource's next full visit is 50 s
+// after its last) and 3 scrapes (balance, forecast and pool gauges): no
+// command names the resource. Before, each sweeper pass ran expired.lua on
+// it, each sampler tick balance.lua and a ZADD, and each reconciliation
+// pass its lock, fail-open list, limit and balance reads.
 func TestQuietUsedResourceCostsNoCommandPerTick(t *testing.T) {
 	s, r, addr := quietResource(t)
 	sweeps := metricValue(t, s, "quota_sweep_duration_seconds_count")

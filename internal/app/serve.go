@@ -236,8 +236,12 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,
+		// Quiet resources skipped until a change; each still reconciled
+		// at least as often as the session-by-session passes come.
+		Visits: tracker.NewVisits(time.Duration(reconcile.DefaultFullEvery) * cfg.Reconcile.Interval),
 	}, rs, b.ledger, active, sched, log.Named("reconcile"), reg)
 	poolRunner := poolctl.New(activePools{poolLedger, active}, poolLive, poolLedger, sched, log, reg, 0, nil)
+	poolRunner.Visits = tracker.NewVisits(activity.DefaultFullVisit) // controllers at rest skipped until a change
 	api := httpapi.New(httpapi.Deps{
 		Service: used, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Lines: svc,
 		Pools:        httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},

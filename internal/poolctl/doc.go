@@ -14,6 +14,12 @@
 // them (internal/admin), and the holder executes a confirmed one at its
 // next tick.
 //
+// With Runner.Visits (quota-center serve), a resource whose controller is
+// at rest (pools.Controller.AtRest) and that nothing changed since is not
+// ticked, its lock not renewed (issue 23 §1: a quiet resource costs no
+// Redis command per tick); a change, an operator release's expiry, the
+// period's end or a minute brings it back.
+//
 // That is all it does (issue 21 §1). The operators' side of the pools
 // (lines, settings, grants, releases, reclaims, the backend breakers of
 // both) is internal/admin's Pools; the pools' part of the balance (the

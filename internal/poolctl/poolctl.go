@@ -2,6 +2,7 @@ package poolctl
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,30 @@ type Runner struct {
 
 	events *prometheus.CounterVec
 	errs   prometheus.Counter
+
+	// Visits, when set before Run, makes TickAll skip the resources whose
+	// controller is at rest (pools.Controller.AtRest after a tick that
+	// decided nothing, or no lines) and that nothing changed since
+	// (activity.Visits; issue 23 §1: a quiet used resource costs no Redis
+	// command per tick, not even the lock's renewal: the lock lapses and
+	// the next tick after a change takes it again). Each is ticked again
+	// on a change to its pools or balance in Redis (a use, a layout, a
+	// move), when an operator's buffer release expires, and at least once
+	// per Visits' full-visit interval (the bound on a change the log
+	// missed, or on a pool settings change, which only MySQL holds). A tick
+	// that failed, decided something, or found the lock held elsewhere
+	// leaves the resource due at the next tick.
+	Visits Visits
+}
+
+// Visits is what the controller needs of activity.Visits.
+type Visits interface {
+	// Due returns the resources of names to tick now and the start to pass
+	// to Done.
+	Due(ctx context.Context, names []string) ([]string, time.Time)
+	// Done records a tick after which the resource is at rest; next ≥ 0:
+	// due again at start+next.
+	Done(resource string, start time.Time, next time.Duration)
 }
 
 // New returns a runner ticking every `every` (pools.TickMs when 0) on the
@@ -104,12 +129,31 @@ func (r *Runner) TickAll(ctx context.Context) {
 		r.fail("list policies", "", err)
 		return
 	}
+	var start time.Time
+	if r.Visits != nil {
+		names := make([]string, len(ps))
+		for i, p := range ps {
+			names[i] = p.ResourceName
+		}
+		due, st := r.Visits.Due(ctx, names)
+		start = st
+		keep := make(map[string]bool, len(due))
+		for _, n := range due {
+			keep[n] = true
+		}
+		ps = slices.DeleteFunc(ps, func(p quota.Policy) bool { return !keep[p.ResourceName] })
+	}
 	for _, p := range ps {
 		if ctx.Err() != nil {
 			return
 		}
-		if _, err := r.Tick(ctx, p); err != nil {
+		_, rest, next, err := r.tick(ctx, p)
+		if err != nil {
 			r.fail("tick", p.ResourceName, err)
+			continue
+		}
+		if rest && r.Visits != nil {
+			r.Visits.Done(p.ResourceName, start, next)
 		}
 	}
 }
@@ -122,6 +166,14 @@ func (r *Runner) fail(op, resource string, err error) {
 // Tick runs the controller of one resource once, if it has lines and this
 // instance gets the lock, and returns the decisions it applied.
 func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error) {
+	evs, _, _, err := r.tick(ctx, p)
+	return evs, err
+}
+
+// tick is Tick; rest reports that the resource may be skipped until it
+// changes or next passes (see Runner.Visits; next < 0: no time of its
+// own).
+func (r *Runner) tick(ctx context.Context, p quota.Policy) (_ []pools.Event, rest bool, next time.Duration, err error) {
 	res := p.ResourceName
 	lines, err := r.pol.Lines(ctx, res)
 	if err != nil || len(lines) == 0 {
@@ -130,27 +182,27 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 			_ = r.store.Unlock(ctx, res, LockName, tok)
 			delete(r.locks, res)
 		}
-		return nil, err
+		return nil, err == nil, -1, err
 	}
 	set, _, err := r.pol.PoolSettings(ctx, res)
 	if err != nil {
-		return nil, err
+		return nil, false, -1, err
 	}
 	if held, err := r.hold(ctx, res); err != nil || !held {
-		return nil, err
+		return nil, false, -1, err
 	}
 	now := r.now()
 	per, err := r.sched.PeriodAt(p, now)
 	if err != nil {
-		return nil, err
+		return nil, false, -1, err
 	}
 	lay, err := pools.Plan(p.TotalLimit, set, lines)
 	if err != nil {
-		return nil, err
+		return nil, false, -1, err
 	}
 	m, err := r.store.PoolModel(ctx, res, per, lay)
 	if err != nil {
-		return nil, err
+		return nil, false, -1, err
 	}
 	var periodMs int64
 	if !per.End.IsZero() {
@@ -164,12 +216,12 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 	ctl.Settings, ctl.PeriodMs = set, periodMs
 	open, err := r.jour.Reclaims(ctx, res, 100)
 	if err != nil {
-		return nil, err
+		return nil, false, -1, err
 	}
 	ctl.SyncReclaims(open)
-	evs, released, err := r.expireReleases(ctx, res, now.UnixMilli())
+	evs, released, expires, err := r.expireReleases(ctx, res, now.UnixMilli())
 	if err != nil {
-		return nil, err
+		return nil, false, -1, err
 	}
 	for _, e := range evs {
 		m.Return(e.Line, e.Amount) // as pool_move.lua will: the controller decides on what is left
@@ -181,7 +233,7 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 		if mv, ok := pools.MoveOf(e); ok {
 			moved, _, err := r.store.MovePools(ctx, res, per, mv)
 			if err != nil {
-				return applied, err
+				return applied, false, -1, err
 			}
 			if mv.Op != "watermark" && mv.Op != "mode" {
 				e.Amount = moved
@@ -193,16 +245,26 @@ func (r *Runner) Tick(ctx context.Context, p quota.Policy) ([]pools.Event, error
 			zap.String("line", e.Line), zap.Int64("amount", e.Amount), zap.String("reason", e.Reason))
 	}
 	if err := r.jour.RecordPoolEvents(ctx, res, applied); err != nil {
-		return applied, err
+		return applied, false, -1, err
 	}
 	for _, rc := range ctl.Reclaims {
 		if rc.UpdateMs == now.UnixMilli() {
 			if err := r.jour.PutReclaim(ctx, res, *rc); err != nil {
-				return applied, err
+				return applied, false, -1, err
 			}
 		}
 	}
-	return applied, nil
+	next = -1
+	if expires > 0 {
+		next = time.Duration(expires-now.UnixMilli()) * time.Millisecond
+	}
+	// The period's end changes the model (a new balance): due then.
+	if !per.End.IsZero() {
+		if d := per.End.Sub(now); next < 0 || d < next {
+			next = d
+		}
+	}
+	return applied, len(applied) == 0 && ctl.AtRest(m), next, nil
 }
 
 // hold takes or renews the resource's controller lock. The lock is kept
@@ -242,11 +304,12 @@ func (r *Runner) Release(ctx context.Context) {
 // expireReleases returns, as RETURN events, the buffer releases whose
 // expiry passed (as far as they are not held now: pool_move.lua bounds
 // it; the controller returns the rest later), and marks them done (voided)
-// in the journal. released is what the releases still active lend, by line.
-func (r *Runner) expireReleases(ctx context.Context, res string, now int64) (evs []pools.Event, released map[string]int64, err error) {
+// in the journal. released is what the releases still active lend, by line;
+// expires the earliest expiry of those (Unix ms, 0: none).
+func (r *Runner) expireReleases(ctx context.Context, res string, now int64) (evs []pools.Event, released map[string]int64, expires int64, err error) {
 	gs, err := r.jour.Grants(ctx, res, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	released = map[string]int64{}
 	for _, g := range gs {
@@ -255,13 +318,16 @@ func (r *Runner) expireReleases(ctx context.Context, res string, now int64) (evs
 		}
 		if g.ExpiresMs > now {
 			released[g.Line] += g.Amount
+			if expires == 0 || g.ExpiresMs < expires {
+				expires = g.ExpiresMs
+			}
 			continue
 		}
 		if err := r.jour.VoidGrant(ctx, res, g.ID, now); err != nil {
-			return evs, nil, err
+			return evs, nil, 0, err
 		}
 		evs = append(evs, pools.Event{AtMs: now, Kind: "RETURN", Line: g.Line, Amount: g.Amount,
 			Reason: "buffer release " + g.ID + " expired"})
 	}
-	return evs, released, nil
+	return evs, released, expires, nil
 }

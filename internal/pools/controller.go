@@ -367,12 +367,7 @@ func abs(x int64) int64 {
 // predict lends buffer ahead of a forecast peak: when the forecast use over
 // the next 5 minutes passes 80 % of what the line may use in that time.
 func (c *Controller) predict(m *Model, l *LineState, lc *lineCtl, name string, emit emitFunc) {
-	// Average forecast rate over the horizon (Holt: level + trend·h, h = 1 … k).
-	k := float64(HorizonMs / SampleMs)
-	f := math.Max(0, lc.level+lc.trend*(k+1)/2)
-	per := c.periodSeconds()
-	demand := f * per // forecast use in one period (or in the horizon, for long periods)
-	baseMay := c.mayUseAhead(l)
+	demand, baseMay := c.demand(l, lc)
 	need := int64(math.Ceil(demand - PredictLendAbove*baseMay))
 	if demand <= PredictLendAbove*baseMay || need <= lc.predLent {
 		return
@@ -385,6 +380,15 @@ func (c *Controller) predict(m *Model, l *LineState, lc *lineCtl, name string, e
 	lc.predLent += x
 	lc.peakLent = max(lc.peakLent, lc.predLent+lc.reactLent)
 	emit("LEND_PREDICTIVE", name, x, "forecast %.0f per period is above 80%% of %.0f (Holt, 5 minutes ahead): the line is told quota is getting tight", demand, baseMay)
+}
+
+// demand is the forecast use in one period (or in the horizon, for long
+// periods) and what the line may use in that window (mayUseAhead).
+func (c *Controller) demand(l *LineState, lc *lineCtl) (demand, baseMay float64) {
+	// Average forecast rate over the horizon (Holt: level + trend·h, h = 1 … k).
+	k := float64(HorizonMs / SampleMs)
+	f := math.Max(0, lc.level+lc.trend*(k+1)/2)
+	return f * c.periodSeconds(), c.mayUseAhead(l)
 }
 
 // adopt makes what this controller counts as lent to the line match the
@@ -444,9 +448,7 @@ func (c *Controller) returnBuffer(m *Model, name string, now int64, emit emitFun
 		return
 	}
 	if c.ModeOf(name) == ModePredictive && lc.predLent > 0 {
-		k := float64(HorizonMs / SampleMs)
-		f := math.Max(0, lc.level+lc.trend*(k+1)/2) * c.periodSeconds()
-		if f > PredictLendAbove*c.mayUseAhead(l) {
+		if f, may := c.demand(l, lc); f > PredictLendAbove*may {
 			return // still at the peak
 		}
 	}

@@ -30,5 +30,10 @@
 //
 // The drift found is exported per resource and logged.
 //
+// With Config.Visits (quota-center serve), a periodic pass skips a used
+// resource nothing changed since its last clean pass (issue 23 §1: a quiet
+// resource costs no Redis command per pass); each is still visited at
+// least every FullEvery × Interval.
+//
 // It imports quota, prometheus and zap; never the adapters.
 package reconcile

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,7 +75,32 @@ type Config struct {
 	FullEvery int
 	// Breakers guard the calls to the stores (nil ones let every call through).
 	Breakers quota.Breakers
+	// Visits, when set, makes the periodic passes (Run) skip the resources
+	// nothing changed since their last clean reconciliation (activity.Visits;
+	// issue 23 §1: a used resource that is quiet costs no Redis command per
+	// pass). A pass is clean when it failed nowhere, was not skipped for
+	// another instance's lock, and measured no drift and refused nothing;
+	// any other outcome leaves the resource due at the next pass. The bound
+	// on a change the log missed is Visits' own full-visit interval
+	// (quota-center serve: FullEvery × Interval, the bound the
+	// session-by-session passes had). On-demand reconciliation (All,
+	// Resource) visits every resource it is asked about.
+	Visits Visits
 }
+
+// Visits is what reconciliation needs of activity.Visits.
+type Visits interface {
+	// Due returns the resources of names to reconcile now and the start to
+	// pass to Done.
+	Due(ctx context.Context, names []string) ([]string, time.Time)
+	// Done records a clean visit that started at start; next < 0: no time
+	// of its own.
+	Done(resource string, start time.Time, next time.Duration)
+}
+
+// DefaultFullEvery is Config.FullEvery when unset: every 10th periodic
+// pass checks sessions one by one.
+const DefaultFullEvery = 10
 
 // Reconciler repairs Redis from the ledger.
 type Reconciler struct {
@@ -149,7 +175,7 @@ func New(cfg Config, store Store, ledger Ledger, policies Policies, sched quota.
 		cfg.Settle = 3 * time.Second
 	}
 	if cfg.FullEvery <= 0 {
-		cfg.FullEvery = 10
+		cfg.FullEvery = DefaultFullEvery
 	}
 	f := promauto.With(reg)
 	r := &Reconciler{
@@ -197,15 +223,24 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			_, _ = r.all(ctx, pass%r.cfg.FullEvery == 0)
+			_, _ = r.all(ctx, pass%r.cfg.FullEvery == 0, r.cfg.Visits)
 		}
 	}
 }
 
-// All fully reconciles every resource with a policy and returns the reports.
-func (r *Reconciler) All(ctx context.Context) ([]Report, error) { return r.all(ctx, true) }
+// Periodic runs the periodic pass number pass (1, 2, …) once, as Run does
+// each Interval: full when pass is a multiple of FullEvery, over the
+// resources Config.Visits says are due (every one without Visits).
+func (r *Reconciler) Periodic(ctx context.Context, pass int) ([]Report, error) {
+	return r.all(ctx, pass%r.cfg.FullEvery == 0, r.cfg.Visits)
+}
 
-func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
+// All fully reconciles every resource with a policy and returns the reports.
+func (r *Reconciler) All(ctx context.Context) ([]Report, error) { return r.all(ctx, true, nil) }
+
+// all reconciles the listed resources (those v says are due when v is
+// set, recording the clean passes in v).
+func (r *Reconciler) all(ctx context.Context, full bool, v Visits) ([]Report, error) {
 	pols, err := quota.Guard(r.cfg.Breakers.Ledger, func() ([]quota.Policy, error) { return r.policies.ListPolicies(ctx) })
 	if err != nil {
 		r.runs.WithLabelValues("error").Inc()
@@ -218,15 +253,40 @@ func (r *Reconciler) all(ctx context.Context, full bool) ([]Report, error) {
 			r.repairs.WithLabelValues(p.ResourceName, kind)
 		}
 	}
+	var start time.Time
+	if v != nil {
+		names := make([]string, len(pols))
+		for i, p := range pols {
+			names[i] = p.ResourceName
+		}
+		due, st := v.Due(ctx, names)
+		start = st
+		keep := make(map[string]bool, len(due))
+		for _, n := range due {
+			keep[n] = true
+		}
+		pols = slices.DeleteFunc(pols, func(p quota.Policy) bool { return !keep[p.ResourceName] })
+	}
 	for _, p := range pols {
 		rep, err := r.pass(ctx, p.ResourceName, full)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		if v != nil && rep.clean() && ctx.Err() == nil {
+			v.Done(p.ResourceName, start, -1)
+		}
 		out = append(out, rep)
 	}
 	return out, errors.Join(errs...)
+}
+
+// clean reports a pass after which the resource may be skipped until it
+// changes (Config.Visits): not skipped for another instance's lock, no
+// drift measured, nothing refused. A repair is not clean either: it
+// changed the balance (the change log has it anyway).
+func (r Report) clean() bool {
+	return r.Skipped == "" && r.DriftCharged == 0 && r.DriftReserved == 0 && r.AdjustRefused == "" && !r.repaired()
 }
 
 // repairKinds are the kind label values of quota_reconcile_repairs_total.

@@ -140,3 +140,29 @@ func (b *Breaker) Allow() (func(error), error) {
 		}
 	}, nil
 }
+
+// CountingStore is a redisstore.Store that counts the calls a background
+// loop's visit of a resource starts with or makes (its lock, taken or
+// renewed, and the pools' read): a loop that skips the resource makes none.
+type CountingStore struct {
+	*redisstore.Store
+	Calls int
+}
+
+// TryLock counts and calls the Store's.
+func (s *CountingStore) TryLock(ctx context.Context, r, n string, ttl time.Duration) (string, error) {
+	s.Calls++
+	return s.Store.TryLock(ctx, r, n, ttl)
+}
+
+// RenewLock counts and calls the Store's.
+func (s *CountingStore) RenewLock(ctx context.Context, r, n, tok string, ttl time.Duration) (bool, error) {
+	s.Calls++
+	return s.Store.RenewLock(ctx, r, n, tok, ttl)
+}
+
+// PoolModel counts and calls the Store's.
+func (s *CountingStore) PoolModel(ctx context.Context, r string, per quota.Period, lay pools.Layout) (*pools.Model, error) {
+	s.Calls++
+	return s.Store.PoolModel(ctx, r, per, lay)
+}
