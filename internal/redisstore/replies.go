@@ -208,7 +208,10 @@ func decodeApply(v any) (applyReply, error) {
 	a.reason, a.tight = r.str(10), r.int(11) == 1
 	a.drawn = quota.PoolSplit{Base: r.int(12), Dedicated: r.int(13), Shared: r.int(14), Buffer: r.int(15), Grant: r.int(16), Grants: r.str(17)}
 	if r.len() > applyLen {
-		a.spare = r.str(applyLen)
+		// Only a grant or a refusal moves the spare buffer.
+		if a.spare = r.str(applyLen); a.spare == "" || (a.code != applyGranted && a.code != applyRefused) {
+			r.fail("code %d with a spare move %q", a.code, a.spare)
+		}
 	}
 	if r.err == nil && !a.ownRemaining && !a.hasBalance && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
 		r.fail("code %d with neither its remaining nor the period's", a.code)
