@@ -193,7 +193,14 @@ func (a *Pools) returnRelease(ctx context.Context, pol quota.Policy, g pools.Gra
 		return err
 	}
 	moved, _, err := a.live.MovePools(ctx, pol.ResourceName, per, pools.Move{Op: "return", Line: g.Line, Amount: g.Amount})
-	if err != nil || moved <= 0 {
+	if err != nil {
+		return err
+	}
+	// What the return found lent reflects every spare-buffer move made
+	// before it: those are journalled first, so the journal never has
+	// this RETURN without the move that took the rest (a rebuild would
+	// lend that again).
+	if err := a.quota.DrainSpareMoves(ctx, pol.ResourceName); err != nil || moved <= 0 {
 		return err
 	}
 	return a.journal.RecordPoolEvents(ctx, pol.ResourceName, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.ReturnKind,

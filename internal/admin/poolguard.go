@@ -28,6 +28,7 @@ type PoolLocks interface {
 type PoolRedis interface {
 	PoolLive
 	PoolLocks
+	quota.SpareNotes // the controller's drain of the spare buffer's moves
 }
 
 // GuardPools returns l and s behind the backend breakers (quota.Guard, as
@@ -148,6 +149,14 @@ func (g guardedLedger) LineReserved(ctx context.Context, resource string, period
 type guardedLive struct {
 	s PoolRedis
 	b quota.Breaker
+}
+
+func (g guardedLive) SpareMoves(ctx context.Context, resource string) ([]string, error) {
+	return quota.Guard(quota.ForResource(g.b, resource), func() ([]string, error) { return g.s.SpareMoves(ctx, resource) })
+}
+
+func (g guardedLive) ForgetSpareMoves(ctx context.Context, resource string, refs []string) error {
+	return quota.GuardErr(quota.ForResource(g.b, resource), func() error { return g.s.ForgetSpareMoves(ctx, resource, refs) })
 }
 
 func (g guardedLive) PutGrant(ctx context.Context, resource string, gr pools.Grant) error {

@@ -96,6 +96,9 @@ type PoolQuota interface {
 	WritePoolLayout(ctx context.Context, resource string, lay pools.Layout) error
 	RestorePoolGrants(ctx context.Context, resource string) error
 	ForgetPolicy(resource string)
+	// DrainSpareMoves journals the spare buffer's moves Redis still notes
+	// (quota.DrainSpareMoves), before an event that may depend on them.
+	DrainSpareMoves(ctx context.Context, resource string) error
 }
 
 // Periods gives a policy's period at a time (quota.Scheduler's PeriodAt).

@@ -227,7 +227,9 @@ func (s *Store) VoidGrant(ctx context.Context, resource, id string, at int64) er
 	return nil
 }
 
-// RecordPoolEvents appends events of a resource. Errors:
+// RecordPoolEvents appends events of a resource. An event with a Ref the
+// resource's journal already has is not stored again (pools.Event.Ref:
+// a spare-buffer move journalled by its apply and by a drain). Errors:
 // quota.ErrUnavailable.
 func (s *Store) RecordPoolEvents(ctx context.Context, resource string, evs []pools.Event) error {
 	if len(evs) == 0 {
@@ -236,8 +238,13 @@ func (s *Store) RecordPoolEvents(ctx context.Context, resource string, evs []poo
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	for _, e := range evs {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO quota_pool_event (resource_name, at_ms, kind, line, amount, reason)
-			VALUES (?, ?, ?, ?, ?, ?)`, resource, e.AtMs, e.Kind, e.Line, e.Amount, truncate(e.Reason, 500)); err != nil {
+		var ref any
+		if e.Ref != "" {
+			ref = truncate(e.Ref, 100)
+		}
+		_, err := s.db.ExecContext(ctx, `INSERT INTO quota_pool_event (resource_name, at_ms, kind, line, amount, reason, ref)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, resource, e.AtMs, e.Kind, e.Line, e.Amount, truncate(e.Reason, 500), ref)
+		if err != nil && !(e.Ref != "" && isDuplicateKey(err)) {
 			return orNil("record pool event "+resource, err)
 		}
 	}

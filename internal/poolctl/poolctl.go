@@ -27,6 +27,10 @@ type Store interface {
 	Unlock(ctx context.Context, resource, name, token string) error
 	PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error)
 	MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error)
+	// SpareNotes: the spare buffer's moves apply.lua noted and no apply
+	// journalled (its process died, its reply was lost): each tick
+	// journals them first (quota.DrainSpareMoves).
+	quota.SpareNotes
 }
 
 // Journal keeps the controller's decisions and reclaims (the policy store).
@@ -192,6 +196,9 @@ func (r *Runner) tick(ctx context.Context, p quota.Policy) (_ []pools.Event, res
 		return nil, false, -1, err
 	}
 	now := r.now()
+	if err := quota.DrainSpareMoves(ctx, r.store, r.jour, res, now.UnixMilli()); err != nil {
+		return nil, err
+	}
 	per, err := r.sched.PeriodAt(p, now)
 	if err != nil {
 		return nil, false, -1, err

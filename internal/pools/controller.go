@@ -73,6 +73,10 @@ type Event struct {
 	Amount int64  `json:"amount,omitempty"` // buffer lent or returned, quota reclaimed, or the new watermark (basis points)
 	Reason string `json:"reason"`
 	Mode   Mode   `json:"mode,omitempty"` // MODE: the line's new mode
+	// Ref, when set, makes the event's journal entry idempotent: an event
+	// with a ref the resource's journal has is not stored again (the
+	// spare buffer's moves, SpareMove.Events). Not shown.
+	Ref string `json:"-"`
 }
 
 // lineCtl is the controller's memory of one line.

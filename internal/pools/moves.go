@@ -12,7 +12,7 @@ const (
 )
 
 // LendKinds are the event kinds that lend buffer; ReturnKind gives it back.
-var LendKinds = []string{"RELEASE", "LEND_PREDICTIVE", "LEND_REACTIVE"}
+var LendKinds = []string{"RELEASE", "LEND_PREDICTIVE", "LEND_REACTIVE", KindSpareToShared}
 
 // WatermarkKinds are the event kinds that set a line's watermark (Amount).
 var WatermarkKinds = []string{"WATERMARK_RAISED", "WATERMARK_LOWERED", "WATERMARK_DECAYED"}
@@ -33,18 +33,18 @@ type Moves struct {
 
 // Fields returns the qc:{r}:pl fields that carry m on lay, bounded as the
 // moves themselves are: only lines of lay; watermarks within
-// [WatermarkFloor, MaxWatermark]; lent buffer non-negative and, in the
-// order shared pool then lines by name, never past the buffer; executed
+// [WatermarkFloor, MaxWatermark]; lent buffer non-negative; executed
 // reclaims whose lender and borrower both remain, a lender never lending
-// more than its dedicated part. Sorted by field name.
+// more than its dedicated part. Sorted by field name. Lent buffer past
+// lay's buffer is left to the store: pool_layout.lua cuts it back (the
+// shared pool's first, then the lines' in lay's order, as Model.Relayout)
+// and answers the cuts, which the caller journals as RETURN events, so a
+// later rebuild with a larger buffer does not lend the cut buffer again.
 func (m Moves) Fields(lay Layout) [][2]any {
 	var out [][2]any
-	left := lay.Buffer
 	lend := func(field string, n int64) {
-		n = min(max(n, 0), left)
 		if n > 0 {
 			out = append(out, [2]any{field, n})
-			left -= n
 		}
 	}
 	lend("sbuf", m.Buffer[""])

@@ -297,6 +297,12 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			}
 			return ApplyResponse{}, fmt.Errorf("apply %s: %w", cmd.ResourceName, err)
 		}
+		if res.SpareMove != "" {
+			// The spare buffer's move (granted or refused) is journalled
+			// before the session's ledger row; if that fails, Redis keeps
+			// its note for the next drain (sparejournal.go).
+			_ = s.journalSpare(ctx, cmd.ResourceName, []string{res.SpareMove})
+		}
 		switch res.Outcome {
 		case ApplyWrongPeriod:
 			if cmd.Period, err = s.sched.PeriodAt(pol, res.Now); err != nil {

@@ -70,6 +70,8 @@ type PoolBalances interface {
 	// SeedPools writes the period's pool counters from t unless they are
 	// there, and reports whether it did; the period's balance must exist.
 	SeedPools(ctx context.Context, resource string, per Period, t pools.Totals) (bool, error)
+	// SpareNotes: the notes of the spare buffer's moves not yet journalled.
+	SpareNotes
 }
 
 // pooled reports whether the Service has pools' stores.
@@ -207,6 +209,11 @@ func (s *Service) WritePoolLayout(ctx context.Context, resource string, lay pool
 		return nil
 	}
 	at := s.opt.Now().UnixMilli()
+	// The cut is of buffer some moves put where it was: those are
+	// journalled first (DrainSpareMoves).
+	if err := s.DrainSpareMoves(ctx, resource); err != nil {
+		return err
+	}
 	evs := make([]pools.Event, 0, len(cuts))
 	for _, c := range cuts {
 		evs = append(evs, c.Event(at))

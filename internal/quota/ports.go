@@ -94,6 +94,10 @@ type ApplyResult struct {
 	// OtherForm: the session replayed is the one under
 	// ApplyCmd.OtherSessionID.
 	OtherForm bool
+	// SpareMove: the spare buffer this apply put into the shared pool
+	// (granted or refused), in pools.ParseSpareNote's form; "" when it
+	// moved none (most applies). The Service journals it (journalSpare).
+	SpareMove string
 }
 
 // FinishCmd reports a session's real usage.

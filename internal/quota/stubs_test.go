@@ -294,6 +294,10 @@ func (s *stubs) PoolTotals(ctx context.Context, resource string, start time.Time
 	return pools.Totals{}, s.poolTotalsErr
 }
 
+func (s *stubs) SpareMoves(context.Context, string) ([]string, error) { return nil, nil }
+
+func (s *stubs) ForgetSpareMoves(context.Context, string, []string) error { return nil }
+
 func (s *stubs) SeedPools(ctx context.Context, resource string, per Period, t pools.Totals) (bool, error) {
 	if err := s.enter(ctx, "SeedPools"); err != nil {
 		return false, err

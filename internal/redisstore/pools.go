@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -229,4 +230,34 @@ func (s *Store) MovePools(ctx context.Context, resource string, per quota.Period
 		return 0, free, fmt.Errorf("pool move %s %q: %w", m.Op, m.Line, pools.ErrUnknownLine)
 	}
 	return moved, free, nil
+}
+
+// SpareMoves lists the spare buffer's moves that apply.lua noted in a
+// resource's layout (fields jq:<ref> of qc:{r}:pl) and no caller has
+// journalled and forgotten yet, in pools.ParseSpareNote's form.
+func (s *Store) SpareMoves(ctx context.Context, resource string) ([]string, error) {
+	all, err := s.rdb.HGetAll(ctx, poolKey(resource)).Result()
+	if err != nil {
+		return nil, wrap("spare moves", err)
+	}
+	var out []string
+	for f, v := range all {
+		if ref, ok := strings.CutPrefix(f, pools.SpareNotePrefix); ok {
+			out = append(out, ref+"|"+v)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// ForgetSpareMoves removes the notes of the moves refs (journalled now).
+func (s *Store) ForgetSpareMoves(ctx context.Context, resource string, refs []string) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	f := make([]string, len(refs))
+	for i, r := range refs {
+		f[i] = pools.SpareNotePrefix + r
+	}
+	return wrap("forget spare moves", s.rdb.HDel(ctx, poolKey(resource), f...).Err())
 }

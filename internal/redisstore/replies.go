@@ -179,15 +179,19 @@ type applyReply struct {
 	tight                    bool
 	drawn                    quota.PoolSplit
 	scoped                   bool // the session is under the scoped id (KEYS[5])
+	// spare: the spare buffer's move this apply made (the 19th element,
+	// pools.ParseSpareNote's form), "" when it made none.
+	spare string
 }
 
 // periodRemaining is the period's limit − charged − reserved (0 when the
 // script did not read them).
 func (a applyReply) periodRemaining() int64 { return a.limit - a.charged - a.reserved }
 
-// decodeApply reads apply.lua's reply: 18 elements for every code.
+// decodeApply reads apply.lua's reply: 18 elements for every code, a 19th
+// when the apply moved the spare buffer.
 func decodeApply(v any) (applyReply, error) {
-	r := readReply("apply.lua", v, applyLen, applyLen)
+	r := readReply("apply.lua", v, applyLen, applyLen+1)
 	scoped := r.scopedForm()
 	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyRefused, applyWrongPeriod, applyNeedBalance, applyConflict, applyUnknownLine),
 		granted: r.int(1), lease: r.int(3), start: r.int(4), periodStart: r.int(5), now: r.int(6)}
@@ -203,6 +207,12 @@ func decodeApply(v any) (applyReply, error) {
 	}
 	a.reason, a.tight = r.str(10), r.int(11) == 1
 	a.drawn = quota.PoolSplit{Base: r.int(12), Dedicated: r.int(13), Shared: r.int(14), Buffer: r.int(15), Grant: r.int(16), Grants: r.str(17)}
+	if r.len() > applyLen {
+		// Only a grant or a refusal moves the spare buffer.
+		if a.spare = r.str(applyLen); a.spare == "" || (a.code != applyGranted && a.code != applyRefused) {
+			r.fail("code %d with a spare move %q", a.code, a.spare)
+		}
+	}
 	if r.err == nil && !a.ownRemaining && !a.hasBalance && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
 		r.fail("code %d with neither its remaining nor the period's", a.code)
 	}

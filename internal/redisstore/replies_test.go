@@ -35,7 +35,10 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 	}{
 		{"apply not an array", func(v any) error { _, err := decodeApply(v); return err }, int64(1)},
 		{"apply short", func(v any) error { _, err := decodeApply(v); return err }, ok18[:17]},
-		{"apply 19 elements", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), "1")},
+		{"apply 20 elements", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), "r|a|0|b=1", "1")},
+		{"apply move note not a string", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), int64(1))},
+		{"apply move note of a replay", func(v any) error { _, err := decodeApply(v); return err }, append(with(0, int64(2)), "r|a|0|b=1")},
+		{"apply empty move note", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), "")},
 		{"apply unknown code", func(v any) error { _, err := decodeApply(v); return err }, with(0, int64(9))},
 		{"apply text", func(v any) error { _, err := decodeApply(v); return err }, with(2, "x")},
 		{"apply refused without any remaining", func(v any) error { _, err := decodeApply(v); return err },

@@ -227,7 +227,7 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		OtherForm: a.scoped,
 		Granted:   a.granted, Remaining: a.remaining, LeaseExpiresAt: ms(a.lease), StartTime: ms(a.start),
 		PeriodStart: ms(a.periodStart), Now: ms(a.now),
-		Drawn: a.drawn, Reason: pools.Reason(a.reason), Tight: a.tight,
+		Drawn: a.drawn, Reason: pools.Reason(a.reason), Tight: a.tight, SpareMove: a.spare,
 	}
 	if !a.ownRemaining {
 		// A plain refusal, or a replay of a session restored from the

@@ -45,7 +45,10 @@
 -- ARGV[14] "1" = continuation (never refused by a watermark)
 -- Returns 18 elements (session.lib's answer): {code, granted, remaining,
 --   leaseMs, startMs, periodMs, nowMs, limit, charged, reserved, reason,
---   tight, base, dedicated, shared, buffer, grant, grantList}
+--   tight, base, dedicated, shared, buffer, grant, grantList}, and a 19th
+--   only when the apply moved the spare buffer (codes 1 and 3):
+--   "ref|line|unlent|from=n;…" (pools.ParseSpareNote), also kept as field
+--   jq:<ref> of KEYS[6] until the caller has journalled it
 --   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
 --   changed but the watermark's counter k:L and the spare buffer moved into
 --   sbuf; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
@@ -149,12 +152,18 @@ if ARGV[11] == '2' then gs = activeGrants(line) end
 local groom = 0
 for _, g in ipairs(gs) do groom = groom + g.room end
 local tight = 0
+-- noted: r with the spare buffer's move as its 19th element when this
+-- apply made one (pools.lib spareNote; the caller journals it).
+local function noted(r)
+  if spareNote then r[19] = spareNote end
+  return r
+end
 local function refuse(reason, lineRemaining)
   -- A plain refusal answers the period's remaining (''); one with pools
   -- what the line could still be granted (lineRemaining), else 0.
   local rem = ''
   if pooled then rem = lineRemaining or 0 end
-  return answer(3, 0, rem, 0, 0, 0, {limitStr, b[1], b[2]}, reason, tight)
+  return noted(answer(3, 0, rem, 0, 0, 0, {limitStr, b[1], b[2]}, reason, tight))
 end
 
 local d = {0, 0, 0, 0, 0} -- base, dedicated, shared, buffer, grant
@@ -280,4 +289,4 @@ local lease = writeSession(sk, sid, fmt(n), fmt(remaining), split, b[3])
 if not reserved then
   reserved = redis.call('HGET', KEYS[2], 'reserved')
 end
-return answer(1, n, remaining, lease, now, tonumber(ARGV[4]), {limitStr, b[1], reserved}, '', tight, d, glist)
+return noted(answer(1, n, remaining, lease, now, tonumber(ARGV[4]), {limitStr, b[1], reserved}, '', tight, d, glist))
