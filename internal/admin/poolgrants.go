@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -156,32 +157,36 @@ func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 	if err != nil {
 		return err
 	}
-	gs, err := a.grants.Grants(ctx, resource, a.now().UnixMilli())
-	if err != nil {
-		return err
-	}
+	// In the resource's turn (issue 21): the grant is read, voided and
+	// its buffer given back while no other change of the pools (another
+	// void, a release, a line or limit change) runs.
 	var rel *pools.GrantRecord
-	var before any = map[string]string{"id": id} // expired: no longer read
-	for i := range gs {
-		if gs[i].ID == id {
-			before = gs[i]
+	var before any
+	decide := func(st pools.State) (pools.Change, error) {
+		rel, before = nil, map[string]string{"id": id} // expired: no longer read
+		for i := range st.Grants {
+			if st.Grants[i].ID == id {
+				before = st.Grants[i]
+			}
+			if st.Grants[i].ID == id && st.Grants[i].Kind == pools.KindRelease && !st.Grants[i].Voided {
+				rel = &st.Grants[i]
+			}
 		}
-		if gs[i].ID == id && gs[i].Kind == pools.KindRelease && !gs[i].Voided {
-			rel = &gs[i]
+		return pools.Change{VoidGrant: id}, nil
+	}
+	then := func() error {
+		if err := a.live.VoidGrant(ctx, resource, id); err != nil {
+			return err
 		}
+		if rel != nil {
+			return a.returnRelease(ctx, pol, *rel)
+		}
+		return nil
 	}
-	if err := a.grants.VoidGrant(ctx, resource, id, a.now().UnixMilli()); err != nil {
-		return err
-	}
-	if err := a.live.VoidGrant(ctx, resource, id); err != nil {
+	if _, err := a.change(ctx, resource, decide, then); err != nil {
 		return err
 	}
 	a.changed(resource)
-	if rel != nil {
-		if err := a.returnRelease(ctx, pol, *rel); err != nil {
-			return err
-		}
-	}
 	return a.audit(ctx, ActionGrantVoid, resource, before, nil)
 }
 
@@ -226,21 +231,37 @@ func (a *Pools) Release(ctx context.Context, resource string, req GrantRequest) 
 	if err != nil {
 		return pools.GrantRecord{}, err
 	}
-	moved, free, err := a.live.MovePools(ctx, resource, per, pools.Move{Op: "release", Line: req.Line, Amount: req.Amount})
-	if err != nil {
-		return pools.GrantRecord{}, err
-	}
-	if moved == 0 {
-		return pools.GrantRecord{}, fmt.Errorf("release %d of %s: %d free: %w", req.Amount, resource, free, ErrBufferShort)
-	}
 	exp := req.ExpiresMs
 	if exp == 0 {
 		exp = pools.MaxAmount // until returned by hand
 	}
-	g := pools.GrantRecord{Grant: pools.Grant{ID: newID("b"), Line: req.Line, Amount: moved, EffectiveMs: req.EffectiveMs, ExpiresMs: exp},
-		Kind: pools.KindRelease, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
-	if err := a.grants.InsertGrant(ctx, resource, g); err != nil {
-		return g, err
+	// In the resource's turn (issue 21): the buffer is moved (Redis) and
+	// the release recorded while no other change of the pools runs.
+	var g pools.GrantRecord
+	var moved int64
+	decide := func(st pools.State) (pools.Change, error) {
+		if _, err := a.checkGrant(resource, st.Lines, req, true); err != nil {
+			return pools.Change{}, err // a line removed since
+		}
+		var free int64
+		var err error
+		if moved, free, err = a.live.MovePools(ctx, resource, per, pools.Move{Op: "release", Line: req.Line, Amount: req.Amount}); err != nil {
+			return pools.Change{}, err
+		}
+		if moved == 0 {
+			return pools.Change{}, fmt.Errorf("release %d of %s: %d free: %w", req.Amount, resource, free, ErrBufferShort)
+		}
+		g = pools.GrantRecord{Grant: pools.Grant{ID: newID("b"), Line: req.Line, Amount: moved, EffectiveMs: req.EffectiveMs, ExpiresMs: exp},
+			Kind: pools.KindRelease, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
+		return pools.Change{Grant: &g}, nil
+	}
+	if _, err := a.change(ctx, resource, decide, nil); err != nil {
+		if moved > 0 {
+			// Not recorded: give the buffer back rather than lend it unrecorded.
+			_, _, rerr := a.live.MovePools(context.WithoutCancel(ctx), resource, per, pools.Move{Op: "return", Line: req.Line, Amount: moved})
+			err = errors.Join(err, rerr)
+		}
+		return pools.GrantRecord{}, err
 	}
 	a.changed(resource)
 	// The journal's RELEASE event is what rebuilds the lent buffer after

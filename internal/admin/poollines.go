@@ -52,19 +52,27 @@ func (a *Pools) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 	return ll, created, a.audit(ctx, ActionLinePut, resource, before, l)
 }
 
-// DeleteLine removes a line that holds no open session. Errors:
+// DeleteLine removes a line that holds no open session. The ledger's open
+// sessions of the line are counted in the turn (under the policy row's
+// lock, in the transaction that deletes it), so a delete and a PUT of the
+// same line, or two deletes, are decided one after the other; an apply is
+// not part of the turn (docs/pools.md §5 says what that leaves). Errors:
 // pools.ErrUnknownLine, ErrLineBusy, quota.ErrResourceNotFound,
 // quota.ErrUnavailable.
 func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 	if _, err := a.Config(ctx, resource); err != nil {
 		return err
 	}
-	n, err := a.lines.OpenLineSessions(ctx, resource, line)
-	if err != nil {
+	busy := func(st pools.State) error {
+		count := st.OpenSessions
+		if count == nil {
+			count = func(l string) (int64, error) { return a.lines.OpenLineSessions(ctx, resource, l) }
+		}
+		n, err := count(line)
+		if err == nil && n > 0 {
+			err = fmt.Errorf("line %s of %s holds %d open sessions: %w", line, resource, n, ErrLineBusy)
+		}
 		return err
-	}
-	if n > 0 {
-		return fmt.Errorf("line %s of %s holds %d open sessions: %w", line, resource, n, ErrLineBusy)
 	}
 	var lay pools.Layout
 	var before *pools.LineSpec
@@ -80,6 +88,9 @@ func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 		}
 		if before == nil {
 			return pools.Change{}, fmt.Errorf("line %s of %s: %w", line, resource, pools.ErrUnknownLine)
+		}
+		if err := busy(st); err != nil {
+			return pools.Change{}, err
 		}
 		var err error
 		if lay, err = pools.Plan(st.Limit, st.Settings, rest); err != nil {

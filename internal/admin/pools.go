@@ -234,26 +234,6 @@ func (a *Pools) CheckLayout(ctx context.Context, resource string, limit int64, s
 	return nil
 }
 
-// StoreSettings stores a resource's pool settings for the limit it is about
-// to have (PUT and PATCH /admin/policies/{r} with "pools"), after
-// CheckLayout; the Service's PutPolicy then writes the layout with the new
-// limit. The resource need not exist yet. Errors: *quota.ValidationError,
-// quota.ErrUnavailable.
-func (a *Pools) StoreSettings(ctx context.Context, resource string, limit int64, set pools.Settings) error {
-	if err := a.CheckLayout(ctx, resource, limit, &set); err != nil {
-		return err
-	}
-	before, _, err := a.lines.PoolSettings(ctx, resource)
-	if err != nil {
-		return err
-	}
-	if err := a.lines.PutPoolSettings(ctx, resource, set, a.now()); err != nil {
-		return err
-	}
-	a.changed(resource)
-	return a.audit(ctx, ActionPoolsPut, resource, before, set)
-}
-
 // Reclaims lists a resource's reclaims, newest first.
 func (a *Pools) Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error) {
 	if _, err := a.lines.GetPolicy(ctx, resource); err != nil {

@@ -76,12 +76,17 @@ func decode(r *http.Request, dst any) error {
 // decode would take it as the member's zero value or as absent ("dedicated":
 // null was answered about the weight, "reclaimDryRun": null stored false).
 // Errors: decode's.
-func decodeNoNull(r *http.Request, dst any) error {
+func decodeNoNull(r *http.Request, dst any) error { return decodeNoNullOf(r, dst) }
+
+// decodeNoNullOf is decodeNoNull for the members named only (none: every
+// member), e.g. an apply's "critical" and "continuation", which json v2
+// would read as absent (true) and false. Errors: decode's.
+func decodeNoNullOf(r *http.Request, dst any, names ...string) error {
 	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
-	if err := strictjson.NoNullMember(body); err != nil {
+	if err := strictjson.NoNullOf(body, names...); err != nil {
 		return err
 	}
 	return strictjson.Unmarshal(body, dst)

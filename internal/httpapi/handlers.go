@@ -56,7 +56,10 @@ type applyResponse struct {
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	var body applyRequest
 	req, err := func() (quota.ApplyRequest, error) {
-		if err := decode(r, &body); err != nil {
+		// A null "critical" or "continuation" is neither true nor false:
+		// refused naming it, as "businessLine": null is ("sessionId" and
+		// "minAmount" may be null: absent).
+		if err := decodeNoNullOf(r, &body, "businessLine", "critical", "continuation"); err != nil {
 			return quota.ApplyRequest{}, err
 		}
 		amt, err := parseAmount("applyAmount", body.ApplyAmount, true)

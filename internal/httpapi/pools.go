@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -138,6 +139,10 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 		spec = pools.LineSpec{Name: chi.URLParam(r, "line"), Tier: body.Tier}
 		if spec.Weight, err = parseAmount("weight", body.Weight, false); err == nil {
 			spec.Dedicated, err = parseAmount("dedicated", body.Dedicated, false)
+		} else if ve := (*quota.ValidationError)(nil); errors.As(err, &ve) && (ve.Reason == "must be at most 2^53-1" || ve.Reason == reasonWholeNumber) {
+			// A weight past 2^53-1 is out of the weight's own range, which
+			// is what the caller needs to hear (not the amounts' bound).
+			err = &quota.ValidationError{Field: "weight", Reason: "must be a whole number 1 … 1000"}
 		}
 		switch {
 		case err == nil && spec.Weight == 0 && spec.Dedicated == 0 && given(body.Dedicated):
@@ -145,7 +150,7 @@ func (s *Server) handlePutLine(w http.ResponseWriter, r *http.Request) {
 			// not the weight it was not given.
 			err = &quota.ValidationError{Field: "dedicated", Reason: "must be 1 … 2^53-1 (or give a weight instead)"}
 		case err == nil && spec.Weight == 0 && spec.Dedicated == 0 && len(body.Weight) == 0 && len(body.Dedicated) == 0:
-			spec.Weight = 1 // neither given: weight 1
+			spec.Weight = 1 // neither given: the documented default, weight 1
 		}
 	}
 	if err == nil {

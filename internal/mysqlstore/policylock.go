@@ -79,3 +79,36 @@ func (s *Store) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since in
 	p.CreatedAt = timeOf(r.CreatedMs)
 	return p, true, nil
 }
+
+// ReadPoolsLocked reads a resource's limit, pool settings and lines in a
+// transaction that first locks its policy row, the lock every change of
+// its pools and limit takes (ChangePools, UpdatePolicyLocked), and writes
+// nothing: a read that waits for a change in its turn to commit (the
+// quota Service checks with it that the limit and layout it wrote to
+// Redis are still the stored ones). State.Grants is left empty.
+// found false: the resource has no policy. Errors: quota.ErrUnavailable.
+func (s *Store) ReadPoolsLocked(ctx context.Context, resource string) (st pools.State, found bool, err error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	op := "read pools " + resource
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return st, false, translate(op, err)
+	}
+	defer func() { _ = tx.Rollback() }() // read only: nothing to keep
+	err = tx.GetContext(ctx, &st.Limit, `SELECT total_limit FROM quota_policy WHERE resource_name = ?`+
+		s.dialect.lifecycle.lockRow, resource)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, translate(op, err)
+	}
+	if st.Settings, _, err = readPoolSettings(ctx, tx, resource); err != nil {
+		return st, true, translate(op, err)
+	}
+	if st.Lines, err = readLines(ctx, tx, resource); err != nil {
+		return st, true, translate(op, err)
+	}
+	return st, true, nil
+}

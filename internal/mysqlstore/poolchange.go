@@ -17,7 +17,8 @@ import (
 // that first locks the resource's policy row (MySQL: SELECT … FOR UPDATE;
 // SQLite has one connection, so its transactions take turns anyway): it
 // reads the pools' State (grants and releases expiring after since, Unix
-// ms), asks decide for the change, writes it at at, then calls then (nil:
+// ms; State.OpenSessions counts a line's open sessions in the same
+// transaction), asks decide for the change, writes it at at, then calls then (nil:
 // none) before it commits. Two changes of one resource thus take turns,
 // and each is checked against what the other wrote: lines that together
 // pass the dedicated pool, or grants that together pass 2^53-1, cannot
@@ -30,7 +31,8 @@ import (
 //
 // Errors: decide's and then's errors as they are (nothing stored);
 // quota.ErrResourceNotFound when the resource has no policy;
-// pools.ErrUnknownLine when a DeleteLine names no line; quota.ErrUnavailable.
+// pools.ErrUnknownLine when a DeleteLine names no line; pools.ErrUnknownGrant
+// when a VoidGrant names none unvoided; quota.ErrUnavailable.
 func (s *Store) ChangePools(ctx context.Context, resource string, since int64, at time.Time,
 	decide func(pools.State) (pools.Change, error), then func() error) (created bool, err error) {
 	ctx, cancel := s.withTimeout(ctx)
@@ -65,6 +67,12 @@ func (s *Store) ChangePools(ctx context.Context, resource string, since int64, a
 	}
 	if st.Grants, err = readGrants(ctx, tx, resource, since); err != nil {
 		return false, translate(op, err)
+	}
+	st.OpenSessions = func(line string) (int64, error) {
+		var n int64
+		err := tx.GetContext(ctx, &n, `SELECT COUNT(*) FROM quota_usage WHERE status = 'USING'
+			AND resource_name = ? AND business_line = ?`, resource, line)
+		return n, orNil("count line sessions "+resource, err)
 	}
 	ch, err := decide(st)
 	if err != nil {
@@ -111,6 +119,16 @@ func (s *Store) writeChange(ctx context.Context, tx *sqlx.Tx, resource string, c
 		return false, orNil(op, writePoolSettings(ctx, tx, resource, *ch.Settings, at))
 	case ch.Grant != nil:
 		return false, orNil(op, writeGrant(ctx, tx, resource, *ch.Grant))
+	case ch.VoidGrant != "":
+		res, err := tx.ExecContext(ctx, `UPDATE quota_grant SET voided_ms = ? WHERE resource_name = ? AND id = ? AND voided_ms IS NULL`,
+			at.UnixMilli(), resource, ch.VoidGrant)
+		if err != nil {
+			return false, translate(op, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return false, fmt.Errorf("void grant %s/%s: %w", resource, ch.VoidGrant, pools.ErrUnknownGrant)
+		}
+		return false, nil
 	}
 	return false, fmt.Errorf("%s: an empty change", op)
 }

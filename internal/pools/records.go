@@ -89,15 +89,21 @@ type State struct {
 	Settings Settings
 	Lines    []LineSpec
 	Grants   []GrantRecord
+	// OpenSessions counts a line's open sessions in the ledger, read in
+	// the same transaction (a line's DELETE refuses a line that has any);
+	// nil where the store cannot read them so (quota's own checks).
+	OpenSessions func(line string) (int64, error)
 }
 
 // Change is one write to a resource's pools, decided on a State: exactly
 // one of its members is set. PutLine creates or replaces a line,
 // DeleteLine removes one (by name), Settings replaces the pool settings,
-// Grant records a grant or release.
+// Grant records a grant or release, VoidGrant voids one (by id, at the
+// change's time; ErrUnknownGrant when it is not there unvoided).
 type Change struct {
 	PutLine    *LineSpec
 	DeleteLine string
 	Settings   *Settings
 	Grant      *GrantRecord
+	VoidGrant  string
 }

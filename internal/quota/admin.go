@@ -103,12 +103,10 @@ func (s *Service) storePolicy(ctx context.Context, p Policy, createOnly bool) (P
 		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}
 	s.policies.drop(p.ResourceName)
-	err = GuardErr(s.redisFor(p.ResourceName), func() error { return s.balances.SetLimit(ctx, p.ResourceName, p.TotalLimit) })
-	if err != nil {
-		return Policy{}, false, fmt.Errorf("put policy %s: set limit: %w", p.ResourceName, err)
-	}
-	if err := s.relayoutAfterPut(ctx, stored); err != nil {
-		return Policy{}, false, fmt.Errorf("put policy %s: pools: %w", p.ResourceName, err)
+	// The limit and layout in Redis: what the policy store holds once
+	// written (a change committed meanwhile is written again).
+	if err := s.settleAfterPut(ctx, stored); err != nil {
+		return Policy{}, false, fmt.Errorf("put policy %s: %w", p.ResourceName, err)
 	}
 	return stored, created, nil
 }

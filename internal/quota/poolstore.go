@@ -321,14 +321,18 @@ func (s *Service) relayout(ctx context.Context, pol Policy, cmd ApplyCmd, err er
 
 // relayoutAfterPut writes the layout of a resource with business lines
 // again after its limit may have changed (the pools are cut from the
-// limit).
-func (s *Service) relayoutAfterPut(ctx context.Context, pol Policy) error {
+// limit), and returns it (the zero Layout when none was written).
+func (s *Service) relayoutAfterPut(ctx context.Context, pol Policy) (pools.Layout, error) {
 	if !s.pooled() {
-		return nil
+		return pools.Layout{}, nil
 	}
 	v, err := s.freshPools(ctx, pol.ResourceName)
 	if err != nil || len(v.lines) == 0 {
-		return err
+		return pools.Layout{}, err
 	}
-	return s.relayoutPools(ctx, pol, v)
+	lay, err := v.layout(pol.TotalLimit)
+	if err != nil {
+		return lay, fmt.Errorf("pools of %s: %w", pol.ResourceName, err)
+	}
+	return lay, s.relayoutPools(ctx, pol, v)
 }

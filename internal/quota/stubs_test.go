@@ -16,6 +16,7 @@ import (
 // pin down.
 type stubs struct {
 	mu      sync.Mutex
+	stored  map[string]Policy // by the default PutPolicy: GetPolicy's answer, as a store's
 	calls   map[string]int
 	lockTTL time.Duration // of the last TryLock
 
@@ -348,6 +349,12 @@ func (s *stubs) GetPolicy(ctx context.Context, resource string) (Policy, error) 
 	if s.getPolicy != nil {
 		return s.getPolicy(resource)
 	}
+	s.mu.Lock()
+	stored, ok := s.stored[resource]
+	s.mu.Unlock()
+	if ok {
+		return stored, nil
+	}
 	p := testPolicy
 	p.ResourceName = resource
 	return p, nil
@@ -368,9 +375,24 @@ func (s *stubs) PutPolicy(ctx context.Context, p Policy) (Policy, bool, error) {
 		return Policy{}, false, err
 	}
 	if s.putPolicy != nil {
-		return s.putPolicy(p)
+		out, created, err := s.putPolicy(p)
+		if err == nil {
+			s.remember(out)
+		}
+		return out, created, err
 	}
+	s.remember(p)
 	return p, true, nil
+}
+
+// remember keeps p as GetPolicy's answer for its resource.
+func (s *stubs) remember(p Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stored == nil {
+		s.stored = map[string]Policy{}
+	}
+	s.stored[p.ResourceName] = p
 }
 
 func (s *stubs) CreatePolicy(ctx context.Context, p Policy) (Policy, bool, error) {

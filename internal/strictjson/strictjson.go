@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -177,7 +178,15 @@ func IsInteger(s string) bool {
 // nil pointer (as if absent). A body that is not an object, or not valid
 // JSON, is left to Unmarshal. Errors: *quota.ValidationError of the
 // member's name.
-func NoNullMember(body []byte) error {
+func NoNullMember(body []byte) error { return NoNullOf(body) }
+
+// NoNullOf is NoNullMember for the members named only (none named: every
+// member): for bodies where some members may be null (e.g. an apply's
+// "sessionId": null, the server makes one) and others may not (its
+// "critical": null would be read as absent, i.e. true, and
+// "continuation": null as false). Errors: *quota.ValidationError of the
+// first null member named.
+func NoNullOf(body []byte, names ...string) error {
 	dec := jsontext.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil
@@ -188,7 +197,7 @@ func NoNullMember(body []byte) error {
 			return nil
 		}
 		name := tok.String() // before the next call voids tok
-		if dec.PeekKind() == 'n' {
+		if dec.PeekKind() == 'n' && (len(names) == 0 || slices.Contains(names, name)) {
 			return &quota.ValidationError{Field: name, Reason: "must not be null (leave the member out to take its default)"}
 		}
 		if err := dec.SkipValue(); err != nil {

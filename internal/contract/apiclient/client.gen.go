@@ -1047,11 +1047,12 @@ type ApplyRequest struct {
 
 	// Continuation true marks more work for a running conversation or job: never
 	// refused by a watermark, only when the line has nothing left.
+	// null is refused (400 naming it).
 	Continuation *bool `json:"continuation,omitempty"`
 
 	// Critical false marks a preview or debug call: a line above its tier's
 	// reject watermark refuses it (429, reason WATERMARK) before
-	// critical work.
+	// critical work. null is refused (400 naming it).
 	Critical *bool `json:"critical,omitempty"`
 
 	// MinAmount When given, a partial grant of at least minAmount is accepted if
@@ -1478,7 +1479,9 @@ type LineSpec struct {
 	// Dedicated An amount in the unit of the policy's quotaType.
 	Dedicated *Amount      `json:"dedicated,omitempty"`
 	Tier      LineSpecTier `json:"tier"`
-	Weight    *int         `json:"weight,omitempty"`
+
+	// Weight the line's share of the dedicated pool; 1 when neither weight nor dedicated is given
+	Weight *int `json:"weight,omitempty"`
 }
 
 // LineSpecTier defines model for LineSpec.Tier.
@@ -2748,7 +2751,9 @@ type ClientInterface interface {
 	// PutLineWithBody Create (201) or replace (200) a business line.
 	//
 	// Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-	// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+	// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+	// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+	// The answer is the whole layout. Audited.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2758,7 +2763,9 @@ type ClientInterface interface {
 	// PutLine Create (201) or replace (200) a business line.
 	//
 	// Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-	// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+	// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+	// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+	// The answer is the whole layout. Audited.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2982,7 +2989,8 @@ type ClientInterface interface {
 	// `businessLine` (required there, refused elsewhere; an API key bound
 	// to a line may only name that one, else 403), `critical` (boolean,
 	// default true; previews and debug calls send false) and
-	// `continuation` (boolean, default false). Its answer adds `drawn`
+	// `continuation` (boolean, default false); `null` for any of the three
+	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
@@ -3021,7 +3029,8 @@ type ClientInterface interface {
 	// `businessLine` (required there, refused elsewhere; an API key bound
 	// to a line may only name that one, else 403), `critical` (boolean,
 	// default true; previews and debug calls send false) and
-	// `continuation` (boolean, default false). Its answer adds `drawn`
+	// `continuation` (boolean, default false); `null` for any of the three
+	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
@@ -3535,7 +3544,9 @@ func (c *Client) DeleteLine(ctx context.Context, resourceName ResourceNamePath, 
 // PutLineWithBody Create (201) or replace (200) a business line.
 //
 // Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+// The answer is the whole layout. Audited.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3555,7 +3566,9 @@ func (c *Client) PutLineWithBody(ctx context.Context, resourceName ResourceNameP
 // PutLine Create (201) or replace (200) a business line.
 //
 // Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+// The answer is the whole layout. Audited.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3959,7 +3972,8 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // `businessLine` (required there, refused elsewhere; an API key bound
 // to a line may only name that one, else 403), `critical` (boolean,
 // default true; previews and debug calls send false) and
-// `continuation` (boolean, default false). Its answer adds `drawn`
+// `continuation` (boolean, default false); `null` for any of the three
+// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
@@ -4008,7 +4022,8 @@ func (c *Client) ApplyQuotaWithBody(ctx context.Context, contentType string, bod
 // `businessLine` (required there, refused elsewhere; an API key bound
 // to a line may only name that one, else 403), `critical` (boolean,
 // default true; previews and debug calls send false) and
-// `continuation` (boolean, default false). Its answer adds `drawn`
+// `continuation` (boolean, default false); `null` for any of the three
+// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
@@ -6120,7 +6135,9 @@ type ClientWithResponsesInterface interface {
 	// PutLineWithBodyWithResponse Create (201) or replace (200) a business line.
 	//
 	// Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-	// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+	// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+	// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+	// The answer is the whole layout. Audited.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6130,7 +6147,9 @@ type ClientWithResponsesInterface interface {
 	// PutLineWithResponse Create (201) or replace (200) a business line.
 	//
 	// Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-	// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+	// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+	// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+	// The answer is the whole layout. Audited.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6376,7 +6395,8 @@ type ClientWithResponsesInterface interface {
 	// `businessLine` (required there, refused elsewhere; an API key bound
 	// to a line may only name that one, else 403), `critical` (boolean,
 	// default true; previews and debug calls send false) and
-	// `continuation` (boolean, default false). Its answer adds `drawn`
+	// `continuation` (boolean, default false); `null` for any of the three
+	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
@@ -6415,7 +6435,8 @@ type ClientWithResponsesInterface interface {
 	// `businessLine` (required there, refused elsewhere; an API key bound
 	// to a line may only name that one, else 403), `critical` (boolean,
 	// default true; previews and debug calls send false) and
-	// `continuation` (boolean, default false). Its answer adds `drawn`
+	// `continuation` (boolean, default false); `null` for any of the three
+	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
 	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
@@ -9796,7 +9817,9 @@ func (c *ClientWithResponses) DeleteLineWithResponse(ctx context.Context, resour
 // PutLineWithBodyWithResponse Create (201) or replace (200) a business line.
 //
 // Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+// The answer is the whole layout. Audited.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9812,7 +9835,9 @@ func (c *ClientWithResponses) PutLineWithBodyWithResponse(ctx context.Context, r
 // PutLineWithResponse Create (201) or replace (200) a business line.
 //
 // Give `tier` and either `weight` (1 … 1000, the line's share of the dedicated pool)
-// or an explicit `dedicated` amount. The answer is the whole layout. Audited.
+// or an explicit `dedicated` amount; with neither the weight is 1 (the default).
+// A weight outside 1 … 1000 (however large) is a 400 naming `weight` and that range.
+// The answer is the whole layout. Audited.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10166,7 +10191,8 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 // `businessLine` (required there, refused elsewhere; an API key bound
 // to a line may only name that one, else 403), `critical` (boolean,
 // default true; previews and debug calls send false) and
-// `continuation` (boolean, default false). Its answer adds `drawn`
+// `continuation` (boolean, default false); `null` for any of the three
+// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
@@ -10211,7 +10237,8 @@ func (c *ClientWithResponses) ApplyQuotaWithBodyWithResponse(ctx context.Context
 // `businessLine` (required there, refused elsewhere; an API key bound
 // to a line may only name that one, else 403), `critical` (boolean,
 // default true; previews and debug calls send false) and
-// `continuation` (boolean, default false). Its answer adds `drawn`
+// `continuation` (boolean, default false); `null` for any of the three
+// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
 // `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
