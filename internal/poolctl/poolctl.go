@@ -197,7 +197,7 @@ func (r *Runner) tick(ctx context.Context, p quota.Policy) (_ []pools.Event, res
 	}
 	now := r.now()
 	if err := quota.DrainSpareMoves(ctx, r.store, r.jour, res, now.UnixMilli()); err != nil {
-		return nil, err
+		return nil, false, -1, err
 	}
 	per, err := r.sched.PeriodAt(p, now)
 	if err != nil {
