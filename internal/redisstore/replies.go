@@ -161,8 +161,14 @@ const (
 	applyUnknownLine applyCode = 8 // the line is not in the store's layout; nothing changed
 )
 
-// applyLen is the length of every apply.lua reply.
-const applyLen = 18
+// applyLen is the length of every apply.lua reply but the short grant's
+// (applyShortLen: {1, granted, remaining, now} of the plain fast path, whose
+// start is now, lease now + the lease asked, period start the one sent and
+// split all base; Store.Apply fills them in).
+const (
+	applyLen      = 18
+	applyShortLen = 4
+)
 
 // applyReply is apply.lua's reply (session.lib's answer). Times are Unix ms.
 type applyReply struct {
@@ -179,14 +185,23 @@ type applyReply struct {
 	tight                    bool
 	drawn                    quota.PoolSplit
 	scoped                   bool // the session is under the scoped id (KEYS[5])
+	// short: the plain fast path's grant; lease, start, periodStart and
+	// drawn are left for the caller (applyShortLen).
+	short bool
 }
 
 // periodRemaining is the period's limit − charged − reserved (0 when the
 // script did not read them).
 func (a applyReply) periodRemaining() int64 { return a.limit - a.charged - a.reserved }
 
-// decodeApply reads apply.lua's reply: 18 elements for every code.
+// decodeApply reads apply.lua's reply: 18 elements for every code, or the
+// short grant's 4 (applyShortLen).
 func decodeApply(v any) (applyReply, error) {
+	if arr, ok := v.([]any); ok && len(arr) == applyShortLen {
+		r := readReply("apply.lua", v, applyShortLen, applyShortLen)
+		a := applyReply{short: true, code: code(r, applyGranted), granted: r.int(1), remaining: r.int(2), ownRemaining: true, now: r.int(3)}
+		return a, r.err
+	}
 	r := readReply("apply.lua", v, applyLen, applyLen)
 	scoped := r.scopedForm()
 	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyRefused, applyWrongPeriod, applyNeedBalance, applyConflict, applyUnknownLine),

@@ -35,6 +35,8 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 	}{
 		{"apply not an array", func(v any) error { _, err := decodeApply(v); return err }, int64(1)},
 		{"apply short", func(v any) error { _, err := decodeApply(v); return err }, ok18[:17]},
+		{"apply short but refused", func(v any) error { _, err := decodeApply(v); return err }, []any{int64(3), int64(0), int64(5), int64(1)}},
+		{"apply short with text", func(v any) error { _, err := decodeApply(v); return err }, []any{int64(1), "x", int64(5), int64(1)}},
 		{"apply 19 elements", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), "1")},
 		{"apply unknown code", func(v any) error { _, err := decodeApply(v); return err }, with(0, int64(9))},
 		{"apply text", func(v any) error { _, err := decodeApply(v); return err }, with(2, "x")},
@@ -82,6 +84,10 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 	// And reads what is well formed.
 	if a, err := decodeApply(ok18); err != nil || a.code != applyGranted || a.remaining != 90 || !a.ownRemaining || a.periodRemaining() != 90 {
 		t.Errorf("apply %+v, %v", a, err)
+	}
+	if a, err := decodeApply([]any{int64(1), int64(4), int64(96), int64(1700)}); err != nil || !a.short || a.code != applyGranted ||
+		a.granted != 4 || a.remaining != 96 || !a.ownRemaining || a.now != 1700 {
+		t.Errorf("short apply %+v, %v", a, err)
 	}
 	if f, err := decodeFinish(finish(func([]any) {})); err != nil || f.code != finishSettled || f.charged != 15 || !f.hasBalance || f.client != "client-1" {
 		t.Errorf("finish %+v, %v", f, err)
