@@ -12,11 +12,15 @@ import (
 
 // TestPlainApplyMatchesTheModel drives random applies (new sessions with
 // and without a scoped id and an attempt, replays), finishes past and below
-// the grant, and give-backs through apply.lua's plain path (a resource
-// without pools: ARGV[11] "0", grantPlain) and through pools.Model on a
+// the grant, and give-backs through apply.lua on a plain resource (no pools:
+// ARGV[11] absent; the fast path with a scoped id and an attempt and its
+// short answer, the general path without) and through pools.Model on a
 // layout without lines or grants, and demands the same decisions (granted,
-// refused, what a replay answers) and the same balance after every step,
-// on real Redis and miniredis. Limits near 2^53 are included.
+// refused, what a replay answers: the first answer's lease and start too)
+// and the same balance after every step, on real Redis and miniredis; a
+// grant's answer is whole whichever path made it (lease = now + the lease
+// asked, start = now, the period's start, all drawn from the base). Limits
+// near 2^53 are included.
 func TestPlainApplyMatchesTheModel(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		outcomes := map[string]int{}
@@ -36,8 +40,9 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 			model := pools.NewModel(lay, true)
 			per := e.current(t)
 			e.seed(t, per, limit, quota.PeriodTotals{})
-			cmds := map[string]quota.ApplyCmd{} // sent, by session id
-			var open []string                   // granted, not finished
+			cmds := map[string]quota.ApplyCmd{}     // sent, by session id
+			first := map[string]quota.ApplyResult{} // answered, by session id
+			var open []string                       // granted, not finished
 			for step := range 200 {
 				switch op := rng.IntN(10); {
 				case op >= 8 && len(open) > 0:
@@ -69,8 +74,10 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 					c := cmds[id]
 					c.Attempt = fmt.Sprintf("retry-%d", step)
 					got, err := e.s.Apply(ctxT(t), c)
-					if err != nil || got.Outcome != quota.ApplyReplayed || got.Granted != model.Sessions[id].Granted {
-						t.Fatalf("step %d: replay %s: %+v %v, model granted %d", step, id, got, err, model.Sessions[id].Granted)
+					if err != nil || got.Outcome != quota.ApplyReplayed || got.Granted != model.Sessions[id].Granted ||
+						!got.LeaseExpiresAt.Equal(first[id].LeaseExpiresAt) || !got.StartTime.Equal(first[id].StartTime) ||
+						got.Drawn != first[id].Drawn {
+						t.Fatalf("step %d: replay %s: %+v %v, model granted %d, first answer %+v", step, id, got, err, model.Sessions[id].Granted, first[id])
 					}
 					outcomes["replayed"]++
 				default:
@@ -102,9 +109,14 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 						outcomes["refused"]++
 						break
 					}
-					if got.Outcome != quota.ApplyGranted || got.Granted != want.Granted || got.Drawn.Base != want.Granted {
+					if got.Outcome != quota.ApplyGranted || got.Granted != want.Granted || got.Drawn != (quota.PoolSplit{Base: want.Granted}) {
 						t.Fatalf("step %d: apply %s of %d (min %d): %+v, model granted %d", step, id, amount, minAmount, got, want.Granted)
 					}
+					if got.Now.IsZero() || !got.StartTime.Equal(got.Now) || !got.LeaseExpiresAt.Equal(got.Now.Add(c.Lease)) ||
+						!got.PeriodStart.Equal(per.Start) || got.OtherForm {
+						t.Fatalf("step %d: apply %s: %+v, want start = now, lease now + %s, period start %s", step, id, got, c.Lease, per.Start)
+					}
+					first[id] = got
 					if b := e.balance(t, per); got.Remaining != b.Remaining() {
 						t.Fatalf("step %d: apply %s answered remaining %d, the balance holds %d", step, id, got.Remaining, b.Remaining())
 					}

@@ -161,8 +161,14 @@ const (
 	applyUnknownLine applyCode = 8 // the line is not in the store's layout; nothing changed
 )
 
-// applyLen is the length of every apply.lua reply.
-const applyLen = 18
+// applyLen is the length of every apply.lua reply but the short grant's
+// (applyShortLen: {1, granted, remaining, now} of the plain fast path, whose
+// start is now, lease now + the lease asked, period start the one sent and
+// split all base; Store.Apply fills them in).
+const (
+	applyLen      = 18
+	applyShortLen = 4
+)
 
 // applyReply is apply.lua's reply (session.lib's answer). Times are Unix ms.
 type applyReply struct {
@@ -182,6 +188,9 @@ type applyReply struct {
 	// spare: the spare buffer's move this apply made (the 19th element,
 	// pools.ParseSpareNote's form), "" when it made none.
 	spare string
+	// short: the plain fast path's grant; lease, start, periodStart and
+	// drawn are left for the caller (applyShortLen).
+	short bool
 }
 
 // periodRemaining is the period's limit − charged − reserved (0 when the
@@ -189,8 +198,14 @@ type applyReply struct {
 func (a applyReply) periodRemaining() int64 { return a.limit - a.charged - a.reserved }
 
 // decodeApply reads apply.lua's reply: 18 elements for every code, a 19th
-// when the apply moved the spare buffer.
+// when the apply moved the spare buffer, or the plain fast path's short
+// grant of 4 (applyShortLen).
 func decodeApply(v any) (applyReply, error) {
+	if arr, ok := v.([]any); ok && len(arr) == applyShortLen {
+		r := readReply("apply.lua", v, applyShortLen, applyShortLen)
+		a := applyReply{short: true, code: code(r, applyGranted), granted: r.int(1), remaining: r.int(2), ownRemaining: true, now: r.int(3)}
+		return a, r.err
+	}
 	r := readReply("apply.lua", v, applyLen, applyLen+1)
 	scoped := r.scopedForm()
 	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyRefused, applyWrongPeriod, applyNeedBalance, applyConflict, applyUnknownLine),

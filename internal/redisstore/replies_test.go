@@ -39,6 +39,8 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 		{"apply move note not a string", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), int64(1))},
 		{"apply move note of a replay", func(v any) error { _, err := decodeApply(v); return err }, append(with(0, int64(2)), "r|a|0|b=1")},
 		{"apply empty move note", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), "")},
+		{"apply short but refused", func(v any) error { _, err := decodeApply(v); return err }, []any{int64(3), int64(0), int64(5), int64(1)}},
+		{"apply short with text", func(v any) error { _, err := decodeApply(v); return err }, []any{int64(1), "x", int64(5), int64(1)}},
 		{"apply unknown code", func(v any) error { _, err := decodeApply(v); return err }, with(0, int64(9))},
 		{"apply text", func(v any) error { _, err := decodeApply(v); return err }, with(2, "x")},
 		{"apply refused without any remaining", func(v any) error { _, err := decodeApply(v); return err },
@@ -85,6 +87,10 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 	// And reads what is well formed.
 	if a, err := decodeApply(ok18); err != nil || a.code != applyGranted || a.remaining != 90 || !a.ownRemaining || a.periodRemaining() != 90 {
 		t.Errorf("apply %+v, %v", a, err)
+	}
+	if a, err := decodeApply([]any{int64(1), int64(4), int64(96), int64(1700)}); err != nil || !a.short || a.code != applyGranted ||
+		a.granted != 4 || a.remaining != 96 || !a.ownRemaining || a.now != 1700 {
+		t.Errorf("short apply %+v, %v", a, err)
 	}
 	if f, err := decodeFinish(finish(func([]any) {})); err != nil || f.code != finishSettled || f.charged != 15 || !f.hasBalance || f.client != "client-1" {
 		t.Errorf("finish %+v, %v", f, err)

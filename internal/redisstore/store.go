@@ -199,21 +199,20 @@ func isTransient(err error) bool {
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
 	r := c.ResourceName
 	per := c.Period.ID()
-	mode, line, critical, continuation := "0", "", false, false
+	line := ""
+	keys := []string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c)}
+	args := []any{itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
+		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), c.Attempt, c.OtherSessionID}
 	if p := c.Pools; p != nil {
-		mode, line, critical, continuation = "2", p.Line, p.Critical, p.Continuation
+		// A plain resource's apply reads neither the pools' keys nor their
+		// arguments (apply.lua, ARGV[11] absent): they are not sent.
+		mode := "2"
 		if p.NoGrants {
 			mode = "1"
 		}
-	}
-	keys := []string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c)}
-	args := []any{itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), c.Attempt, c.OtherSessionID, mode}
-	if c.Pools != nil {
-		// A plain resource's apply reads neither the pools' keys nor their
-		// arguments (apply.lua, ARGV[11] "0"): they are not sent.
+		line = p.Line
 		keys = append(keys, poolKey(r), grantsKey(r))
-		args = append(args, line, luaBool(critical), luaBool(continuation))
+		args = append(args, mode, line, luaBool(p.Critical), luaBool(p.Continuation))
 	}
 	v, err := s.runHot(ctx, applyScript, keys, args...)
 	if err != nil {
@@ -222,6 +221,11 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	a, err := decodeApply(v)
 	if err != nil {
 		return quota.ApplyResult{}, wrap("apply", err)
+	}
+	if a.short {
+		// The plain grant's short answer: what the caller knows is not sent.
+		a.start, a.lease, a.periodStart = a.now, a.now+c.Lease.Milliseconds(), per
+		a.drawn = quota.PoolSplit{Base: a.granted}
 	}
 	res := quota.ApplyResult{
 		OtherForm: a.scoped,

@@ -35,7 +35,7 @@
 --         client) (internal/quota scope.go); scoped_session.lib says whether
 --         the session is the bare or the scoped one; for the scoped one every
 --         code is returned plus 10.
--- ARGV[11] pools: "0" none (a plain resource: KEYS[6] and KEYS[7] are not
+-- ARGV[11] pools: absent or "0" none (a plain resource: KEYS[6] and KEYS[7] are not
 --         read and may be left out, as ARGV[12-14] may, the pool counters
 --         need not be seeded, the session keeps no split), "1" lines or
 --         grants but no grant that is not expired (the
@@ -43,7 +43,7 @@
 --         lines or grants
 -- ARGV[12] businessLine ("" or absent = none)   ARGV[13] "1" = critical
 -- ARGV[14] "1" = continuation (never refused by a watermark)
--- Returns 18 elements (session.lib's answer): {code, granted, remaining,
+-- Returns 18 elements (session.lib's answer; the fast path's grant 4, below): {code, granted, remaining,
 --   leaseMs, startMs, periodMs, nowMs, limit, charged, reserved, reason,
 --   tight, base, dedicated, shared, buffer, grant, grantList}, and a 19th
 --   only when the apply moved the spare buffer (codes 1 and 3):
@@ -67,62 +67,63 @@
 --   getting tight, or an operator released it): degrade non-critical work.
 --   The split (codes 1 and 2) sums to granted: base is what a resource
 --   without lines drew from its limit (all of a plain resource's grant).
--- include session.lib
--- include pools.lib
-
--- grantPlain is the apply of a new session on a plain resource (ARGV[11]
--- "0", no line): the decision of the path below without lines or grants
--- (the grant is drawn whole from the base, limit − charged − reserved),
--- with as few Lua tables and number conversions as it takes, since this is
--- the path of nearly every apply and Redis's CPU per apply is the ceiling
--- of one hot resource (docs/performance.md).
-local function grantPlain(sk, sid)
+-- The fast path: a new session on a plain resource (ARGV[11] absent), with
+-- a scoped id and an attempt (as quota-center's POST /quota/apply sends
+-- it: nearly every apply). Redis's CPU per apply is the ceiling of one hot
+-- resource (docs/performance.md, issue 23 §3), so this path runs before any
+-- of the libraries' functions is made (each a closure per call) and builds
+-- no table but the reply: the same decision as the general path below
+-- without lines or grants (all of the amount, or the minimum, from limit −
+-- charged − reserved; pools.Model.Apply on a layout without lines).
+-- Granted, it answers 4 elements {1, granted, remaining, nowMs} (the rest
+-- the caller knows: start = now, lease = now + ARGV[6], the period's start,
+-- the whole grant drawn from the base); refused, the general 18. Anything
+-- else (the period not open, the balance not seeded or without its epoch,
+-- reserved past 2^53) falls through to the general path before any write:
+-- it decides again from scratch.
+if not ARGV[11] and ARGV[10] ~= '' and ARGV[9] ~= '' and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local limitStr = redis.call('GET', KEYS[1])
   local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved', 'ep')
   local charged, held = b[1], b[2]
-  if not limitStr or not charged or not held then
-    return answer(5)
-  end
-  local amount, cur = tonumber(ARGV[1]), num(held)
-  local base = tonumber(limitStr) - num(charged) - cur
-  local n, granted = amount, ARGV[1]
-  if base < amount then
-    local min = tonumber(ARGV[2])
-    if not (min > 0 and base >= min) then
-      return answer(3, 0, '', 0, 0, 0, {limitStr, charged, held}, 'EXHAUSTED', 0)
+  if (ARGV[8] == '1' or now >= tonumber(ARGV[4])) and (ARGV[5] == '0' or now < tonumber(ARGV[5]))
+      and limitStr and charged and held and b[3] then
+    local amount, cur = tonumber(ARGV[1]), tonumber(held)
+    local base = tonumber(limitStr) - tonumber(charged) - cur
+    local n, granted = amount, ARGV[1]
+    if base < amount then
+      local min = tonumber(ARGV[2])
+      if not (min > 0 and base >= min) then
+        return {3, 0, '', 0, 0, 0, now, limitStr, charged, held, 'EXHAUSTED', 0, 0, 0, 0, 0, 0, ''}
+      end
+      n, granted = base, string.format('%d', base)
     end
-    n, granted = base, fmt(base)
-  end
-  -- reserved after this grant as Redis holds it: exact below 2^53, past it
-  -- HINCRBY's 64-bit arithmetic (then read back).
-  local reserved = held
-  if n ~= 0 then
     if cur + n < 9007199254740992 then
-      reserved = fmt(cur + n)
-      redis.call('HSET', KEYS[2], 'reserved', reserved)
-    else
-      redis.call('HINCRBY', KEYS[2], 'reserved', fmt(n))
-      reserved = redis.call('HGET', KEYS[2], 'reserved')
+      if n ~= 0 then
+        redis.call('HINCRBY', KEYS[2], 'reserved', granted)
+      end
+      local ls = string.format('%d', now + tonumber(ARGV[6]))
+      redis.call('HSET', KEYS[3], 'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', granted,
+        'remaining', string.format('%d', base - n), 'lease', ls, 'start', string.format('%d', now),
+        'period', ARGV[4], 'status', 'USING', 'att', ARGV[9], 'bep', b[3])
+      redis.call('ZADD', KEYS[4], ls, ARGV[7])
+      return {1, n, base - n, now}
     end
   end
-  local remaining = base - n
-  local lease = writeSession(sk, sid, granted, fmt(remaining), nil, b[3])
-  -- answer's 18 elements, without its tables; the period start as sent.
-  return {1 + form, n, remaining, lease, now, ARGV[4], now, limitStr, charged, reserved, '', 0,
-    n, 0, 0, 0, 0, ''}
 end
 
+-- include session.lib
+-- include pools.lib
+
 local line = ARGV[12] or ''
-local pooled = ARGV[11] ~= '0'
+local pooled = (ARGV[11] or '0') ~= '0'
 local sk, sid, s = openSession()
 if s and s[1] then
   return replay(sk, s, pooled)
 end
 if not inPeriod() then
   return answer(4)
-end
-if not pooled and line == '' then
-  return grantPlain(sk, sid)
 end
 
 -- The period's counters in one read: charged, reserved, the epoch and,
