@@ -3,6 +3,7 @@ package app_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/quotacenter/quota-center/api/client"
 	"github.com/quotacenter/quota-center/internal/testenv"
@@ -13,7 +14,11 @@ import (
 // period's (limit − charged − reserved) — and the apply adds what the line
 // itself can still get as lineRemaining. The apply used to answer the
 // line's headroom as remainingQuota (limit 1000, line a dedicated 200,
-// 60 used: apply 5 on a → 295 where finish and status said 935).
+// 60 used: apply 5 on a → 295 where finish and status said 935). A
+// resource with a temporary grant and no lines answers the same figure
+// (grants are not added; status lists them): its apply answered the grant
+// counted (limit 10,000, grant 100, apply 20 → 10,080 where status and
+// finish said 9,980).
 func TestApplyOnALineAnswersThePeriodsRemaining(t *testing.T) {
 	forModes(t, func(t *testing.T, s *testenv.Server) {
 		c := opsClient(t, s)
@@ -70,6 +75,25 @@ func TestApplyOnALineAnswersThePeriodsRemaining(t *testing.T) {
 		}
 		if p, err := c.Apply(ctxOf(t), client.ApplyRequest{ResourceName: plain, ClientID: "svc", ApplyAmount: 5}); err != nil || p.RemainingQuota != 95 || p.LineRemaining != nil {
 			t.Fatalf("apply without lines: %+v %v", p, err)
+		}
+		granted := testenv.Resource(t)
+		if _, err := c.PutPolicy(ctxOf(t), client.PolicySpec{ResourceName: granted, QuotaType: "TOKENS", TotalLimit: 10000}); err != nil {
+			t.Fatal(err)
+		}
+		exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		if code, out, _ := call(t, s, http.MethodPost, "/admin/policies/"+granted+"/grants", map[string]any{"amount": 100, "expiresAt": exp, "reason": "launch"}); code != http.StatusCreated {
+			t.Fatalf("grant: %d %v", code, out)
+		}
+		g, err := c.Apply(ctxOf(t), client.ApplyRequest{ResourceName: granted, ClientID: "svc", ApplyAmount: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err = c.Status(ctxOf(t), granted); err != nil || g.RemainingQuota != st.RemainingQuota || g.RemainingQuota != 9980 || g.LineRemaining != nil {
+			t.Fatalf("apply with a grant: remainingQuota %d lineRemaining %v, status %+v %v; want 9980 both", g.RemainingQuota, g.LineRemaining, st, err)
+		}
+		gf, err := c.Finish(ctxOf(t), client.FinishRequest{ResourceName: granted, SessionID: g.SessionID, ActualUsedAmount: 20})
+		if err != nil || gf.RemainingQuota != 9980 {
+			t.Fatalf("finish with a grant: %+v %v; want remainingQuota 9980", gf, err)
 		}
 	})
 }

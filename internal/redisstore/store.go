@@ -255,10 +255,16 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	case applyUnknownLine:
 		return quota.ApplyResult{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
 	}
-	if line != "" && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
-		// remainingQuota is the period's; what the line could still be
-		// granted (refused: could be granted now) is LineRemaining.
-		res.LineRemaining, res.Remaining = a.remaining, a.periodRemaining()
+	if c.Pools != nil && (line != "" || a.hasBalance) && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
+		// remainingQuota is the period's (limit − charged − reserved, as
+		// finish and status answer it; grants are not added), also on a
+		// resource with grants and no lines, whose script answers its own
+		// room grants included; what a line could still be granted
+		// (refused: could be granted now) is LineRemaining.
+		if line != "" {
+			res.LineRemaining = a.remaining
+		}
+		res.Remaining = a.periodRemaining()
 	}
 	return res, nil
 }
