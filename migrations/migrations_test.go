@@ -97,7 +97,7 @@ func TestSQLiteUpDownUp(t *testing.T) {
 		}
 		return names
 	}
-	want := []string{"quota_audit", "quota_grant", "quota_line", "quota_policy", "quota_pool_event", "quota_pool_settings", "quota_reclaim", "quota_usage", "quota_usage_lifecycle", "quota_usage_rollup"}
+	want := []string{"quota_audit", "quota_grant", "quota_line", "quota_policy", "quota_pool_event", "quota_pool_settings", "quota_reclaim", "quota_usage", "quota_usage_lifecycle", "quota_usage_rollup", "quota_usage_rollup_deferred"}
 	for step, run := range []func() error{
 		func() error { _, err := p.Up(ctx); return err },
 		func() error { _, err := p.DownTo(ctx, 0); return err },
