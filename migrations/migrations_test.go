@@ -140,7 +140,8 @@ func TestSQLiteDownOf00011SumsTheListedRows(t *testing.T) {
 			(2, 'r', 'a', 's2', 0, 5, 0, 7200000, 7300000, 'CANCELLED'),
 			(3, 'r', 'a', 's3', 86400000, 9, 9, 90000000, NULL, 'USING')`,
 		`INSERT INTO quota_usage_lifecycle (resource_name, rolled_to_ms) VALUES ('r', 86400000)`,
-		`INSERT INTO quota_usage_rollup_deferred (resource_name, start_ms, id) VALUES ('r', 3600000, 1), ('r', 7200000, 2)`,
+		`INSERT INTO quota_usage_rollup_deferred (resource_name, start_ms, period_start_ms, id) VALUES
+			('r', 3600000, 0, 1), ('r', 7200000, 0, 2)`,
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)

@@ -26,8 +26,8 @@ const settledLongAgo = `(status = 'FINISHED' OR end_ms < ?)`
 // that the rollup leaves out of its sums: not FINISHED, and settled at or
 // after the bound (or with no end recorded). Arguments resource, from ms,
 // to ms, settled-before ms.
-const deferSQL = ` INTO quota_usage_rollup_deferred (resource_name, start_ms, id)
-	SELECT resource_name, start_ms, id FROM quota_usage
+const deferSQL = ` INTO quota_usage_rollup_deferred (resource_name, start_ms, period_start_ms, id)
+	SELECT resource_name, start_ms, period_start_ms, id FROM quota_usage
 	WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?
 	AND status <> 'FINISHED' AND (end_ms IS NULL OR end_ms >= ?)`
 

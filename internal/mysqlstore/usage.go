@@ -76,7 +76,8 @@ func UsageRollupSQL(groupBy string) (string, error) {
 // quota_usage_rollup_deferred: LEAKED or CANCELLED rows that may still
 // change, lifecycledeferred.go), read raw, for a grouping, with the
 // arguments resource, from hour ms (twice), rollup bound ms (min(to,
-// watermark)), watermark ms (twice) and the group limit. A listed row
+// watermark)), the bound of the list's range (listedBefore) and the
+// watermark ms, and the group limit. A listed row
 // counts as a rolled-up one would (by its hour) while it still starts below
 // the watermark; a revived one starts above it and is one of UsageSQL's.
 func UsageDeferredSQL(groupBy string) (string, error) {
@@ -91,6 +92,13 @@ func UsageDeferredSQL(groupBy string) (string, error) {
 		WHERE d.resource_name = ? AND d.start_ms >= ? AND q.start_ms >= ?
 		AND q.start_ms - q.start_ms % 3600000 < ? AND d.start_ms < ? AND q.start_ms < ?) r
 	GROUP BY k ORDER BY k LIMIT ?`, nil
+}
+
+// listedBefore bounds the starts of the listed rows a usage read over the
+// rolled-up range up to b = min(to, watermark) may count: those of hours
+// before b, and before the watermark w.
+func listedBefore(b, w int64) int64 {
+	return min(w, b+(3600000-b%3600000)%3600000)
 }
 
 // usageGroupRow is one group as read.
@@ -142,7 +150,8 @@ func (s *Store) Usage(ctx context.Context, q quota.UsageQuery) (quota.UsageResul
 		if err := tx.SelectContext(ctx, &rolled, rollSQL, q.Resource, fromHour, min(to, w), q.MaxGroups+1); err != nil {
 			return quota.UsageResult{}, translate("usage rollups "+q.Resource, err)
 		}
-		if err := tx.SelectContext(ctx, &deferred, defSQL, q.Resource, fromHour, fromHour, min(to, w), w, w, q.MaxGroups+1); err != nil {
+		if err := tx.SelectContext(ctx, &deferred, defSQL, q.Resource, fromHour, fromHour, min(to, w),
+			listedBefore(min(to, w), w), w, q.MaxGroups+1); err != nil {
 			return quota.UsageResult{}, translate("usage deferred rows "+q.Resource, err)
 		}
 	}

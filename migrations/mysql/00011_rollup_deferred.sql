@@ -14,16 +14,21 @@
 -- removes it from the list, in one transaction. The list holds about
 -- QC_LEDGER_ROLLUP_AFTER of leaks and cancels per resource: small.
 --
--- quota_usage_rollup_deferred: resource_name, start_ms (the row's start
---   when listed) and id (quota_usage.id) of each row below the watermark
---   that is not in the rollups. Retention deletes no listed row.
+-- quota_usage_rollup_deferred: resource_name, start_ms and period_start_ms
+--   (the row's when listed) and id (quota_usage.id) of each row below the
+--   watermark that is not in the rollups. Usage reads it by (resource_name,
+--   start_ms), the period totals by (resource_name, period_start_ms): a
+--   period with no listed row (the current one, which every rebuild reads,
+--   never has any) costs one index dive. Retention deletes no listed row.
 
 -- +goose Up
 CREATE TABLE quota_usage_rollup_deferred (
     resource_name VARCHAR(64) NOT NULL,
-    start_ms      BIGINT      NOT NULL,
-    id            BIGINT      NOT NULL,
-    PRIMARY KEY (resource_name, start_ms, id)
+    start_ms        BIGINT      NOT NULL,
+    period_start_ms BIGINT      NOT NULL,
+    id              BIGINT      NOT NULL,
+    PRIMARY KEY (resource_name, start_ms, id),
+    KEY idx_quota_usage_rollup_deferred_period (resource_name, period_start_ms)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- +goose Down

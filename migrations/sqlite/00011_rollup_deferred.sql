@@ -4,10 +4,12 @@
 -- +goose Up
 CREATE TABLE quota_usage_rollup_deferred (
     resource_name TEXT    NOT NULL,
-    start_ms      INTEGER NOT NULL,
-    id            INTEGER NOT NULL,
+    start_ms        INTEGER NOT NULL,
+    period_start_ms INTEGER NOT NULL,
+    id              INTEGER NOT NULL,
     PRIMARY KEY (resource_name, start_ms, id)
 ) STRICT;
+CREATE INDEX idx_quota_usage_rollup_deferred_period ON quota_usage_rollup_deferred (resource_name, period_start_ms);
 
 -- +goose Down
 INSERT INTO quota_usage_rollup
@@ -25,4 +27,5 @@ INSERT INTO quota_usage_rollup
         sessions = sessions + excluded.sessions, leaked = leaked + excluded.leaked,
         granted = granted + excluded.granted, charged = charged + excluded.charged,
         refunded = refunded + excluded.refunded, overage = overage + excluded.overage;
+DROP INDEX idx_quota_usage_rollup_deferred_period;
 DROP TABLE quota_usage_rollup_deferred;
