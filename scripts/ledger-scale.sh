@@ -4,9 +4,11 @@
 # `quota-center ledger prune`, measures what apply, finish, GET /admin/usage
 # and the rebuild reads cost on it, and drops it. Run by hand, never by
 # `make test` or `make bench`: the fill writes about 400 bytes a row (40 GB
-# for 100 M: check `df` first) at 15,000–22,000 rows/s on a shared 2-core
-# machine (1.5–2 hours for 100 M; a stopped fill resumes, and a partial one
-# is a consistent ledger of the most recent days). Results:
+# for 100 M: check `df` first) at 2,500–23,000 rows/s on the shared 2-core
+# machine, niced (~7,000 at load 20–39: 23 M in an hour on 2026-12-03; 100 M
+# needs ~30 minutes of one core's CPU, so hours on a loaded machine); a
+# stopped fill resumes, and a partial one is a consistent ledger of the
+# most recent days. Results:
 # docs/performance.md, "Ledger lifecycle at scale".
 #
 #   scripts/ledger-scale.sh server    # start a private, tuned scratch mariadbd (below), niced
