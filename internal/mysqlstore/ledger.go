@@ -357,11 +357,11 @@ const periodTotalsSQL = `SELECT
 // periodDeferred is the FROM of periodTotalsSQL's sums of the listed rows
 // of a period still below the watermark (arguments resource, period ms,
 // resource): a range of the list's period index, so a period with none
-// listed (the current one never has any) reads no ledger row. A listed
-// row's period changes only with its start, when a retried apply revives
-// it, above the watermark.
+// listed (the current one never has any) reads no ledger row. An entry
+// counts only while its row starts where it was listed: a retried apply
+// that revives the row moves its start (and period) to the retry's.
 const periodDeferred = `
-		FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id
+		FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
 		WHERE d.resource_name = ? AND d.period_start_ms = ? AND q.start_ms < (` + rolledToSQL + `)`
 
 // periodTotalsArgs are the arguments of periodTotalsSQL.

@@ -38,7 +38,8 @@ const notDeferred = `id NOT IN (SELECT id FROM quota_usage_rollup_deferred WHERE
 // settleableCountSQL counts the listed rows of a resource that started
 // before a bound and can no longer change (arguments resource, bound ms,
 // settled-before ms): what settleDeferred would sum.
-const settleableCountSQL = `SELECT COUNT(*) FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id
+const settleableCountSQL = `SELECT COUNT(*) FROM quota_usage_rollup_deferred d
+	JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
 	WHERE d.resource_name = ? AND q.start_ms < ? AND q.status <> 'USING' AND (q.status = 'FINISHED' OR q.end_ms < ?)`
 
 // deferredChunk bounds the ids of one IN list of settleDeferred.
@@ -46,30 +47,51 @@ const deferredChunk = 500
 
 // settleDeferred sums the listed rows of resource that can no longer change
 // into the rollups and takes them off the list, with the entries of rows
-// that now start at or after the watermark w (revived by a retried apply:
-// read raw above it) or are gone; it returns the rows summed. The caller
+// that no longer start where they were listed (revived by a retried apply:
+// read raw above the watermark w, or listed again at their new start), or
+// are gone; it returns the rows summed. An entry counts for readers only
+// while its row starts where it was listed, so a row is never counted
+// through two entries. The caller
 // holds the resource's lifecycle row lock, under which alone the list
 // changes.
 func (s *Store) settleDeferred(ctx context.Context, tx *sqlx.Tx, resource string, w, settled int64) (int64, error) {
 	var rows []struct {
 		ID     int64          `db:"id"`
+		Listed int64          `db:"listed"`
 		Start  sql.NullInt64  `db:"start_ms"`
 		Status sql.NullString `db:"status"`
 		End    sql.NullInt64  `db:"end_ms"`
 	}
-	if err := tx.SelectContext(ctx, &rows, `SELECT d.id, q.start_ms, q.status, q.end_ms
+	if err := tx.SelectContext(ctx, &rows, `SELECT d.id, d.start_ms AS listed, q.start_ms, q.status, q.end_ms
 		FROM quota_usage_rollup_deferred d LEFT JOIN quota_usage q ON q.id = d.id
 		WHERE d.resource_name = ?`, resource); err != nil {
 		return 0, err
 	}
 	var sum, drop []int64
+	var stale []struct{ start, id int64 } // entries to drop one by one: their id has an entry kept
+	kept := map[int64]bool{}
 	for _, r := range rows {
 		switch {
-		case !r.Start.Valid || r.Start.Int64 >= w:
-			drop = append(drop, r.ID)
+		case !r.Start.Valid || r.Start.Int64 != r.Listed || r.Start.Int64 >= w:
 		case r.Status.String == "FINISHED" || r.Status.String != "USING" && r.End.Valid && r.End.Int64 < settled:
 			sum = append(sum, r.ID)
+		default:
+			kept[r.ID] = true
+		}
+	}
+	for _, r := range rows {
+		switch {
+		case kept[r.ID] && r.Start.Valid && r.Start.Int64 == r.Listed:
+		case kept[r.ID]:
+			stale = append(stale, struct{ start, id int64 }{r.Listed, r.ID})
+		default:
 			drop = append(drop, r.ID)
+		}
+	}
+	for _, e := range stale {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM quota_usage_rollup_deferred
+			WHERE resource_name = ? AND start_ms = ? AND id = ?`, resource, e.start, e.id); err != nil {
+			return 0, err
 		}
 	}
 	for i := 0; i < len(sum); i += deferredChunk {

@@ -140,3 +140,41 @@ func TestLifecycleRollsUpPastRowsThatMayStillChange(t *testing.T) {
 		}
 	})
 }
+
+// TestLifecycleCountsARevivedAndRecancelledRowOnce: a listed CANCELLED row
+// that a retried apply revives (its start moves to the retry's) and that is
+// cancelled again is passed by the rollup a second time, at its new start,
+// and listed there; its old entry must not count it too (usage and period
+// totals equal the raw rows'), and the next visit drops the old entry.
+func TestLifecycleCountsARevivedAndRecancelledRowOnce(t *testing.T) {
+	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
+		res := fmt.Sprintf("lcv-%d", time.Now().UnixNano())
+		lcLedger(t, s, res, 100, 6)
+		cancelled := lcRow{start: lcBase.Add(30*time.Hour + 9*time.Millisecond), end: lcBase.Add(78*time.Hour + 30*time.Minute),
+			status: "CANCELLED", client: "a", granted: 9, refund: 9}
+		lcInsert(t, s, res, []lcRow{cancelled})
+		_, session := lcRowAt(t, s, res, cancelled.start)
+		settled := lcBase.Add(78 * time.Hour)
+		if _, st := lcRollup(t, s, res, lcBase.Add(72*time.Hour), settled, 40); !st.Done {
+			t.Fatalf("first rollup %+v", st)
+		}
+		retry := quota.UsageRecord{ResourceName: res, ClientID: "a", SessionID: session,
+			PeriodStart: lcBase.Add(72 * time.Hour), GrantedAmount: 9, ChargedAmount: 9,
+			StartTime: lcBase.Add(80 * time.Hour), Status: quota.StatusUsing}
+		if ok, err := s.ReviveSession(testCtx(t), retry); err != nil || !ok {
+			t.Fatalf("revive: %v, %v", ok, err)
+		}
+		retry.EndTime = retry.StartTime.Add(time.Second)
+		if err := s.CancelSession(testCtx(t), retry); err != nil {
+			t.Fatal(err)
+		}
+		now := lcBase.Add(97 * time.Hour)
+		if _, st := lcRollup(t, s, res, lcBase.Add(96*time.Hour), settled, 40); !st.Done {
+			t.Fatalf("second rollup %+v", st)
+		}
+		lcCheckExact(t, s, res, now)
+		if got := lcListed(t, s, res); len(got) != 1 {
+			t.Fatalf("listed %v; want the re-cancelled row once, at its new start", got)
+		}
+	})
+}

@@ -78,8 +78,9 @@ func UsageRollupSQL(groupBy string) (string, error) {
 // arguments resource, from hour ms (twice), rollup bound ms (min(to,
 // watermark)), the bound of the list's range (listedBefore) and the
 // watermark ms, and the group limit. A listed row
-// counts as a rolled-up one would (by its hour) while it still starts below
-// the watermark; a revived one starts above it and is one of UsageSQL's.
+// counts as a rolled-up one would (by its hour) while it still starts
+// where it was listed, below the watermark; a revived one takes its
+// retry's start, and is one of UsageSQL's or listed again there.
 func UsageDeferredSQL(groupBy string) (string, error) {
 	key, err := usageKey(groupBy, "start_ms")
 	if err != nil {
@@ -88,7 +89,7 @@ func UsageDeferredSQL(groupBy string) (string, error) {
 	return `SELECT ` + key + ` AS k, ` + usageSums + `
 	FROM (SELECT q.client_id, q.business_line, q.start_ms, q.status, q.leak_recovered,
 			q.granted_amount, q.charged_amount, q.refunded_amount, q.overage_amount
-		FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id
+		FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
 		WHERE d.resource_name = ? AND d.start_ms >= ? AND q.start_ms >= ?
 		AND q.start_ms - q.start_ms % 3600000 < ? AND d.start_ms < ? AND q.start_ms < ?) r
 	GROUP BY k ORDER BY k LIMIT ?`, nil

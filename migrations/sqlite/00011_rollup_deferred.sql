@@ -19,7 +19,7 @@ INSERT INTO quota_usage_rollup
         COUNT(*), SUM(CASE WHEN q.status = 'LEAKED' OR q.leak_recovered = 1 THEN 1 ELSE 0 END),
         SUM(q.granted_amount), SUM(q.charged_amount), SUM(q.refunded_amount), SUM(q.overage_amount)
     FROM quota_usage_rollup_deferred d
-    JOIN quota_usage q ON q.id = d.id
+    JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
     JOIN quota_usage_lifecycle l ON l.resource_name = d.resource_name
     WHERE q.start_ms < l.rolled_to_ms AND q.status <> 'USING'
     GROUP BY q.resource_name, q.start_ms - q.start_ms % 3600000, q.period_start_ms, q.client_id, q.business_line
