@@ -8,10 +8,11 @@
 -- (up to 1.23 s at 35 M rows, docs/performance.md). Now the rollup passes
 -- such a row, leaves it out of the sums and lists it here; the readers of
 -- the rolled-up range (usage, period totals) read the listed rows raw
--- (their current start must still be before the watermark: a revived row
--- takes its retry's start, after the watermark, and is read with the raw
--- rows), and a later pass sums each once it can no longer change and
--- removes it from the list, in one transaction. The list holds about
+-- (an entry counts only while its row still starts where it was listed,
+-- below the watermark: a revived row takes its retry's start and is read
+-- with the raw rows, or listed again there), and a later pass sums each
+-- once it can no longer change and removes it from the list, in one
+-- transaction. The list holds about
 -- QC_LEDGER_ROLLUP_AFTER of leaks and cancels per resource: small.
 --
 -- quota_usage_rollup_deferred: resource_name, start_ms and period_start_ms
