@@ -97,7 +97,7 @@ func TestSQLiteUpDownUp(t *testing.T) {
 		}
 		return names
 	}
-	want := []string{"quota_audit", "quota_grant", "quota_line", "quota_policy", "quota_pool_event", "quota_pool_settings", "quota_reclaim", "quota_usage", "quota_usage_lifecycle", "quota_usage_rollup"}
+	want := []string{"quota_audit", "quota_grant", "quota_line", "quota_policy", "quota_pool_event", "quota_pool_settings", "quota_reclaim", "quota_usage", "quota_usage_lifecycle", "quota_usage_rollup", "quota_usage_rollup_deferred"}
 	for step, run := range []func() error{
 		func() error { _, err := p.Up(ctx); return err },
 		func() error { _, err := p.DownTo(ctx, 0); return err },
@@ -116,5 +116,47 @@ func TestSQLiteUpDownUp(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("step %d: tables %v; want %v", step, got, want)
 		}
+	}
+}
+
+// TestSQLiteDownOf00011SumsTheListedRows: a version without
+// quota_usage_rollup_deferred reads every row below the watermark through
+// the rollups, so going down sums the rows kept raw there (as they are).
+func TestSQLiteDownOf00011SumsTheListedRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, sub := memorySQLite(t)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO quota_usage (id, resource_name, client_id, session_id, period_start_ms, granted_amount,
+			charged_amount, start_ms, end_ms, status) VALUES
+			(1, 'r', 'a', 's1', 0, 7, 7, 3600000, 3700000, 'LEAKED'),
+			(2, 'r', 'a', 's2', 0, 5, 0, 7200000, 7300000, 'CANCELLED'),
+			(3, 'r', 'a', 's3', 86400000, 9, 9, 90000000, NULL, 'USING')`,
+		`INSERT INTO quota_usage_lifecycle (resource_name, rolled_to_ms) VALUES ('r', 86400000)`,
+		`INSERT INTO quota_usage_rollup_deferred (resource_name, start_ms, period_start_ms, id) VALUES
+			('r', 3600000, 0, 1), ('r', 7200000, 0, 2)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.DownTo(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	var sessions, leaked, granted, charged int64
+	if err := db.QueryRowContext(ctx, `SELECT SUM(sessions), SUM(leaked), SUM(granted), SUM(charged)
+		FROM quota_usage_rollup WHERE resource_name = 'r'`).Scan(&sessions, &leaked, &granted, &charged); err != nil {
+		t.Fatal(err)
+	}
+	if sessions != 2 || leaked != 1 || granted != 12 || charged != 7 {
+		t.Fatalf("rollups after down: %d sessions, %d leaked, granted %d, charged %d; want 2, 1, 12, 7",
+			sessions, leaked, granted, charged)
 	}
 }

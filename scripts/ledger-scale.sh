@@ -4,15 +4,19 @@
 # `quota-center ledger prune`, measures what apply, finish, GET /admin/usage
 # and the rebuild reads cost on it, and drops it. Run by hand, never by
 # `make test` or `make bench`: the fill writes about 400 bytes a row (40 GB
-# for 100 M: check `df` first) at 15,000–22,000 rows/s on a shared 2-core
-# machine (1.5–2 hours for 100 M; a stopped fill resumes, and a partial one
-# is a consistent ledger of the most recent days). Results:
+# for 100 M: check `df` first) at 2,500–23,000 rows/s on the shared 2-core
+# machine, niced (~7,000 at load 20–39: 23 M in an hour on 2026-12-03; 100 M
+# needs ~30 minutes of one core's CPU, so hours on a loaded machine); a
+# stopped fill resumes, and a partial one is a consistent ledger of the
+# most recent days. Results:
 # docs/performance.md, "Ledger lifecycle at scale".
 #
+#   scripts/ledger-scale.sh server    # start a private, tuned scratch mariadbd (below), niced
 #   scripts/ledger-scale.sh fill      # database, schema, policies, QC_SCALE_ROWS rows
 #   scripts/ledger-scale.sh rollup    # quota-center ledger prune (retention off), timed
 #   scripts/ledger-scale.sh measure   # scripts/ledgerscale on an empty ledger, then on the filled one
 #   scripts/ledger-scale.sh drop      # DROP DATABASE (do it: the disk is shared)
+#   scripts/ledger-scale.sh server-stop  # shut the scratch server down and delete its files
 #
 # The rows (deterministic, from MariaDB's SEQUENCE engine, seq_1_to_N, by
 # INSERT … SELECT in chunks of QC_SCALE_CHUNK rows, one transaction each,
@@ -37,12 +41,23 @@
 #   QC_SCALE_BATCH   QC_LEDGER_ROLLUP_BATCH of the rollup       (default 10000)
 #   QC_SCALE_RESOURCE resource rolled up and measured ("" rolls up all) (default res-0)
 #
-# The server should have a buffer pool that holds the hot ends of the
-# indexes (the measured run: --innodb-buffer-pool-size=4G
-# --innodb-log-file-size=2G; more than one stream needs
-# --innodb-autoinc-lock-mode=2, else INSERT … SELECT holds the table's
-# AUTO-INC lock); the fill sets innodb_flush_log_at_trx_commit=2 and sets it
-# back to 1 at its end.
+#   QC_SCALE_MIN_FREE_GB the fill stops before a chunk when the server's
+#                    disk has less free (a local server only)   (default 15)
+#   QC_SCALE_DIR     the scratch server's files (server)        (default /work/ledger-scale-$USER)
+#   QC_SCALE_POOL    its buffer pool (server)                   (default 7G)
+#
+# The scratch server (`server`) is for this measurement only, never for
+# data anyone keeps: doublewrite off, innodb_flush_log_at_trx_commit=0
+# (measure sets 1, as in production), a 4 GB redo log and a buffer pool
+# that holds the hot ends of every index, under `nice -n 10`. On the shared
+# 2-core machine (load 20–35) this did not make the fill faster than the
+# 4–6 GB-pool servers of earlier runs: the fill is CPU-bound (about 18 s of
+# mariadbd CPU per million rows, five B-tree inserts a row) and gets what
+# CPU a niced process gets. Measured on 1 M rows (2026-12-03, load 33):
+# with the indexes 54 s; primary key only 25 s plus 29 s for one ALTER that
+# adds the four secondary indexes (the same, and at 100 M the sort of the
+# index build needs tens of GB of temporary files: not used). Two streams
+# (QC_SCALE_STREAMS=2) wrote 2 M rows in 410 s, 3–4× slower than one.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -60,8 +75,37 @@ bin=${QC_SCALE_BIN:-/tmp/ledger-scale-quota-center}
 say() { printf '==> %s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 sql() { mariadb --protocol=tcp -h"$host" -P"$port" -uroot "$@"; }
 
+# build always rebuilds (cheap when nothing changed): a binary left from an
+# older checkout would migrate and roll up with old code.
 build() {
-	[ -x "$bin" ] || go build -o "$bin" ./cmd/quota-center
+	go build -o "$bin" ./cmd/quota-center
+}
+
+scratch=${QC_SCALE_DIR:-/work/ledger-scale-${USER:-$(id -un)}}
+
+# server starts the scratch mariadbd on QC_SCALE_MYSQL's port (127.0.0.1
+# only), its data under QC_SCALE_DIR.
+server() {
+	[ "$host" = 127.0.0.1 ] || { echo "server: QC_SCALE_MYSQL must be 127.0.0.1:PORT" >&2; exit 2; }
+	mkdir -p "$scratch"
+	[ -d "$scratch/db/mysql" ] || mariadb-install-db --no-defaults --datadir="$scratch/db" \
+		--auth-root-authentication-method=normal --user="$(id -un)" >"$scratch/install.log" 2>&1
+	nice -n 10 mariadbd --no-defaults --datadir="$scratch/db" --port="$port" --bind-address=127.0.0.1 \
+		--socket="$scratch/mysql.sock" --user="$(id -un)" --innodb-buffer-pool-size="${QC_SCALE_POOL:-7G}" \
+		--innodb-log-file-size=4G --innodb-log-buffer-size=256M --innodb-flush-log-at-trx-commit=0 \
+		--innodb-doublewrite=0 --innodb-autoinc-lock-mode=2 --innodb-io-capacity=2000 \
+		--innodb-io-capacity-max=4000 --innodb-flush-method=O_DIRECT --skip-log-bin --performance-schema=OFF \
+		--max-connections=50 --tmpdir="$scratch" --log-error="$scratch/mariadb.err" >/dev/null 2>&1 &
+	echo $! >"$scratch/pid"
+	for _ in $(seq 1 120); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.5; done
+	sql -e "SELECT @@innodb_buffer_pool_size, @@innodb_doublewrite, @@innodb_log_file_size" >&2
+	say "server: pid $(cat "$scratch/pid"), data in $scratch"
+}
+
+server_stop() {
+	mariadb-admin --protocol=tcp -h"$host" -P"$port" -uroot shutdown
+	rm -rf "$scratch"
+	say "server stopped, $scratch deleted"
 }
 
 fill() {
@@ -102,12 +146,18 @@ fill() {
 fill_stream() {
 	local s=$1 t_end=$2 span=$((120 * 86400000))
 	local last=$(((rows + chunk - 1) / chunk - 1))
-	local k off n t0
+	local k off n t0 free_gb datadir min_free=${QC_SCALE_MIN_FREE_GB:-15}
+	datadir=$(sql -N -e "SELECT @@datadir")
 	for ((k = last - s; k >= 0; k -= streams)); do
 		off=$((k * chunk))
 		n=$((rows - off < chunk ? rows - off : chunk))
 		if [ -n "$(sql -N "$db" -e "SELECT 1 FROM quota_usage WHERE id = $((off + 1))")" ]; then
 			continue
+		fi
+		free_gb=$(df --output=avail -BG "$datadir" | tail -1 | tr -dc 0-9)
+		if ((free_gb < min_free)); then
+			say "fill: stopped, $free_gb GB free on $datadir (QC_SCALE_MIN_FREE_GB=$min_free)"
+			return 1
 		fi
 		t0=$SECONDS
 		# i = seq + off; the start: T0 + i * span / rows (integer ms).
@@ -139,6 +189,7 @@ fill_stream() {
 # QC_SCALE_RESOURCE (default res-0, the resource measure reads; "" = all).
 rollup() {
 	build
+	QC_MYSQL_DSN=$dsn "$bin" migrate >&2 # a fill from an older checkout lacks newer tables
 	local t0=$SECONDS
 	local only=()
 	[ -n "$resource" ] && only=(--resource "$resource")
@@ -146,7 +197,8 @@ rollup() {
 		"$bin" ledger prune "${only[@]}"
 	say "rollup: $((SECONDS - t0)) s"
 	sql "$db" -e "SELECT COUNT(*) AS rollup_rows, SUM(sessions) AS rolled_up_sessions FROM quota_usage_rollup;
-		SELECT resource_name, FROM_UNIXTIME(rolled_to_ms DIV 1000) AS rolled_to FROM quota_usage_lifecycle"
+		SELECT resource_name, FROM_UNIXTIME(rolled_to_ms DIV 1000) AS rolled_to FROM quota_usage_lifecycle;
+		SELECT resource_name, COUNT(*) AS kept_raw FROM quota_usage_rollup_deferred GROUP BY resource_name"
 }
 
 # measure: the counts and times on the filled database, and on an empty
@@ -173,9 +225,10 @@ drop() {
 }
 
 case ${1:-} in
-fill | rollup | measure | drop) "$1" ;;
+server | fill | rollup | measure | drop) "$1" ;;
+server-stop) server_stop ;;
 *)
-	echo "usage: $0 fill|rollup|measure|drop" >&2
+	echo "usage: $0 server|fill|rollup|measure|drop|server-stop" >&2
 	exit 2
 	;;
 esac

@@ -8,16 +8,19 @@
 //     every row that started before it is summed exactly once. A row is
 //     rolled up only when it started before the resource's current period
 //     (a closed period is rolled up as soon as none of its rows may change)
-//     and more than RecentRows ago, and is FINISHED, or LEAKED or CANCELLED
-//     and settled more than RollupAfter ago (a row that may still change —
-//     an open session, a leaked one a late finish may still true up, a
-//     cancelled one an apply retry may revive — stops the rollup there
-//     until it may not);
+//     and more than RecentRows ago. An open (USING) session stops the
+//     rollup there until it is settled. A LEAKED or CANCELLED row settled
+//     less than RollupAfter ago may still change (a late finish may true a
+//     leaked one up, an apply retry revive a cancelled one): the watermark
+//     passes it, but it is kept raw in a short list (read raw by the
+//     readers below) and summed by a later pass once it may not; a
+//     FINISHED row never changes and is summed at once;
 //  2. deletes rolled-up rows that started more than Retention ago (0 =
 //     keep them forever) in bounded batches, with a pause between batches.
 //
 // GET /admin/usage and the period totals of a rebuild or a reconciliation
-// read the sums below the watermark and the raw rows from it on
+// read the sums below the watermark, the listed rows kept raw below it, and
+// the raw rows from it on
 // (internal/mysqlstore), so their answers are the same before and after a
 // rollup and a deletion. Two instances may run the job at once: each step
 // holds the resource's lifecycle row lock in MySQL and commits its sums

@@ -17,11 +17,12 @@ type Config struct {
 	// Interval is the time between passes.
 	Interval time.Duration
 	// RollupAfter is how long after it was settled a LEAKED or CANCELLED
-	// row may still change, and so holds the rollup back: a late finish
-	// trues up a leaked session within QC_FINISHED_RETENTION of its sweep
+	// row may still change, and so is kept raw (listed, not summed; the
+	// watermark passes it): a late finish trues up a leaked session within
+	// QC_FINISHED_RETENTION of its sweep
 	// (quota.Service.finishLeakedFromLedger), so it must be at least that.
-	// A FINISHED row never changes and never holds the rollup back; a
-	// USING one always does.
+	// A FINISHED row never changes and is summed at once; a USING one
+	// holds the rollup back.
 	RollupAfter time.Duration
 	// Retention is how long raw rows are kept (by start time); rolled-up
 	// rows older than that are deleted. 0 keeps every row.
@@ -80,7 +81,7 @@ type Report struct {
 	Resource string    `json:"resource"`
 	Target   time.Time `json:"target"`   // rows that started before it may be rolled up
 	RolledTo time.Time `json:"rolledTo"` // the watermark after the pass
-	// Blocked: the rollup stopped at RolledTo, at a row that may still change.
+	// Blocked: the rollup stopped at RolledTo, at a USING row.
 	Blocked     bool   `json:"blocked"`
 	RowsRolled  int64  `json:"rowsRolledUp"`
 	RowsDeleted int64  `json:"rowsDeleted"`

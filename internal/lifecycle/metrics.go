@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "quota_ledger_lifecycle_last_run_timestamp_seconds", Help: "When the last lifecycle pass over every resource ended (Unix seconds)."}),
 		blocked: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "quota_ledger_rollup_blocked_resources", Help: "Resources whose rollup stopped at the last pass before its target, at a row that may still change (USING, or LEAKED or CANCELLED and settled within QC_LEDGER_ROLLUP_AFTER)."}),
+			Name: "quota_ledger_rollup_blocked_resources", Help: "Resources whose rollup stopped at the last pass before its target, at an open (USING) session's row."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.rolled, m.deleted, m.errors, m.lastRun, m.blocked)

@@ -11,15 +11,18 @@ type Store interface {
 	// oldest not yet rolled up (start time at or after the watermark and
 	// before target), into the rollup table and moves the watermark past
 	// them, in one transaction under the resource's lifecycle row lock. It
-	// stops before the first row that is USING, or LEAKED or CANCELLED and
-	// settled at or after settledBefore (end time): such a row may still
-	// change (a FINISHED row never does). Errors: one
-	// wrapping quota.ErrUnavailable when the database cannot be reached
-	// (nothing written).
+	// stops before the first USING row. A LEAKED or CANCELLED row settled
+	// at or after settledBefore (end time) may still change (a FINISHED row
+	// never does): the watermark passes it, but it is left out of the sums
+	// and kept raw in a list that the readers of the rolled-up range read
+	// too. A step that ends done or blocked also sums the listed rows that
+	// settled before settledBefore, and takes them off the list. Rows
+	// counts the rows summed. Errors: one wrapping quota.ErrUnavailable
+	// when the database cannot be reached (nothing written).
 	RollupStep(ctx context.Context, resource string, target, settledBefore time.Time, batch int) (RollupStep, error)
 	// DeleteStep deletes at most about batch ledger rows of resource that
-	// started before both before and the watermark (so they are rolled up)
-	// and are not USING. Errors: as RollupStep (nothing deleted).
+	// started before both before and the watermark and are rolled up (not
+	// USING, not kept raw in RollupStep's list). Errors: as RollupStep (nothing deleted).
 	DeleteStep(ctx context.Context, resource string, before time.Time, batch int) (DeleteStep, error)
 	// Preview counts what a pass would do without writing: the rows a
 	// rollup to target would sum and the rows that would then be deleted
@@ -30,7 +33,8 @@ type Store interface {
 	// ("" = from the first) that may have ledger rows for a pass to roll up
 	// or delete: those with a row that started before rollupBefore and at
 	// or after their watermark, or (deleteBefore not zero) before both
-	// their watermark and deleteBefore. It reads at most limit resources
+	// their watermark and deleteBefore, or with rows kept raw in
+	// RollupStep's list. It reads at most limit resources
 	// that have ledger rows started before the later of the two bounds, in
 	// one statement, and returns Next, the last name read ("" when no
 	// resource is left): a resource with no ledger row there, as every
@@ -53,9 +57,7 @@ type RollupStep struct {
 	RolledTo time.Time // the watermark after the step: rows that started before it are rolled up
 	// Done: the watermark reached target (nothing left to roll up now).
 	Done bool
-	// Blocked: a row that may still change (USING, or LEAKED or CANCELLED
-	// and settled at or after settledBefore) starts at RolledTo; the
-	// rollup waits for it.
+	// Blocked: a USING row starts at RolledTo; the rollup waits for it.
 	Blocked bool
 }
 
@@ -69,7 +71,7 @@ type DeleteStep struct {
 type Preview struct {
 	RolledTo     time.Time // the watermark now
 	RollupTo     time.Time // where a rollup would stop (target, or the first row it waits for)
-	Blocked      bool      // it would stop before target, at a row not yet settled long enough
-	RowsToRollUp int64
-	RowsToDelete int64 // rolled-up rows (now or after the rollup) that started before deleteBefore
+	Blocked      bool      // it would stop before target, at a USING row
+	RowsToRollUp int64     // rows it would sum (those kept raw in its list not counted)
+	RowsToDelete int64     // rolled-up rows (now or after the rollup) that started before deleteBefore
 }

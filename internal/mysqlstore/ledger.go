@@ -343,15 +343,29 @@ func (s *Store) PeriodTotals(ctx context.Context, resource string, periodStart t
 // the raw rows of the period that started at or after the resource's
 // lifecycle watermark, plus the rolled-up sums of the period, which hold
 // exactly the rows before it (lifecycle.go; a rolled-up row is settled, so
-// it adds to charged only). Arguments: periodTotalsArgs.
+// it adds to charged only) but those listed in quota_usage_rollup_deferred,
+// read raw (lifecycledeferred.go: LEAKED or CANCELLED rows that may still
+// change). Arguments: periodTotalsArgs.
 const periodTotalsSQL = `SELECT
-	COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0) AS reserved,
+	COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0)
+		+ (SELECT COALESCE(SUM(CASE WHEN q.status = 'USING' THEN q.charged_amount ELSE 0 END), 0)` + periodDeferred + `) AS reserved,
 	COALESCE(SUM(CASE WHEN status IN ('FINISHED', 'LEAKED') THEN charged_amount ELSE 0 END), 0)
-		+ (SELECT COALESCE(SUM(charged), 0) FROM quota_usage_rollup WHERE resource_name = ? AND period_start_ms = ?) AS charged
+		+ (SELECT COALESCE(SUM(charged), 0) FROM quota_usage_rollup WHERE resource_name = ? AND period_start_ms = ?)
+		+ (SELECT COALESCE(SUM(CASE WHEN q.status IN ('FINISHED', 'LEAKED') THEN q.charged_amount ELSE 0 END), 0)` + periodDeferred + `) AS charged
 	FROM quota_usage WHERE resource_name = ? AND period_start_ms = ? AND start_ms >= (` + rolledToSQL + `)`
+
+// periodDeferred is the FROM of periodTotalsSQL's sums of the listed rows
+// of a period still below the watermark (arguments resource, period ms,
+// resource): a range of the list's period index, so a period with none
+// listed (the current one never has any) reads no ledger row. An entry
+// counts only while its row starts where it was listed: a retried apply
+// that revives the row moves its start (and period) to the retry's.
+const periodDeferred = `
+		FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
+		WHERE d.resource_name = ? AND d.period_start_ms = ? AND q.start_ms < (` + rolledToSQL + `)`
 
 // periodTotalsArgs are the arguments of periodTotalsSQL.
 func periodTotalsArgs(resource string, periodStart time.Time) []any {
 	p := msOf(periodStart)
-	return []any{resource, p, resource, p, resource}
+	return []any{resource, p, resource, resource, p, resource, p, resource, resource, p, resource}
 }

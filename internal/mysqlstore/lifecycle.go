@@ -33,6 +33,8 @@ type lifecycleDialect struct {
 	// upsertSums ends the INSERT … SELECT of the sums: add to existing
 	// groups.
 	upsertSums string
+	// insertIgnore starts an INSERT that skips rows whose key exists.
+	insertIgnore string
 }
 
 var (
@@ -45,6 +47,7 @@ var (
 			leaked = leaked + VALUES(leaked), granted = granted + VALUES(granted),
 			charged = charged + VALUES(charged), refunded = refunded + VALUES(refunded),
 			overage = overage + VALUES(overage)`,
+		insertIgnore: `INSERT IGNORE`,
 	}
 	lifecycleSQLite = lifecycleDialect{
 		ensureRow: `INSERT INTO quota_usage_lifecycle (resource_name) VALUES (?) ON CONFLICT (resource_name) DO NOTHING`,
@@ -52,41 +55,55 @@ var (
 			sessions = sessions + excluded.sessions, leaked = leaked + excluded.leaked,
 			granted = granted + excluded.granted, charged = charged + excluded.charged,
 			refunded = refunded + excluded.refunded, overage = overage + excluded.overage`,
+		insertIgnore: `INSERT OR IGNORE`,
 	}
 )
 
 // rolledToSQL reads a resource's watermark (0 before its first rollup).
 const rolledToSQL = `SELECT COALESCE(MAX(rolled_to_ms), 0) FROM quota_usage_lifecycle WHERE resource_name = ?`
 
-// rollupSums sums the ledger rows of a resource that started in [?, ?) per
-// UTC hour of the start, period, client and line (arguments resource, from
-// ms, to ms). The rows are settled (the caller checked), so charged_amount
-// is what each was charged.
-const rollupSums = `INSERT INTO quota_usage_rollup
+// rollupSumsWhere sums ledger rows per UTC hour of the start, period,
+// client and line into quota_usage_rollup; append the WHERE clause (and
+// the dialect's upsertSums). The rows are settled and can no longer change
+// (the caller checked), so charged_amount is what each was charged.
+const rollupSumsWhere = `INSERT INTO quota_usage_rollup
 	(resource_name, hour_ms, period_start_ms, client_id, business_line,
 	 sessions, leaked, granted, charged, refunded, overage)
 	SELECT resource_name, start_ms - start_ms % 3600000, period_start_ms, client_id, business_line,
 		COUNT(*), SUM(CASE WHEN status = 'LEAKED' OR leak_recovered = 1 THEN 1 ELSE 0 END),
 		SUM(granted_amount), SUM(charged_amount), SUM(refunded_amount), SUM(overage_amount)
-	FROM quota_usage WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?
+	FROM quota_usage `
+
+// rollupGroupBy ends rollupSumsWhere's statement (before upsertSums).
+const rollupGroupBy = `
 	GROUP BY resource_name, start_ms - start_ms % 3600000, period_start_ms, client_id, business_line`
 
-// blockerSQL finds the first row of a range that may still change: USING,
-// or LEAKED or CANCELLED and settled (end_ms) at or after the bound (a late
-// finish may true a leaked row up, a retried apply revive a cancelled
-// one). A FINISHED row never changes (a repeated finish is answered from
-// it; finishRows and ReviveSession match USING, LEAKED and CANCELLED rows
-// only), so it never holds the rollup back, however recently it settled.
-// Arguments resource, from ms, to ms, settled-before ms.
+// rollupSums sums the rows of a resource that started in [?, ?) and can no
+// longer change (arguments resource, from ms, to ms, settled-before ms):
+// the range holds no USING row (the caller checked), and a LEAKED or
+// CANCELLED row settled at or after the bound is left out (deferSQL lists
+// it instead).
+const rollupSums = rollupSumsWhere + `WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?
+	AND ` + settledLongAgo + rollupGroupBy
+
+// blockerSQL finds the first USING row of a range (arguments resource,
+// from ms, to ms): an open session's row changes when it is finished, so
+// the rollup stops before it. A LEAKED or CANCELLED row settled recently
+// may still change too (a late finish trues a leaked row up, a retried
+// apply revives a cancelled one) but does not stop the rollup: it is left
+// out of the sums and listed in quota_usage_rollup_deferred (deferSQL,
+// lifecycledeferred.go), read raw until it can no longer change.
 const blockerSQL = `SELECT MIN(start_ms) FROM quota_usage
-	WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?
-	AND (status = 'USING' OR (status <> 'FINISHED' AND end_ms >= ?))`
+	WHERE resource_name = ? AND start_ms >= ? AND start_ms < ? AND status = 'USING'`
 
 // RollupStep implements lifecycle.Store: see there. The watermark is read
 // under its row's lock (MySQL: SELECT … FOR UPDATE), the range is checked
-// for rows that may still change under a shared lock, and the sums and the
-// new watermark commit together: a step either adds its rows once or not at
-// all, whichever instance runs it and however often.
+// for USING rows under a shared lock, and the sums, the rows left out of
+// them (listed in quota_usage_rollup_deferred) and the new watermark commit
+// together: a step either adds its rows once or not at all, whichever
+// instance runs it and however often. The last step of a visit (done or
+// blocked) also sums the listed rows that can no longer change
+// (settleDeferred).
 func (s *Store) RollupStep(ctx context.Context, resource string, target, settledBefore time.Time, batch int) (lifecycle.RollupStep, error) {
 	var out lifecycle.RollupStep
 	err := s.lifecycleTx(ctx, "rollup "+resource, func(tx *sqlx.Tx) error {
@@ -95,46 +112,62 @@ func (s *Store) RollupStep(ctx context.Context, resource string, target, settled
 			return err
 		}
 		out.RolledTo = timeOf(w)
-		end := msOf(target)
-		if w >= end {
-			out.Done = true
+		end, settled := msOf(target), msOf(settledBefore)
+		if w < end {
+			if w, err = s.rollupRange(ctx, tx, resource, w, end, settled, batch, &out); err != nil {
+				return err
+			}
+		}
+		out.RolledTo, out.Done = timeOf(w), w >= end
+		if !out.Done && !out.Blocked {
 			return nil
 		}
-		u, err := rangeBound(ctx, tx, resource, w, end, batch)
-		if err != nil {
-			return err
-		}
-		var blocker sql.NullInt64
-		if err := tx.GetContext(ctx, &blocker, blockerSQL+s.dialect.lifecycle.lockRange,
-			resource, w, u, msOf(settledBefore)); err != nil {
-			return err
-		}
-		if blocker.Valid {
-			u, out.Blocked = blocker.Int64, true
-		}
-		if u <= w {
-			return nil
-		}
-		if err := tx.GetContext(ctx, &out.Rows, `SELECT COUNT(*) FROM quota_usage
-			WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?`, resource, w, u); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, rollupSums+s.dialect.lifecycle.upsertSums, resource, w, u); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE quota_usage_lifecycle SET rolled_to_ms = ?, updated_ms = ?
-			WHERE resource_name = ?`, u, time.Now().UnixMilli(), resource); err != nil {
-			return err
-		}
-		out.RolledTo, out.Done = timeOf(u), u >= end
-		return nil
+		n, err := s.settleDeferred(ctx, tx, resource, w, settled)
+		out.Rows += n
+		return err
 	})
 	return out, err
 }
 
+// rollupRange rolls up the rows of resource from the watermark w to the
+// next batch bound (or the first USING row, out.Blocked) and returns the
+// new watermark; out.Rows counts the rows summed.
+func (s *Store) rollupRange(ctx context.Context, tx *sqlx.Tx, resource string, w, end, settled int64, batch int, out *lifecycle.RollupStep) (int64, error) {
+	u, err := rangeBound(ctx, tx, resource, w, end, batch)
+	if err != nil {
+		return w, err
+	}
+	var blocker sql.NullInt64
+	if err := tx.GetContext(ctx, &blocker, blockerSQL+s.dialect.lifecycle.lockRange, resource, w, u); err != nil {
+		return w, err
+	}
+	if blocker.Valid {
+		u, out.Blocked = blocker.Int64, true
+	}
+	if u <= w {
+		return w, nil
+	}
+	if err := tx.GetContext(ctx, &out.Rows, `SELECT COUNT(*) FROM quota_usage
+		WHERE resource_name = ? AND start_ms >= ? AND start_ms < ? AND `+settledLongAgo, resource, w, u, settled); err != nil {
+		return w, err
+	}
+	if _, err := tx.ExecContext(ctx, rollupSums+s.dialect.lifecycle.upsertSums, resource, w, u, settled); err != nil {
+		return w, err
+	}
+	if _, err := tx.ExecContext(ctx, s.dialect.lifecycle.insertIgnore+deferSQL, resource, w, u, settled); err != nil {
+		return w, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE quota_usage_lifecycle SET rolled_to_ms = ?, updated_ms = ?
+		WHERE resource_name = ?`, u, time.Now().UnixMilli(), resource); err != nil {
+		return w, err
+	}
+	return u, nil
+}
+
 // DeleteStep implements lifecycle.Store: see there. The bound is the
 // earlier of before and the watermark, read in the same transaction; rows
-// below the watermark are settled and rolled up, so no reader needs them.
+// below the watermark are settled and rolled up, so no reader needs them,
+// except those listed in quota_usage_rollup_deferred (read raw: kept).
 func (s *Store) DeleteStep(ctx context.Context, resource string, before time.Time, batch int) (lifecycle.DeleteStep, error) {
 	var out lifecycle.DeleteStep
 	err := s.lifecycleTx(ctx, "delete "+resource, func(tx *sqlx.Tx) error {
@@ -148,7 +181,7 @@ func (s *Store) DeleteStep(ctx context.Context, resource string, before time.Tim
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM quota_usage
-			WHERE resource_name = ? AND start_ms < ? AND status <> 'USING'`, resource, u)
+			WHERE resource_name = ? AND start_ms < ? AND status <> 'USING' AND `+notDeferred, resource, u, resource)
 		if err != nil {
 			return err
 		}
@@ -167,23 +200,39 @@ func (s *Store) Preview(ctx context.Context, resource string, target, settledBef
 		if err := tx.GetContext(ctx, &w, rolledToSQL, resource); err != nil {
 			return err
 		}
-		u := max(w, msOf(target))
+		u, settled := max(w, msOf(target)), msOf(settledBefore)
 		var blocker sql.NullInt64
-		if err := tx.GetContext(ctx, &blocker, blockerSQL, resource, w, u, msOf(settledBefore)); err != nil {
+		if err := tx.GetContext(ctx, &blocker, blockerSQL, resource, w, u); err != nil {
 			return err
 		}
 		if blocker.Valid {
 			u, out.Blocked = blocker.Int64, true
 		}
 		out.RolledTo, out.RollupTo = timeOf(w), timeOf(u)
-		count := `SELECT COUNT(*) FROM quota_usage WHERE resource_name = ? AND start_ms >= ? AND start_ms < ?`
-		if err := tx.GetContext(ctx, &out.RowsToRollUp, count, resource, w, u); err != nil {
+		count := `SELECT COUNT(*) FROM quota_usage WHERE resource_name = ? AND start_ms >= ? AND start_ms < ? AND `
+		var listed int64
+		if err := tx.GetContext(ctx, &out.RowsToRollUp, count+settledLongAgo, resource, w, u, settled); err != nil {
 			return err
 		}
+		if err := tx.GetContext(ctx, &listed, settleableCountSQL, resource, u, settled); err != nil {
+			return err
+		}
+		out.RowsToRollUp += listed
 		if deleteBefore.IsZero() {
 			return nil
 		}
-		return tx.GetContext(ctx, &out.RowsToDelete, count+` AND status <> 'USING'`, resource, 0, min(u, msOf(deleteBefore)))
+		// Rows below the watermark then: rolled up before (not listed) or
+		// by this pass (settled long ago), and listed rows it sums.
+		d := min(u, msOf(deleteBefore))
+		if err := tx.GetContext(ctx, &out.RowsToDelete, count+`status <> 'USING'
+			AND (start_ms < ? OR `+settledLongAgo+`) AND `+notDeferred, resource, 0, d, w, settled, resource); err != nil {
+			return err
+		}
+		if err := tx.GetContext(ctx, &listed, settleableCountSQL, resource, d, settled); err != nil {
+			return err
+		}
+		out.RowsToDelete += listed
+		return nil
 	})
 	return out, err
 }
@@ -253,12 +302,14 @@ func rangeBound(ctx context.Context, tx *sqlx.Tx, resource string, from, to int6
 }
 
 // candidatesSQL reads a page of the resources with ledger rows that started
-// before a bound: per resource the first and last such start and its
-// watermark (0 before its first rollup). The inner GROUP BY is a loose scan
+// before a bound: per resource the first and last such start, its
+// watermark (0 before its first rollup) and whether it has rows listed in
+// quota_usage_rollup_deferred (to sum once they can no longer change). The inner GROUP BY is a loose scan
 // of idx_quota_usage_start (MySQL "Using index for group-by"): one index
 // dive per resource with rows, none per policy without. Arguments: after
 // (resource name), bound ms, limit.
-const candidatesSQL = `SELECT g.resource_name, g.first_ms, g.last_ms, COALESCE(l.rolled_to_ms, 0) AS rolled_to_ms
+const candidatesSQL = `SELECT g.resource_name, g.first_ms, g.last_ms, COALESCE(l.rolled_to_ms, 0) AS rolled_to_ms,
+		EXISTS (SELECT 1 FROM quota_usage_rollup_deferred d WHERE d.resource_name = g.resource_name) AS deferred
 	FROM (SELECT resource_name, MIN(start_ms) AS first_ms, MAX(start_ms) AS last_ms FROM quota_usage
 		WHERE resource_name > ? AND start_ms < ? GROUP BY resource_name ORDER BY resource_name LIMIT ?) g
 	LEFT JOIN quota_usage_lifecycle l ON l.resource_name = g.resource_name
@@ -276,6 +327,7 @@ func (s *Store) Candidates(ctx context.Context, rollupBefore, deleteBefore time.
 		First    int64  `db:"first_ms"`
 		Last     int64  `db:"last_ms"`
 		RolledTo int64  `db:"rolled_to_ms"`
+		Deferred bool   `db:"deferred"`
 	}
 	qctx, cancel := context.WithTimeout(ctx, max(lifecycleTimeout, s.timeout))
 	defer cancel()
@@ -283,7 +335,7 @@ func (s *Store) Candidates(ctx context.Context, rollupBefore, deleteBefore time.
 		return out, translate("ledger lifecycle candidates", err)
 	}
 	for _, r := range rows {
-		roll := r.Last >= r.RolledTo && r.RolledTo < msOf(rollupBefore)
+		roll := r.Last >= r.RolledTo && r.RolledTo < msOf(rollupBefore) || r.Deferred
 		del := !deleteBefore.IsZero() && r.First < min(r.RolledTo, msOf(deleteBefore))
 		if roll || del {
 			out.Resources = append(out.Resources, r.Resource)

@@ -222,7 +222,10 @@ func TestLifecycleKeepsUsageAndPeriodTotals(t *testing.T) {
 	})
 }
 
-func TestLifecycleWaitsForRowsThatMayChange(t *testing.T) {
+// TestLifecycleWaitsForOpenSessions: an open (USING) session's row stops
+// the rollup until it is settled; a leaked row settled after the bound is
+// passed and kept raw (TestLifecycleRollsUpPastRowsThatMayStillChange).
+func TestLifecycleWaitsForOpenSessions(t *testing.T) {
 	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
 		res := fmt.Sprintf("lcb-%d", time.Now().UnixNano())
 		rows := lcLedger(t, s, res, 300, 2)
@@ -251,23 +254,27 @@ func TestLifecycleWaitsForRowsThatMayChange(t *testing.T) {
 		if got := lcView(t, s, res); !reflect.DeepEqual(got, before) {
 			t.Fatalf("answers changed:\n got %+v\nwant %+v", got, before)
 		}
-		// The session finishes: the rollup moves on to the leaked row settled
-		// after the bound, and waits there.
+		// The session finishes: the rollup passes the leaked row settled
+		// after the bound (it may still change: kept raw, listed) and
+		// reaches its target.
 		if _, err := s.db.ExecContext(testCtx(t), `UPDATE quota_usage SET status = 'FINISHED', charged_amount = 3,
 			refunded_amount = 6, end_ms = ? WHERE resource_name = ? AND status = 'USING'`,
 			lcBase.Add(31*time.Hour).UnixMilli(), res); err != nil {
 			t.Fatal(err)
 		}
 		after := lcView(t, s, res)
-		if _, st = lcRollup(t, s, res, target, settled, 40); !st.Blocked || !st.RolledTo.Equal(late.start) {
-			t.Fatalf("rollup stopped at %+v; want blocked at the late-settled row's start %s", st, late.start)
+		if _, st = lcRollup(t, s, res, target, settled, 40); !st.Done || st.Blocked {
+			t.Fatalf("rollup stopped at %+v; want done, past the late-settled row at %s", st, late.start)
+		}
+		if len(lcListed(t, s, res)) != 1 {
+			t.Fatalf("listed %v; want the late-settled row", lcListed(t, s, res))
 		}
 		if got := lcView(t, s, res); !reflect.DeepEqual(got, after) {
 			t.Fatalf("answers changed:\n got %+v\nwant %+v", got, after)
 		}
-		// Later the bound passes it and the rollup reaches its target.
-		if _, st = lcRollup(t, s, res, target, lcBase.Add(80*time.Hour), 40); !st.Done {
-			t.Fatalf("rollup stopped at %+v; want done", st)
+		// Later the bound passes it and it is summed.
+		if n, st = lcRollup(t, s, res, target, lcBase.Add(80*time.Hour), 40); !st.Done || n != 1 || len(lcListed(t, s, res)) != 0 {
+			t.Fatalf("rollup summed %d, stopped at %+v, listed %v; want the late row summed", n, st, lcListed(t, s, res))
 		}
 		if got := lcView(t, s, res); !reflect.DeepEqual(got, after) {
 			t.Fatalf("answers changed:\n got %+v\nwant %+v", got, after)

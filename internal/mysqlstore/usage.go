@@ -71,6 +71,37 @@ func UsageRollupSQL(groupBy string) (string, error) {
 	GROUP BY k ORDER BY k LIMIT ?`, nil
 }
 
+// UsageDeferredSQL is the statement Usage runs over the rows below the
+// watermark that the rollups leave out (listed in
+// quota_usage_rollup_deferred: LEAKED or CANCELLED rows that may still
+// change, lifecycledeferred.go), read raw, for a grouping, with the
+// arguments resource, from hour ms (twice), rollup bound ms (min(to,
+// watermark)), the bound of the list's range (listedBefore) and the
+// watermark ms, and the group limit. A listed row
+// counts as a rolled-up one would (by its hour) while it still starts
+// where it was listed, below the watermark; a revived one takes its
+// retry's start, and is one of UsageSQL's or listed again there.
+func UsageDeferredSQL(groupBy string) (string, error) {
+	key, err := usageKey(groupBy, "start_ms")
+	if err != nil {
+		return "", err
+	}
+	return `SELECT ` + key + ` AS k, ` + usageSums + `
+	FROM (SELECT q.client_id, q.business_line, q.start_ms, q.status, q.leak_recovered,
+			q.granted_amount, q.charged_amount, q.refunded_amount, q.overage_amount
+		FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
+		WHERE d.resource_name = ? AND d.start_ms >= ? AND q.start_ms >= ?
+		AND q.start_ms - q.start_ms % 3600000 < ? AND d.start_ms < ? AND q.start_ms < ?) r
+	GROUP BY k ORDER BY k LIMIT ?`, nil
+}
+
+// listedBefore bounds the starts of the listed rows a usage read over the
+// rolled-up range up to b = min(to, watermark) may count: those of hours
+// before b, and before the watermark w.
+func listedBefore(b, w int64) int64 {
+	return min(w, b+(3600000-b%3600000)%3600000)
+}
+
 // usageGroupRow is one group as read.
 type usageGroupRow struct {
 	Key      string `db:"k"`
@@ -88,7 +119,9 @@ type usageGroupRow struct {
 // group (see quota.UsageQuery); hours and days are UTC. Rows that started
 // before the resource's lifecycle watermark are read from their rolled-up
 // hourly sums (UsageRollupSQL), the rest from the raw rows (UsageSQL, the
-// index idx_quota_usage_start only), both in one read snapshot. In the
+// index idx_quota_usage_start only), and the rows below it that the
+// rollups leave out (UsageDeferredSQL, LEAKED or CANCELLED rows that may
+// still change), all in one read snapshot. In the
 // rolled-up range a session counts by its hour: there q.From is taken down
 // and q.To up to whole UTC hours (bounds on whole hours answer exactly as
 // the raw rows did). Errors: one wrapping quota.ErrUnavailable when the
@@ -99,6 +132,7 @@ func (s *Store) Usage(ctx context.Context, q quota.UsageQuery) (quota.UsageResul
 		return quota.UsageResult{}, err
 	}
 	rollSQL, _ := UsageRollupSQL(q.GroupBy) // the same groupings
+	defSQL, _ := UsageDeferredSQL(q.GroupBy)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	tx, err := s.readTx(ctx)
@@ -111,10 +145,15 @@ func (s *Store) Usage(ctx context.Context, q quota.UsageQuery) (quota.UsageResul
 	if err := tx.GetContext(ctx, &w, rolledToSQL, q.Resource); err != nil {
 		return quota.UsageResult{}, translate("usage "+q.Resource, err)
 	}
-	var rolled, raw []usageGroupRow
+	var rolled, deferred, raw []usageGroupRow
 	if from < w {
-		if err := tx.SelectContext(ctx, &rolled, rollSQL, q.Resource, from-from%3600000, min(to, w), q.MaxGroups+1); err != nil {
+		fromHour := from - from%3600000
+		if err := tx.SelectContext(ctx, &rolled, rollSQL, q.Resource, fromHour, min(to, w), q.MaxGroups+1); err != nil {
 			return quota.UsageResult{}, translate("usage rollups "+q.Resource, err)
+		}
+		if err := tx.SelectContext(ctx, &deferred, defSQL, q.Resource, fromHour, fromHour, min(to, w),
+			listedBefore(min(to, w), w), w, q.MaxGroups+1); err != nil {
+			return quota.UsageResult{}, translate("usage deferred rows "+q.Resource, err)
 		}
 	}
 	if to > max(from, w) {
@@ -122,18 +161,23 @@ func (s *Store) Usage(ctx context.Context, q quota.UsageQuery) (quota.UsageResul
 			return quota.UsageResult{}, translate("usage "+q.Resource, err)
 		}
 	}
-	return usageResult(q, mergeUsage(q.GroupBy, rolled, raw))
+	return usageResult(q, mergeUsage(q.GroupBy, rolled, deferred, raw))
 }
 
-// mergeUsage adds two group lists, each in key order and each cut after
-// the first MaxGroups+1 keys, into one in key order. Its first MaxGroups+1
-// groups are exact: a key among them has fewer smaller keys in either list.
-func mergeUsage(groupBy string, a, b []usageGroupRow) []usageGroupRow {
-	if len(a) == 0 {
-		return b
+// mergeUsage adds group lists, each in key order and each cut after the
+// first MaxGroups+1 keys, into one in key order. Its first MaxGroups+1
+// groups are exact: a key among them has fewer smaller keys in every list.
+func mergeUsage(groupBy string, lists ...[]usageGroupRow) []usageGroupRow {
+	nonEmpty := slices.DeleteFunc(slices.Clone(lists), func(l []usageGroupRow) bool { return len(l) == 0 })
+	switch len(nonEmpty) {
+	case 0:
+		return nil
+	case 1:
+		return nonEmpty[0]
 	}
-	byKey := make(map[string]usageGroupRow, len(a)+len(b))
-	for _, r := range slices.Concat(a, b) {
+	all := slices.Concat(nonEmpty...)
+	byKey := make(map[string]usageGroupRow, len(all))
+	for _, r := range all {
 		g := byKey[r.Key]
 		byKey[r.Key] = usageGroupRow{Key: r.Key, Sessions: g.Sessions + r.Sessions, Open: g.Open + r.Open,
 			Granted: g.Granted + r.Granted, Charged: g.Charged + r.Charged, Reserved: g.Reserved + r.Reserved,
