@@ -119,10 +119,10 @@ func TestSQLiteUpDownUp(t *testing.T) {
 	}
 }
 
-// TestSQLiteDownOf00011SumsTheListedRows: a version without
+// TestSQLiteDownOf00012SumsTheListedRows: a version without
 // quota_usage_rollup_deferred reads every row below the watermark through
 // the rollups, so going down sums the rows kept raw there (as they are).
-func TestSQLiteDownOf00011SumsTheListedRows(t *testing.T) {
+func TestSQLiteDownOf00012SumsTheListedRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db, sub := memorySQLite(t)
@@ -130,7 +130,7 @@ func TestSQLiteDownOf00011SumsTheListedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.UpTo(ctx, 11); err != nil {
+	if _, err := p.UpTo(ctx, 12); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -147,7 +147,7 @@ func TestSQLiteDownOf00011SumsTheListedRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.DownTo(ctx, 10); err != nil {
+	if _, err := p.DownTo(ctx, 11); err != nil {
 		t.Fatal(err)
 	}
 	var sessions, leaked, granted, charged int64

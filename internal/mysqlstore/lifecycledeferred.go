@@ -8,7 +8,7 @@ import (
 )
 
 // This file is the rollup's list of rows kept raw below the watermark
-// (migration 00011_rollup_deferred): a LEAKED or CANCELLED row settled less
+// (migration 00012_rollup_deferred): a LEAKED or CANCELLED row settled less
 // than QC_LEDGER_ROLLUP_AFTER ago may still change, so the rollup passes it
 // without summing it and lists it in quota_usage_rollup_deferred; readers
 // of the rolled-up range read the listed rows raw (deferredUsageSQL,

@@ -1,5 +1,5 @@
 -- Rows kept raw below the watermark (issue 23 §2); the same table as
--- mysql/00011_rollup_deferred.sql, which says why.
+-- mysql/00012_rollup_deferred.sql, which says why.
 
 -- +goose Up
 CREATE TABLE quota_usage_rollup_deferred (
