@@ -39,8 +39,8 @@ func gcPercentFor(live uint64) int {
 	if live == 0 {
 		return serveGCPercent
 	}
-	p := int(uint64(gcHeadroom) * 100 / live)
-	return max(minGCPercent, min(serveGCPercent, p))
+	p := uint64(gcHeadroom) * 100 / live // ≤ gcHeadroom × 100: fits an int
+	return max(minGCPercent, min(serveGCPercent, int(min(p, uint64(serveGCPercent)))))
 }
 
 // gcTuneEvery is how often tuneGCLoop reads the live heap.

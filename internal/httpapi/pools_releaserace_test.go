@@ -25,10 +25,10 @@ func TestConcurrentReleasesAndVoidsKeepTheBuffer(t *testing.T) {
 		}
 		var ids []string
 		for i, r := range race(t, as, rqs) {
-			switch {
-			case r.status == http.StatusCreated:
+			switch r.status {
+			case http.StatusCreated:
 				ids = append(ids, fmt.Sprint(r.body["release"].(map[string]any)["id"]))
-			case r.status == http.StatusConflict:
+			case http.StatusConflict:
 			default:
 				t.Fatalf("release %d: %d %s, want 201 or 409", i, r.status, r.raw)
 			}

@@ -65,7 +65,9 @@ func TestPeriodicPassesSkipQuietResources(t *testing.T) {
 	// 7 charged that no ledger row has: a drift no change named (found
 	// only at the full visit), then a change elsewhere makes it due.
 	bal := balanceKey(t, mr, res)
-	mr.HIncrBy(bal, "charged", 7)
+	if _, err := mr.HIncrBy(bal, "charged", 7); err != nil {
+		t.Fatal(err)
+	}
 	visited("a drift the change log missed", false)
 	tr.Mutated(res)
 	visited("changed: the drift found and repaired", true)
