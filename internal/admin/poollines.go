@@ -49,6 +49,14 @@ func (a *Pools) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 	}
 	a.changed(resource)
 	ll, _ := lay.Line(l.Name)
+	if before != nil && before.Tier != l.Tier {
+		// The layout set the line's watermark back to its new tier's
+		// (pool_layout.lua); a rebuild after Redis loss must agree.
+		if err := a.journal.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindWatermarkTier,
+			Line: l.Name, Amount: ll.Tier.BaseWatermark(), Reason: fmt.Sprintf("tier %s → %s: the watermark starts at the new tier's", before.Tier, l.Tier)}}); err != nil {
+			return pools.LineLayout{}, false, err
+		}
+	}
 	return ll, created, a.audit(ctx, ActionLinePut, resource, before, l)
 }
 

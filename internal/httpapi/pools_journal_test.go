@@ -47,16 +47,7 @@ func lossBackends(t *testing.T, fn func(t *testing.T, w *lossWorld)) {
 		fn(t, &lossWorld{a: a, res: "jr", sql: sql, ctl: ctl(rdb, sql), wipe: func(*testing.T) { mr.FlushAll() }})
 	})
 	t.Run("real", func(t *testing.T) {
-		rdb := redis.NewClient(&redis.Options{Addr: testenv.MustRedis(t)})
-		t.Cleanup(func() { _ = rdb.Close() })
-		sql, err := mysqlstore.Open(t.Context(), testenv.MustMySQL(t), mysqlstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = sql.Close() })
-		if err := sql.Migrate(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		rdb, sql := realPoolsStores(t)
 		res := testenv.Resource(t)
 		wipe := func(t *testing.T) {
 			t.Helper()

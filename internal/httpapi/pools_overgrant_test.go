@@ -20,18 +20,26 @@ func poolsBackends(t *testing.T, fn func(t *testing.T, a *testAPI, res string)) 
 		fn(t, a, "ov")
 	})
 	t.Run("real", func(t *testing.T) {
-		rdb := redis.NewClient(&redis.Options{Addr: testenv.MustRedis(t)})
-		t.Cleanup(func() { _ = rdb.Close() })
-		sql, err := mysqlstore.Open(t.Context(), testenv.MustMySQL(t), mysqlstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = sql.Close() })
-		if err := sql.Migrate(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		rdb, sql := realPoolsStores(t)
 		fn(t, startPoolsAPI(t, rdb, sql), testenv.Resource(t))
 	})
+}
+
+// realPoolsStores opens the real Redis and MySQL (QC_TEST_REDIS_ADDR,
+// QC_TEST_MYSQL_DSN, the schema migrated), closed when t ends.
+func realPoolsStores(t *testing.T) (*redis.Client, *mysqlstore.Store) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.MustRedis(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	sql, err := mysqlstore.Open(t.Context(), testenv.MustMySQL(t), mysqlstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sql.Close() })
+	if err := sql.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return rdb, sql
 }
 
 // grantAll applies n times for amount on line a as continuations and

@@ -14,8 +14,14 @@ const (
 // LendKinds are the event kinds that lend buffer; ReturnKind gives it back.
 var LendKinds = []string{"RELEASE", "LEND_PREDICTIVE", "LEND_REACTIVE", KindSpareToShared}
 
+// KindWatermarkTier journals a line's watermark set back to its new tier's
+// (Amount, basis points) when an operator changed the line's tier: the
+// layout does it in Redis (Model.Relayout), and a rebuild must not bring
+// back the watermark the controller had set under the old tier.
+const KindWatermarkTier = "WATERMARK_TIER"
+
 // WatermarkKinds are the event kinds that set a line's watermark (Amount).
-var WatermarkKinds = []string{"WATERMARK_RAISED", "WATERMARK_LOWERED", "WATERMARK_DECAYED"}
+var WatermarkKinds = []string{"WATERMARK_RAISED", "WATERMARK_LOWERED", "WATERMARK_DECAYED", KindWatermarkTier}
 
 // ReturnKind is the event kind that gives lent buffer back.
 const ReturnKind = "RETURN"
@@ -81,7 +87,8 @@ func (m Moves) Fields(lay Layout) [][2]any {
 
 // Relayout takes a new layout of the same lines (a new limit or new pool
 // settings; pool_layout.lua in the store): each line's tier, dedicated part
-// and borrowing limit change, what was moved and what is held stay, except
+// and borrowing limit change, what was moved and what is held stay (a line
+// whose tier changed starts again at its new tier's watermark), except
 // that buffer lent past the new buffer is cut back — the shared pool's first,
 // then the lines' in lay's order, as Moves.Fields bounds a rebuild — so the
 // pools never add up to more than the limit. Lines not in m are ignored.
@@ -103,6 +110,12 @@ func (m *Model) Relayout(lay Layout) []Cut {
 	m.SharedBuffer = cut("", m.SharedBuffer)
 	for _, l := range lay.Lines {
 		if s, ok := m.Lines[l.Name]; ok {
+			if s.Tier != l.Tier {
+				// A new tier starts at its own watermark (journalled as
+				// KindWatermarkTier), not at what the controller had set
+				// for the old one.
+				s.Watermark = l.Tier.BaseWatermark()
+			}
 			s.LineLayout = l
 			s.Buffer = cut(l.Name, s.Buffer)
 		}

@@ -208,7 +208,7 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 
 // shrink lowers the limit or the buffer under what may be lent and held:
 // a new limit (50 … 100 % of it) and bufferPercent (0 … 15, the rest to
-// the dedicated pool), as PUT
+// the dedicated pool), and now and then a line's tier changed, as PUT
 // /admin/policies/{r} or …/pools do (the limit key, then pool_layout.lua),
 // and the same in the model (Model.Relayout). The lines' pools may then add
 // up to more than the limit (what lines hold stays, and lent buffer stayed
@@ -220,10 +220,19 @@ func (w *poolWorld) shrink(t *testing.T, rng *rand.Rand) {
 	rest := s.DedicatedPercent + s.BufferPercent
 	s.BufferPercent = rng.Int64N(min(rest, 15) + 1)
 	s.DedicatedPercent = rest - s.BufferPercent
-	lay, err := pools.Plan(w.lay.Limit*(50+rng.Int64N(51))/100, s, w.specs)
+	specs := slices.Clone(w.specs)
+	if rng.IntN(3) == 0 {
+		// An operator moves a line to another tier: it starts again at the
+		// new tier's watermark, in the Lua and in the model.
+		i := rng.IntN(len(specs))
+		tiers := []pools.Tier{pools.TierCore, pools.TierGrowth, pools.TierExplore}
+		specs[i].Tier = tiers[rng.IntN(len(tiers))]
+	}
+	lay, err := pools.Plan(w.lay.Limit*(50+rng.Int64N(51))/100, s, specs)
 	if err != nil {
 		return
 	}
+	w.specs = specs
 	if err := w.e.rdb.Set(ctxT(t), limitKey(w.e.res), lay.Limit, 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,8 @@
 -- then 5 values per line: name, tier, dedicated, borrowCap, base watermark (bp)
 -- ARGV[1] "-": no lines; the hash is deleted.
 -- A fresh hash gets 'ep', its epoch. Lines absent from ARGV lose their fields; live moves (w:, l:, r:, b:, n:) of
--- the others stay, and a new line starts at its tier's watermark; lent buffer (sbuf, b:) is cut back to the
+-- the others stay (but a line whose tier changed starts again at its new tier's watermark), and a new line
+-- starts at its tier's watermark; lent buffer (sbuf, b:) is cut back to the
 -- buffer (below).
 -- Returns {1, line, cut, line, cut, …} when written: the lent buffer cut back (below), in cut order, line ""
 -- for the shared pool's (sbuf); the caller journals each as a RETURN pool event, as pools.Model.Relayout
@@ -47,8 +48,15 @@ end
 redis.call('HSET', KEYS[1], 'shared', ARGV[1], 'buffer', ARGV[2], 'ht', HT)
 for i = first, #ARGV, 5 do
   local l = ARGV[i]
+  local was = redis.call('HGET', KEYS[1], 't:' .. l)
   redis.call('HSET', KEYS[1], 't:' .. l, ARGV[i + 1], 'd:' .. l, ARGV[i + 2], 'c:' .. l, ARGV[i + 3])
-  redis.call('HSETNX', KEYS[1], 'w:' .. l, ARGV[i + 4])
+  if was and was ~= ARGV[i + 1] then
+    -- a new tier starts at its own watermark (pools.Model.Relayout; the
+    -- caller journals it as a WATERMARK_TIER event)
+    redis.call('HSET', KEYS[1], 'w:' .. l, ARGV[i + 4])
+  else
+    redis.call('HSETNX', KEYS[1], 'w:' .. l, ARGV[i + 4])
+  end
 end
 -- Lent buffer never passes the buffer: a smaller one (a lower bufferPercent
 -- or limit) cuts it back, the shared pool's (sbuf) first, then the lines' in
