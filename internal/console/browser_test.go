@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,21 @@ func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 		t.Fatalf("%s: %v", what, err)
 	}
 	return v
+}
+
+// liveText is the innerText of the first element sel matches ("" when
+// none), read in one evaluation: a page that re-renders live (the pools
+// tab, the figures) can replace the element between chromedp.Text's query
+// and its read ("No node with given id found").
+// Like chromedp.Text it waits for the element (up to 15 s).
+func liveText(t *testing.T, ctx context.Context, what, sel string) string {
+	t.Helper()
+	read := chromedp.Evaluate[string](`(document.querySelector(` + strconv.Quote(sel) + `) || {}).innerText || ""`)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if txt := get(t, ctx, what, read); txt != "" || time.Now().After(deadline) {
+			return txt
+		}
+	}
 }
 
 // shot saves a full-page screenshot as dir/name.png when
@@ -156,7 +172,7 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	// The figures follow too: 1:30:00 reserved, 3:30:00 remaining.
 	deadline := time.Now().Add(30 * time.Second)
-	for text = get(t, ctx, "figures", chromedp.Text(`#figures`)); !strings.Contains(text, "3:30:00"); text = get(t, ctx, "figures", chromedp.Text(`#figures`)) {
+	for text = liveText(t, ctx, "figures", `#figures`); !strings.Contains(text, "3:30:00"); text = liveText(t, ctx, "figures", `#figures`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("figures never showed the session: %q", text)
 		}

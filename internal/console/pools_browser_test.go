@@ -80,7 +80,7 @@ func TestConsolePoolsInChromium(t *testing.T) {
 		chromedp.Navigate(ui+"/"), chromedp.WaitVisible(`#token`), chromedp.SendKeys(`#token`, adminToken),
 		chromedp.Submit(`#login`), chromedp.WaitVisible(`tr[data-resource="`+res+`"]`),
 		chromedp.Navigate(ui+"/resources/"+res), chromedp.WaitVisible(`#pools-tab`), chromedp.Click(`#pools-tab`), chromedp.WaitVisible(`#lines`))
-	core := get(t, ctx, "core", chromedp.Text(`tr[data-line="core"]`))
+	core := liveText(t, ctx, "core", `tr[data-line="core"]`)
 	if !strings.Contains(core, "CORE") || !strings.Contains(core, "2,250 tokens") || !strings.Contains(core, "2,000 tokens") || !strings.Contains(core, "95 %") {
 		t.Fatalf("core line %q", core)
 	}
@@ -89,23 +89,23 @@ func TestConsolePoolsInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for core = get(t, ctx, "core", chromedp.Text(`tr[data-line="core"]`)); !strings.Contains(core, "750 tokens / 1,125 tokens"); core = get(t, ctx, "core", chromedp.Text(`tr[data-line="core"]`)) {
+	for core = liveText(t, ctx, "core", `tr[data-line="core"]`); !strings.Contains(core, "750 tokens / 1,125 tokens"); core = liveText(t, ctx, "core", `tr[data-line="core"]`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the core line never showed what it borrowed: %q", core)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if txt := get(t, ctx, "shared", chromedp.Text(`#shared`)); !strings.HasPrefix(txt, "750 tokens of 6,000 tokens") {
+	if txt := liveText(t, ctx, "shared", `#shared`); !strings.HasPrefix(txt, "750 tokens of 6,000 tokens") {
 		t.Fatalf("shared pool %q", txt)
 	}
-	if txt := get(t, ctx, "events", chromedp.Text(`#events`)); !strings.Contains(txt, "WATERMARK_RAISED") || !strings.Contains(txt, "RECLAIM_WARNED") {
+	if txt := liveText(t, ctx, "events", `#events`); !strings.Contains(txt, "WATERMARK_RAISED") || !strings.Contains(txt, "RECLAIM_WARNED") {
 		t.Fatalf("events %q", txt)
 	}
-	if txt := get(t, ctx, "grants", chromedp.Text(`tr[data-grant="`+grantID+`"]`)); !strings.Contains(txt, "launch <b>day</b>") || !strings.Contains(txt, "active") {
+	if txt := liveText(t, ctx, "grants", `tr[data-grant="`+grantID+`"]`); !strings.Contains(txt, "launch <b>day</b>") || !strings.Contains(txt, "active") {
 		t.Fatalf("grant row %q", txt)
 	}
 	form := `#reclaim-` + res + `-r1`
-	if txt := get(t, ctx, "warning", chromedp.Text(form+` .warning`)); !strings.Contains(txt, "300 tokens of explore's dedicated part moves to core") {
+	if txt := liveText(t, ctx, "warning", form+` .warning`); !strings.Contains(txt, "300 tokens of explore's dedicated part moves to core") {
 		t.Fatalf("reclaim warning %q", txt)
 	}
 	shot(t, ctx, "pools")
@@ -113,10 +113,10 @@ func TestConsolePoolsInChromium(t *testing.T) {
 	run(t, ctx, "confirm the reclaim",
 		chromedp.SendKeys(form+` input[name=reason]`, "agreed with explore"), chromedp.Click(form+` input[name=confirm]`),
 		chromedp.Click(form+` button:not(.danger)`), chromedp.WaitVisible(`#flash`))
-	if txt := get(t, ctx, "flash", chromedp.Text(`#flash`)); !strings.Contains(txt, "CONFIRMED") {
+	if txt := liveText(t, ctx, "flash", `#flash`); !strings.Contains(txt, "CONFIRMED") {
 		t.Fatalf("after confirming: %q", txt)
 	}
-	if txt := get(t, ctx, "reclaim row", chromedp.Text(`tr[data-reclaim="`+res+`-r1"]`)); !strings.Contains(txt, "CONFIRMED") {
+	if txt := liveText(t, ctx, "reclaim row", `tr[data-reclaim="`+res+`-r1"]`); !strings.Contains(txt, "CONFIRMED") {
 		t.Fatalf("reclaim row %q", txt)
 	}
 	vf := `tr[data-grant="` + grantID + `"] form`
