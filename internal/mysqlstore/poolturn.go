@@ -17,12 +17,16 @@ import (
 // (a change waits for the lock, and writes Redis after). On SQLite, whose
 // one connection write may need, the state is read first and write runs
 // after, under this Store's per-resource lock that ChangePools also holds:
-// the same order within the one process SQLite serves. State.Grants is
+// the same order within the one process SQLite serves. Within a process
+// the turns of one resource queue on that lock first, on MySQL too. State.Grants is
 // left empty; write may read the database. found false: the resource has
 // no policy (write not called). Errors: quota.ErrUnavailable; write's.
 func (s *Store) InPoolsTurn(ctx context.Context, resource string, write func(pools.State) error) (found bool, err error) {
+	// One turn per resource at a time in this process: each waits for the
+	// row's lock holding one connection, and the holder's write may need
+	// another (a burst of applies in turn must not take the whole pool).
+	defer s.localTurn(resource)()
 	if s.dialect.name != dialectMySQL.name {
-		defer s.sqliteTurn(resource)()
 		st, found, err := s.ReadPoolsLocked(ctx, resource)
 		if err != nil || !found {
 			return found, err
@@ -61,6 +65,11 @@ func (s *Store) sqliteTurn(resource string) func() {
 	if s.dialect.name == dialectMySQL.name {
 		return func() {}
 	}
+	return s.localTurn(resource)
+}
+
+// localTurn takes this Store's lock of resource and returns its release.
+func (s *Store) localTurn(resource string) func() {
 	m, _ := s.turns.LoadOrStore(resource, new(sync.Mutex))
 	mu := m.(*sync.Mutex)
 	mu.Lock()
