@@ -235,6 +235,12 @@ func (a *Pools) Release(ctx context.Context, resource string, req GrantRequest) 
 	if exp == 0 {
 		exp = pools.MaxAmount // until returned by hand
 	}
+	// The layout the buffer moves in, rebuilt first where Redis lost it
+	// (as an apply's seed step does): a release right after the loss was
+	// a 404 "unknown business line" (or 409 with no buffer) until then.
+	if err := a.quota.RelayoutPools(ctx, resource); err != nil {
+		return pools.GrantRecord{}, err
+	}
 	// In the resource's turn (issue 21): the buffer is moved (Redis) and
 	// the release recorded while no other change of the pools runs.
 	var g pools.GrantRecord

@@ -99,6 +99,10 @@ type PoolQuota interface {
 	// DrainSpareMoves journals the spare buffer's moves Redis still notes
 	// (quota.DrainSpareMoves), before an event that may depend on them.
 	DrainSpareMoves(ctx context.Context, resource string) error
+	// RelayoutPools writes the stored layout (the moves rebuilt where
+	// Redis lost it) and grants back to Redis, in the resource's turn
+	// (quota.Service.RelayoutPools).
+	RelayoutPools(ctx context.Context, resource string) error
 }
 
 // Periods gives a policy's period at a time (quota.Scheduler's PeriodAt).

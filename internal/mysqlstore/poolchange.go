@@ -37,6 +37,7 @@ func (s *Store) ChangePools(ctx context.Context, resource string, since int64, a
 	decide func(pools.State) (pools.Change, error), then func() error) (created bool, err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
+	defer s.sqliteTurn(resource)()
 	op := "change pools " + resource
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {

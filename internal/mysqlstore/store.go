@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -154,6 +155,9 @@ type Store struct {
 	// insertStmts, finishStmts and chargeStmts run the statements of
 	// inserts, finishes and charges (prepared on MySQL).
 	insertStmts, finishStmts, chargeStmts *groupStmts
+	// turns: on SQLite, a *sync.Mutex per resource that ChangePools and
+	// InPoolsTurn hold around their Redis writes (poolturn.go).
+	turns sync.Map
 }
 
 // Open connects to MySQL or MariaDB. dsn is a github.com/go-sql-driver/mysql

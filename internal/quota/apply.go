@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
 )
 
 // maxAttempts bounds the retries of one apply across period roll-over and
@@ -280,8 +282,13 @@ func (s *Service) failOpen(ctx context.Context, pol Policy, cmd ApplyCmd, cause 
 func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyResponse, error) {
 	for range maxAttempts {
 		res, err := Guard(s.redisFor(cmd.ResourceName), func() (ApplyResult, error) { return s.balances.Apply(ctx, cmd) })
-		if err != nil && s.relayout(ctx, pol, cmd, err) {
-			continue
+		if err != nil && cmd.Pools != nil && s.pooled() && errors.Is(err, pools.ErrUnknownLine) {
+			// Redis lost the layout, or a line change overtook this
+			// instance's cached lines: the stored lines decide, in turn.
+			res, err = s.applyInTurn(ctx, pol, cmd)
+			if ve := (*ValidationError)(nil); errors.As(err, &ve) {
+				return ApplyResponse{}, ve
+			}
 		}
 		if err != nil {
 			if mayHaveRun(err) {

@@ -199,7 +199,8 @@ func TestApplyRepairsLostPools(t *testing.T) {
 	}}
 	st.poolLayoutErr = ErrUnavailable
 	svc := newStubService(st, pooled(st, &poolStub{lines: twoLines}, Options{}))
-	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, pools.ErrUnknownLine) || st.n("SetPoolLayout") != 1 {
+	// The layout cannot be written: a backend failure, answered as one.
+	if _, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, BusinessLine: "chat"}); !errors.Is(err, ErrUnavailable) || st.n("SetPoolLayout") != 1 {
 		t.Fatalf("relayout failed: %v after %d layouts written", err, st.n("SetPoolLayout"))
 	}
 	st.poolLayoutErr = nil

@@ -28,12 +28,40 @@ type lockedPoolsReader interface {
 // could reach Redis in the other (each wrote what it had read, after its
 // commit); since every writer checks after its write, the last write is
 // always the stored state's (issue 21;
-// TestConcurrentLimitChangesLeaveRedisTheStoredLayout). The check reads
+// TestConcurrentLimitChangesLeaveRedisTheStoredLayout). Where the policy
+// store has turns (poolsTurn: mysqlstore) the stored limit and layout are
+// written once, in the resource's turn, which every other writer of them
+// takes too, so no write is overtaken: concurrent limit PUTs take turns
+// rather than fail (TestConcurrentLimitPUTsAreNever503). Else the check reads
 // under the policy row's lock where the store can (lockedPoolsReader), so
 // that a line change that wrote its layout under that lock but has not
 // committed yet is waited for. Errors: the stores'; ErrUnavailable after
-// maxSettle writes that were each overtaken.
+// maxSettle writes that were each overtaken (a policy store without turns).
 func (s *Service) settleAfterPut(ctx context.Context, pol Policy) error {
+	if _, ok := s.opt.Pools.Config.(poolsTurn); ok && s.pooled() {
+		// In the resource's turn the stored limit and layout are written
+		// once: every writer writes in turn, so the last write is the
+		// stored state's, however many writers race (8 concurrent limit
+		// PUTs used to exhaust maxSettle and answer 503).
+		err := s.inPoolsTurn(ctx, pol.ResourceName, func(limit int64, lines []pools.LineSpec, lay pools.Layout) error {
+			if err := GuardErr(s.redisFor(pol.ResourceName), func() error {
+				return s.balances.SetLimit(ctx, pol.ResourceName, limit)
+			}); err != nil {
+				return fmt.Errorf("set limit: %w", err)
+			}
+			if len(lines) == 0 {
+				return nil
+			}
+			if err := s.writeStoredPools(ctx, pol.ResourceName, lines, lay); err != nil {
+				return fmt.Errorf("pools: %w", err)
+			}
+			return nil
+		})
+		if errors.Is(err, ErrResourceNotFound) {
+			return nil // deleted since: DeletePolicy cleans up
+		}
+		return err
+	}
 	for range maxSettle {
 		if err := GuardErr(s.redisFor(pol.ResourceName), func() error {
 			return s.balances.SetLimit(ctx, pol.ResourceName, pol.TotalLimit)

@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -280,7 +279,7 @@ func (s *Service) relayoutPools(ctx context.Context, pol Policy, v poolView) err
 // seedPools is the pools' part of seeding a period (seed): for a resource
 // that uses pools (as the policy+pools cache says: a plain resource costs
 // no read here), its configuration back in the balance store where it was
-// lost (relayoutPools, from a fresh read), then the period's pool counters
+// lost (RelayoutPools, in the resource's turn), then the period's pool counters
 // rebuilt from the ledger unless they are there. The balance must exist.
 // Errors: the stores'.
 func (s *Service) seedPools(ctx context.Context, pol Policy, per Period) error {
@@ -291,11 +290,9 @@ func (s *Service) seedPools(ctx context.Context, pol Policy, per Period) error {
 	if err != nil || (len(use.Lines) == 0 && !use.Grants) {
 		return err
 	}
-	v, err := s.freshPools(ctx, pol.ResourceName)
-	if err != nil {
-		return err
-	}
-	if err := s.relayoutPools(ctx, pol, v); err != nil {
+	// The stored layout and grants, in the resource's turn (a layout
+	// written from an unlocked read could undo a line change meanwhile).
+	if err := s.RelayoutPools(ctx, pol.ResourceName); err != nil {
 		return err
 	}
 	t, err := Guard(s.mysql, func() (pools.Totals, error) { return s.opt.Pools.Config.PoolTotals(ctx, pol.ResourceName, per.Start) })
@@ -306,17 +303,6 @@ func (s *Service) seedPools(ctx context.Context, pol Policy, per Period) error {
 		return s.opt.Pools.Balances.SeedPools(ctx, pol.ResourceName, per, t)
 	})
 	return err
-}
-
-// relayout reports whether an apply failed because the balance store lost
-// the resource's layout (an unknown line the Service knows), after writing
-// it again: the caller retries.
-func (s *Service) relayout(ctx context.Context, pol Policy, cmd ApplyCmd, err error) bool {
-	if cmd.Pools == nil || !s.pooled() || !errors.Is(err, pools.ErrUnknownLine) {
-		return false
-	}
-	v, rerr := s.freshPools(ctx, pol.ResourceName)
-	return rerr == nil && s.relayoutPools(ctx, pol, v) == nil
 }
 
 // relayoutAfterPut writes the layout of a resource with business lines
