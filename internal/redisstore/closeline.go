@@ -72,7 +72,8 @@ func (s *Store) CloseLine(ctx context.Context, resource, line string) (open int6
 }
 
 // ReopenLine takes a line's closing mark off (CloseLine): its DELETE was
-// refused or failed. Errors: quota.ErrUnavailable.
+// refused or failed, or the line is put again (the mark outlives a deleted
+// line, pool_close.lua). Errors: quota.ErrUnavailable.
 func (s *Store) ReopenLine(ctx context.Context, resource, line string) error {
 	_, err := s.run(ctx, poolCloseScript, []string{poolKey(resource)}, line, "0")
 	return wrap("reopen line", err)
