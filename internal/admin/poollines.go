@@ -41,7 +41,15 @@ func (a *Pools) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 		if lay, err = pools.Plan(st.Limit, st.Settings, append(lines, l)); err != nil {
 			return pools.Change{}, asValidation(err)
 		}
-		return pools.Change{PutLine: &l}, nil
+		ch := pools.Change{PutLine: &l}
+		if before != nil && before.Tier != l.Tier {
+			// The layout sets the line's watermark back to its new tier's
+			// (pool_layout.lua); a rebuild after Redis loss must agree, so
+			// the event is stored with the line or not at all.
+			ch.Events = []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindWatermarkTier, Line: l.Name,
+				Amount: l.Tier.BaseWatermark(), Reason: fmt.Sprintf("tier %s → %s: the watermark starts at the new tier's", before.Tier, l.Tier)}}
+		}
+		return ch, nil
 	}
 	write := func() error {
 		if err := a.quota.WritePoolLayout(ctx, resource, lay); err != nil {
@@ -57,14 +65,6 @@ func (a *Pools) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 	}
 	a.changed(resource)
 	ll, _ := lay.Line(l.Name)
-	if before != nil && before.Tier != l.Tier {
-		// The layout set the line's watermark back to its new tier's
-		// (pool_layout.lua); a rebuild after Redis loss must agree.
-		if err := a.journal.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindWatermarkTier,
-			Line: l.Name, Amount: ll.Tier.BaseWatermark(), Reason: fmt.Sprintf("tier %s → %s: the watermark starts at the new tier's", before.Tier, l.Tier)}}); err != nil {
-			return pools.LineLayout{}, false, err
-		}
-	}
 	return ll, created, a.audit(ctx, ActionLinePut, resource, before, l)
 }
 
