@@ -179,6 +179,14 @@ func (g guardedLive) PoolModel(ctx context.Context, resource string, per quota.P
 	return quota.Guard(quota.ForResource(g.b, resource), func() (*pools.Model, error) { return g.s.PoolModel(ctx, resource, per, lay) })
 }
 
+func (g guardedLive) CloseLine(ctx context.Context, resource, line string) (int64, error) {
+	return quota.Guard(quota.ForResource(g.b, resource), func() (int64, error) { return g.s.CloseLine(ctx, resource, line) })
+}
+
+func (g guardedLive) ReopenLine(ctx context.Context, resource, line string) error {
+	return quota.GuardErr(quota.ForResource(g.b, resource), func() error { return g.s.ReopenLine(ctx, resource, line) })
+}
+
 func (g guardedLive) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {
 	return quota.Guard(quota.ForResource(g.b, resource), func() (string, error) { return g.s.TryLock(ctx, resource, name, ttl) })
 }

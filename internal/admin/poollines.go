@@ -7,6 +7,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -40,51 +41,55 @@ func (a *Pools) PutLine(ctx context.Context, resource string, l pools.LineSpec) 
 		if lay, err = pools.Plan(st.Limit, st.Settings, append(lines, l)); err != nil {
 			return pools.Change{}, asValidation(err)
 		}
-		return pools.Change{PutLine: &l}, nil
+		ch := pools.Change{PutLine: &l}
+		if before != nil && before.Tier != l.Tier {
+			// The layout sets the line's watermark back to its new tier's
+			// (pool_layout.lua); a rebuild after Redis loss must agree, so
+			// the event is stored with the line or not at all.
+			ch.Events = []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindWatermarkTier, Line: l.Name,
+				Amount: l.Tier.BaseWatermark(), Reason: fmt.Sprintf("tier %s → %s: the watermark starts at the new tier's", before.Tier, l.Tier)}}
+		}
+		return ch, nil
 	}
-	created, err := a.change(ctx, resource, decide,
-		func() error { return a.quota.WritePoolLayout(ctx, resource, lay) })
+	write := func() error {
+		if err := a.quota.WritePoolLayout(ctx, resource, lay); err != nil {
+			return err
+		}
+		// A line put (again) takes sessions: a DELETE's mark, left on the
+		// deleted line as its tombstone (pool_close.lua), goes.
+		return a.live.ReopenLine(ctx, resource, l.Name)
+	}
+	created, err := a.change(ctx, resource, decide, write)
 	if err != nil {
 		return pools.LineLayout{}, false, err
 	}
 	a.changed(resource)
 	ll, _ := lay.Line(l.Name)
-	if before != nil && before.Tier != l.Tier {
-		// The layout set the line's watermark back to its new tier's
-		// (pool_layout.lua); a rebuild after Redis loss must agree.
-		if err := a.journal.RecordPoolEvents(ctx, resource, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.KindWatermarkTier,
-			Line: l.Name, Amount: ll.Tier.BaseWatermark(), Reason: fmt.Sprintf("tier %s → %s: the watermark starts at the new tier's", before.Tier, l.Tier)}}); err != nil {
-			return pools.LineLayout{}, false, err
-		}
-	}
 	return ll, created, a.audit(ctx, ActionLinePut, resource, before, l)
 }
 
-// DeleteLine removes a line that holds no open session. The ledger's open
-// sessions of the line are counted in the turn (under the policy row's
-// lock, in the transaction that deletes it), so a delete and a PUT of the
-// same line, or two deletes, are decided one after the other; an apply is
-// not part of the turn (docs/pools.md §5 says what that leaves). Errors:
-// pools.ErrUnknownLine, ErrLineBusy, quota.ErrResourceNotFound,
-// quota.ErrUnavailable.
+// DeleteLine removes a line that holds no open session, exactly: once it
+// answers nil no session is open on the line and none can open. In the
+// resource's turn (under the policy row's lock) it first marks the line
+// closing in Redis' layout (PoolLive.CloseLine: from then on an apply on
+// it is refused with pools.ErrLineClosing, HTTP 409), so that no session
+// opens unseen, then counts the line's open sessions in Redis (those an
+// apply granted before the mark, whose ledger row may not be written yet)
+// and in the ledger (in the transaction that deletes it); with any, or
+// when the delete fails, the mark is taken off again (ReopenLine) and
+// nothing is deleted. The mark outlives the deleted line (its tombstone:
+// a layout written from a read older than this commit, which brings the
+// line back into Redis, does not reopen it); a PUT of the line takes it
+// off. Errors: pools.ErrUnknownLine, ErrLineBusy,
+// quota.ErrResourceNotFound, quota.ErrUnavailable.
 func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 	if _, err := a.Config(ctx, resource); err != nil {
-		return err
-	}
-	busy := func(st pools.State) error {
-		count := st.OpenSessions
-		if count == nil {
-			count = func(l string) (int64, error) { return a.lines.OpenLineSessions(ctx, resource, l) }
-		}
-		n, err := count(line)
-		if err == nil && n > 0 {
-			err = fmt.Errorf("line %s of %s holds %d open sessions: %w", line, resource, n, ErrLineBusy)
-		}
 		return err
 	}
 	var lay pools.Layout
 	var before *pools.LineSpec
 	var rest []pools.LineSpec
+	marked := false
 	decide := func(st pools.State) (pools.Change, error) {
 		before, rest = nil, nil
 		for _, x := range st.Lines {
@@ -97,17 +102,37 @@ func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 		if before == nil {
 			return pools.Change{}, fmt.Errorf("line %s of %s: %w", line, resource, pools.ErrUnknownLine)
 		}
-		if err := busy(st); err != nil {
-			return pools.Change{}, err
-		}
 		var err error
 		if lay, err = pools.Plan(st.Limit, st.Settings, rest); err != nil {
 			return pools.Change{}, asValidation(err)
+		}
+		live, err := a.closeLine(ctx, resource, line, st)
+		if err != nil {
+			return pools.Change{}, err
+		}
+		marked = true
+		count := st.OpenSessions
+		if count == nil {
+			count = func(l string) (int64, error) { return a.lines.OpenLineSessions(ctx, resource, l) }
+		}
+		n, err := count(line)
+		if err != nil {
+			return pools.Change{}, err
+		}
+		if n > 0 || live > 0 {
+			return pools.Change{}, fmt.Errorf("line %s of %s holds %d open sessions (%d in the ledger): %w",
+				line, resource, max(n, live), n, ErrLineBusy)
 		}
 		return pools.Change{DeleteLine: line}, nil
 	}
 	if _, err := a.change(ctx, resource, decide,
 		func() error { return a.quota.WritePoolLayout(ctx, resource, lay) }); err != nil {
+		if marked {
+			// Refused or failed: the line stays, and takes sessions again.
+			if rerr := a.live.ReopenLine(context.WithoutCancel(ctx), resource, line); rerr != nil {
+				err = fmt.Errorf("%w (and the line stays closed to new sessions until it is deleted or put again: %v)", err, rerr)
+			}
+		}
 		return err
 	}
 	a.changed(resource)
@@ -119,6 +144,24 @@ func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 		}
 	}
 	return a.audit(ctx, ActionLineDelete, resource, before, nil)
+}
+
+// closeLine marks line closing in Redis' layout and counts the sessions
+// Redis holds open on it (PoolLive.CloseLine); where Redis' layout lacks
+// the line (it lost the layout) the layout of st is written first.
+func (a *Pools) closeLine(ctx context.Context, resource, line string, st pools.State) (int64, error) {
+	open, err := a.live.CloseLine(ctx, resource, line)
+	if !errors.Is(err, pools.ErrUnknownLine) {
+		return open, err
+	}
+	cur, err := pools.Plan(st.Limit, st.Settings, st.Lines)
+	if err != nil {
+		return 0, asValidation(err)
+	}
+	if err := a.quota.WritePoolLayout(ctx, resource, cur); err != nil {
+		return 0, err
+	}
+	return a.live.CloseLine(ctx, resource, line)
 }
 
 // PutSettings replaces a resource's pool settings, in turn with the

@@ -86,6 +86,11 @@ type PoolLive interface {
 	VoidGrant(ctx context.Context, resource, id string) error
 	MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error)
 	PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error)
+	// CloseLine marks a line closing (no new session opens on it) and
+	// counts the sessions Redis holds open on it; ReopenLine takes the
+	// mark off (redisstore.Store.CloseLine). A line's DELETE.
+	CloseLine(ctx context.Context, resource, line string) (open int64, err error)
+	ReopenLine(ctx context.Context, resource, line string) error
 }
 
 // PoolQuota is what the pools' administration uses of the quota Service

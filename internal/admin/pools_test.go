@@ -134,8 +134,24 @@ func TestAdminLinesGrantsReleasesAndReclaims(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].Kind != "RETURN" || evs[0].Amount != 400 {
 		t.Fatalf("expiry: %+v %v", evs, err)
 	}
+	// c1's ledger row was never written (as for an apply between its
+	// script and its row), but Redis holds it open: the delete is refused,
+	// and the line takes sessions again.
+	if err := a.DeleteLine(w.Ctx, "llm", "c"); !errors.Is(err, admin.ErrLineBusy) {
+		t.Fatalf("delete with c1 open in Redis: %v, want ErrLineBusy", err)
+	}
+	c2 := c
+	c2.SessionID, c2.Amount = "c2", 10
+	if r, err := w.RS.Apply(w.Ctx, c2); err != nil || r.Granted != 10 {
+		t.Fatalf("apply on c after the refused delete: %+v %v", r, err)
+	}
+	for _, id := range []string{"c1", "c2"} {
+		if _, err := w.RS.Finish(w.Ctx, quota.FinishCmd{ResourceName: "llm", SessionID: id, Actual: 1, Retention: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := a.DeleteLine(w.Ctx, "llm", "c"); err != nil {
-		t.Fatalf("delete: %v", err) // c1's ledger row was never written: no open session in the ledger
+		t.Fatalf("delete: %v", err)
 	}
 
 	r := pools.Reclaim{ID: "r1", From: "a", To: "b", Amount: 10, State: pools.ReclaimWarned, WarnedMs: 1, UpdateMs: 1}

@@ -18,7 +18,8 @@ import (
 // SQLite has one connection, so its transactions take turns anyway): it
 // reads the pools' State (grants and releases expiring after since, Unix
 // ms; State.OpenSessions counts a line's open sessions in the same
-// transaction), asks decide for the change, writes it at at, then calls then (nil:
+// transaction), asks decide for the change, writes it at at (with its
+// Events), then calls then (nil:
 // none) before it commits. Two changes of one resource thus take turns,
 // and each is checked against what the other wrote: lines that together
 // pass the dedicated pool, or grants that together pass 2^53-1, cannot
@@ -81,6 +82,11 @@ func (s *Store) ChangePools(ctx context.Context, resource string, since int64, a
 	}
 	if created, err = s.writeChange(ctx, tx, resource, ch, at); err != nil {
 		return false, err
+	}
+	for _, e := range ch.Events {
+		if err = insertPoolEvent(ctx, tx, resource, e); err != nil {
+			return false, translate(op, err)
+		}
 	}
 	// SQLite has one connection, which this transaction holds: then (which
 	// may read the database) runs after the commit there, in the turn the

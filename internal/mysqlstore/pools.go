@@ -238,17 +238,24 @@ func (s *Store) RecordPoolEvents(ctx context.Context, resource string, evs []poo
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	for _, e := range evs {
-		var ref any
-		if e.Ref != "" {
-			ref = truncate(e.Ref, 100)
-		}
-		_, err := s.db.ExecContext(ctx, `INSERT INTO quota_pool_event (resource_name, at_ms, kind, line, amount, reason, ref)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, resource, e.AtMs, e.Kind, e.Line, e.Amount, truncate(e.Reason, 500), ref)
+		err := insertPoolEvent(ctx, s.db, resource, e)
 		if err != nil && !(e.Ref != "" && isDuplicateKey(err)) {
 			return orNil("record pool event "+resource, err)
 		}
 	}
 	return nil
+}
+
+// insertPoolEvent inserts one pool event on q (the database or a
+// transaction).
+func insertPoolEvent(ctx context.Context, q sqlx.ExecerContext, resource string, e pools.Event) error {
+	var ref any
+	if e.Ref != "" {
+		ref = truncate(e.Ref, 100)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO quota_pool_event (resource_name, at_ms, kind, line, amount, reason, ref)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, resource, e.AtMs, e.Kind, e.Line, e.Amount, truncate(e.Reason, 500), ref)
+	return err
 }
 
 func truncate(s string, n int) string {

@@ -1,7 +1,6 @@
 package pools
 
 import (
-	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -90,6 +89,8 @@ type LineState struct {
 	// Mode is the elasticity mode the controller chose for the line under
 	// AUTO ("" = none yet); Settings.ModeOf gives the mode in force.
 	Mode Mode `json:"mode,omitempty"`
+	// Closing: the line is being deleted (CloseLine); no new session opens on it.
+	Closing bool `json:"closing,omitempty"`
 }
 
 // OwnDedicated is the dedicated part the line holds now: its layout's, less
@@ -187,10 +188,6 @@ type Decision struct {
 	Reason  Reason // "" when granted
 }
 
-// ErrUnknownLine: the apply names no line of the resource (or names one on
-// a resource without lines).
-var ErrUnknownLine = errors.New("unknown business line")
-
 // Apply decides one apply and, when granted, records it. A session id seen
 // before answers its first decision again (nothing changes).
 func (m *Model) Apply(r ApplyReq) (Decision, error) {
@@ -207,6 +204,9 @@ func (m *Model) Apply(r ApplyReq) (Decision, error) {
 		l, ok := m.Lines[r.Line]
 		if !ok {
 			return d, ErrUnknownLine
+		}
+		if l.Closing {
+			return d, ErrLineClosing
 		}
 		d = m.applyLine(l, r)
 	}

@@ -106,4 +106,7 @@ type Change struct {
 	Settings   *Settings
 	Grant      *GrantRecord
 	VoidGrant  string
+	// Events are pool events journalled in the change's transaction (a
+	// line's tier change: its WATERMARK_TIER event), with it or not at all.
+	Events []Event
 }

@@ -35,7 +35,8 @@ const (
 	CodeSessionConflict Code = "SESSION_CONFLICT"
 	// CodeConflict: a pools change refused by the state it meets (a line
 	// with open sessions, a reclaim in another state, too little buffer,
-	// pools.ErrReclaimState and the errors admin makes with NewError).
+	// pools.ErrReclaimState and the errors admin makes with NewError), and
+	// an apply on a line being deleted (pools.ErrLineClosing).
 	CodeConflict Code = "CONFLICT"
 	// CodePolicyInUse: a policy change that would reinterpret or orphan
 	// what is in use (admin.ErrInUse, made with NewError).
@@ -95,7 +96,7 @@ func CodeOf(err error) Code {
 		return ce.code
 	case errors.Is(err, pools.ErrUnknownLine), errors.Is(err, pools.ErrUnknownGrant), errors.Is(err, pools.ErrUnknownReclaim):
 		return CodeNotFound
-	case errors.Is(err, pools.ErrReclaimState):
+	case errors.Is(err, pools.ErrReclaimState), errors.Is(err, pools.ErrLineClosing):
 		return CodeConflict
 	case errors.As(err, &ve):
 		return CodeInvalidArgument

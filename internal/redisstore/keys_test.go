@@ -17,7 +17,7 @@ var scriptVars = map[string]**redis.Script{
 	"adjust.lua": &adjustScript, "lock.lua": &lockScript, "failopen.lua": &failOpenScript,
 	"drop.lua":        &dropScript,
 	"pool_layout.lua": &poolLayoutScript, "pool_seed.lua": &poolSeedScript,
-	"pool_move.lua": &poolMoveScript, "pool_grants.lua": &poolGrantsScript,
+	"pool_move.lua": &poolMoveScript, "pool_grants.lua": &poolGrantsScript, "pool_close.lua": &poolCloseScript,
 	"charge.lua": &chargeScript, "uncharge.lua": &unchargeScript,
 }
 

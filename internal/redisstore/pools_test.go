@@ -26,6 +26,9 @@ type poolWorld struct {
 	now   int64    // store clock at set-up, ms
 	open  []string // granted, not finished
 	cuts  int      // lent buffer cut back by shrink, cut by cut
+	// closed counts the applies refused because their line was closing
+	// (being deleted), in the store and the model alike.
+	closed int
 }
 
 func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []pools.LineSpec) *poolWorld {
@@ -65,6 +68,9 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, quota
 		t.Fatalf("apply %+v: store error %v, model error %v", r, gerr, werr)
 	}
 	if werr != nil {
+		if errors.Is(werr, pools.ErrLineClosing) {
+			w.closed++
+		}
 		return want, got
 	}
 	if l := w.model.Lines[r.Line]; l != nil && got.Tight != (l.Buffer > 0) {
@@ -133,7 +139,7 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		refusedBy := map[pools.Reason]int{}
 		spare := 0
-		cuts := 0
+		cuts, closed := 0, 0
 		for seed := range uint64(4) {
 			rng := rand.New(rand.NewPCG(seed, 13))
 			limit := int64(1000 + rng.IntN(100_000))
@@ -160,6 +166,8 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 					w.shrink(t, rng)
 				case op >= 10 && len(w.names) > 1:
 					w.move(t, rng)
+				case op == 8 && len(w.names) > 0 && rng.IntN(3) == 0:
+					w.closeLine(t, rng)
 				case op < 8:
 					line := ""
 					if len(w.names) > 0 {
@@ -189,6 +197,10 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 				w.check(t, step)
 			}
 			cuts += w.cuts
+			closed += w.closed
+		}
+		if closed == 0 {
+			t.Errorf("no apply met a closing line: the closing rule was never compared")
 		}
 		if cuts == 0 {
 			t.Errorf("no shrink cut lent buffer back: the cuts were never compared")
@@ -247,6 +259,37 @@ func (w *poolWorld) shrink(t *testing.T, rng *rand.Rand) {
 	}
 	w.cuts += len(cuts)
 	w.lay = lay
+}
+
+// closeLine marks a random line closing (a DELETE of it deciding), or
+// open again, in the store (pool_close.lua) and the model (CloseLine): the
+// store's count of the line's open sessions is the model's, and applies on
+// a closing line are refused in both (pools.ErrLineClosing).
+func (w *poolWorld) closeLine(t *testing.T, rng *rand.Rand) {
+	t.Helper()
+	line := w.names[rng.IntN(len(w.names))]
+	if w.model.Lines[line].Closing {
+		if err := w.model.CloseLine(line, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.e.s.ReopenLine(ctxT(t), w.e.res, line); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := w.model.CloseLine(line, true); err != nil {
+		t.Fatal(err)
+	}
+	open, err := w.e.s.CloseLine(ctxT(t), w.e.res, line)
+	var want int64
+	for _, id := range w.open {
+		if w.model.Sessions[id].Line == line {
+			want++
+		}
+	}
+	if err != nil || open != want {
+		t.Fatalf("close line %s: store counts %d open sessions (err %v), model %d", line, open, err, want)
+	}
 }
 
 // finish settles a random open session in both, with up to 1.5 × its grant.

@@ -159,6 +159,7 @@ const (
 	applyNeedBalance applyCode = 5 // the period, the limit or the pool counters are not seeded; nothing changed
 	applyConflict    applyCode = 6 // the session exists with other arguments
 	applyUnknownLine applyCode = 8 // the line is not in the store's layout; nothing changed
+	applyLineClosing applyCode = 9 // the line is being deleted (pool_close.lua); nothing changed
 )
 
 // applyLen is the length of every apply.lua reply but the short grant's
@@ -208,7 +209,7 @@ func decodeApply(v any) (applyReply, error) {
 	}
 	r := readReply("apply.lua", v, applyLen, applyLen+1)
 	scoped := r.scopedForm()
-	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyRefused, applyWrongPeriod, applyNeedBalance, applyConflict, applyUnknownLine),
+	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyRefused, applyWrongPeriod, applyNeedBalance, applyConflict, applyUnknownLine, applyLineClosing),
 		granted: r.int(1), lease: r.int(3), start: r.int(4), periodStart: r.int(5), now: r.int(6)}
 	if r.err != nil {
 		return a, r.err

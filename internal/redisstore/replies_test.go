@@ -41,7 +41,7 @@ func TestDecodersRefuseMalformedReplies(t *testing.T) {
 		{"apply empty move note", func(v any) error { _, err := decodeApply(v); return err }, append(append([]any{}, ok18...), "")},
 		{"apply short but refused", func(v any) error { _, err := decodeApply(v); return err }, []any{int64(3), int64(0), int64(5), int64(1)}},
 		{"apply short with text", func(v any) error { _, err := decodeApply(v); return err }, []any{int64(1), "x", int64(5), int64(1)}},
-		{"apply unknown code", func(v any) error { _, err := decodeApply(v); return err }, with(0, int64(9))},
+		{"apply unknown code", func(v any) error { _, err := decodeApply(v); return err }, with(0, int64(7))},
 		{"apply text", func(v any) error { _, err := decodeApply(v); return err }, with(2, "x")},
 		{"apply refused without any remaining", func(v any) error { _, err := decodeApply(v); return err },
 			func() []any { r := with(0, int64(3)); r[2], r[7], r[8], r[9] = "", "", "", ""; return r }()},

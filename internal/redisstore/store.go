@@ -194,7 +194,7 @@ func isTransient(err error) bool {
 // could still be granted (limit and grants), and a refusal with pools but
 // no line 0; a grant or a refusal on a line also answers LineRemaining
 // (refused: what the line could be granted now). See quota.BalanceStore.
-// Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, failures wrapped
+// Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, pools.ErrLineClosing, failures wrapped
 // by wrap.
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
 	r := c.ResourceName
@@ -254,6 +254,8 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		return quota.ApplyResult{}, fmt.Errorf("session %s exists with other arguments: %w", quota.PublicSessionID(c.SessionID), quota.ErrSessionConflict)
 	case applyUnknownLine:
 		return quota.ApplyResult{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
+	case applyLineClosing:
+		return quota.ApplyResult{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrLineClosing)
 	}
 	if c.Pools != nil && (line != "" || a.hasBalance) && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
 		// remainingQuota is the period's (limit − charged − reserved, as

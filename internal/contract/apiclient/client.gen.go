@@ -2176,6 +2176,9 @@ type UsageReportUnit string
 // Example: llm_tokens
 type ResourceNamePath = ResourceName
 
+// ApplyConflict defines model for ApplyConflict.
+type ApplyConflict = Error
+
 // InternalError defines model for InternalError.
 type InternalError = Error
 
@@ -2743,7 +2746,11 @@ type ClientInterface interface {
 
 	// DeleteLine Remove a business line.
 	//
-	// 409 CONFLICT while the ledger has open (USING) sessions of the line. Audited.
+	// Exact: a 200 means no session is open on the line and none can
+	// open. The line is first marked closing in Redis (applies on it are
+	// 409 CONFLICT from then on), then its open sessions are counted in
+	// Redis and in the ledger; with any, 409 CONFLICT and the line takes
+	// sessions again. Audited.
 	//
 	// Corresponds with DELETE /admin/policies/{resourceName}/lines/{line} (the `DeleteLine` operationId).
 	DeleteLine(ctx context.Context, resourceName ResourceNamePath, line ResourceName, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2999,6 +3006,11 @@ type ClientInterface interface {
 	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+	// line is being deleted"; continuations and critical work alike; a
+	// repeat of a session opened before answers as usual): the line then
+	// goes (later applies 400 or 404) or stays because it held open
+	// sessions (apply again).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3039,6 +3051,11 @@ type ClientInterface interface {
 	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+	// line is being deleted"; continuations and critical work alike; a
+	// repeat of a session opened before answers as usual): the line then
+	// goes (later applies 400 or 404) or stays because it held open
+	// sessions (apply again).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3526,7 +3543,11 @@ func (c *Client) ListLines(ctx context.Context, resourceName ResourceNamePath, r
 
 // DeleteLine Remove a business line.
 //
-// 409 CONFLICT while the ledger has open (USING) sessions of the line. Audited.
+// Exact: a 200 means no session is open on the line and none can
+// open. The line is first marked closing in Redis (applies on it are
+// 409 CONFLICT from then on), then its open sessions are counted in
+// Redis and in the ledger; with any, 409 CONFLICT and the line takes
+// sessions again. Audited.
 //
 // Corresponds with DELETE /admin/policies/{resourceName}/lines/{line} (the `DeleteLine` operationId).
 func (c *Client) DeleteLine(ctx context.Context, resourceName ResourceNamePath, line ResourceName, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3982,6 +4003,11 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
+// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+// line is being deleted"; continuations and critical work alike; a
+// repeat of a session opened before answers as usual): the line then
+// goes (later applies 400 or 404) or stays because it held open
+// sessions (apply again).
 //
 // Takes any type of body and a specified content type.
 //
@@ -4032,6 +4058,11 @@ func (c *Client) ApplyQuotaWithBody(ctx context.Context, contentType string, bod
 // now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
+// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+// line is being deleted"; continuations and critical work alike; a
+// repeat of a session opened before answers as usual): the line then
+// goes (later applies 400 or 404) or stays because it held open
+// sessions (apply again).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6125,7 +6156,11 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteLineWithResponse Remove a business line.
 	//
-	// 409 CONFLICT while the ledger has open (USING) sessions of the line. Audited.
+	// Exact: a 200 means no session is open on the line and none can
+	// open. The line is first marked closing in Redis (applies on it are
+	// 409 CONFLICT from then on), then its open sessions are counted in
+	// Redis and in the ledger; with any, 409 CONFLICT and the line takes
+	// sessions again. Audited.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6405,6 +6440,11 @@ type ClientWithResponsesInterface interface {
 	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+	// line is being deleted"; continuations and critical work alike; a
+	// repeat of a session opened before answers as usual): the line then
+	// goes (later applies 400 or 404) or stays because it held open
+	// sessions (apply again).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6445,6 +6485,11 @@ type ClientWithResponsesInterface interface {
 	// now) and a message with advice for the line's tier (a CORE line's
 	// critical work passes its watermark; on GROWTH and EXPLORE lines
 	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+	// line is being deleted"; continuations and critical work alike; a
+	// repeat of a session opened before answers as usual): the line then
+	// goes (later applies 400 or 404) or stays because it held open
+	// sessions (apply again).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8976,7 +9021,7 @@ type ApplyQuotaResponse struct {
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ResourceNotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *SessionConflict
+	JSON409 *ApplyConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *PayloadTooLarge
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -9019,7 +9064,7 @@ func (r ApplyQuotaResponse) GetJSON404() *ResourceNotFound {
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ApplyQuotaResponse) GetJSON409() *SessionConflict {
+func (r ApplyQuotaResponse) GetJSON409() *ApplyConflict {
 	return r.JSON409
 }
 
@@ -9801,7 +9846,11 @@ func (c *ClientWithResponses) ListLinesWithResponse(ctx context.Context, resourc
 
 // DeleteLineWithResponse Remove a business line.
 //
-// 409 CONFLICT while the ledger has open (USING) sessions of the line. Audited.
+// Exact: a 200 means no session is open on the line and none can
+// open. The line is first marked closing in Redis (applies on it are
+// 409 CONFLICT from then on), then its open sessions are counted in
+// Redis and in the ledger; with any, 409 CONFLICT and the line takes
+// sessions again. Audited.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10201,6 +10250,11 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 // now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
+// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+// line is being deleted"; continuations and critical work alike; a
+// repeat of a session opened before answers as usual): the line then
+// goes (later applies 400 or 404) or stays because it held open
+// sessions (apply again).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10247,6 +10301,11 @@ func (c *ClientWithResponses) ApplyQuotaWithBodyWithResponse(ctx context.Context
 // now) and a message with advice for the line's tier (a CORE line's
 // critical work passes its watermark; on GROWTH and EXPLORE lines
 // continuations pass). A resource with temporary grants answers `drawn` too.
+// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
+// line is being deleted"; continuations and critical work alike; a
+// repeat of a session opened before answers as usual): the line then
+// goes (later applies 400 or 404) or stays because it held open
+// sessions (apply again).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12584,7 +12643,7 @@ func ParseApplyQuotaResponse(rsp *http.Response) (*ApplyQuotaResponse, error) {
 		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest SessionConflict
+		var dest ApplyConflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
