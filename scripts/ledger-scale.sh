@@ -3,41 +3,54 @@
 # PRIVATE MariaDB with synthetic ledger rows, rolls them up with
 # `quota-center ledger prune`, measures what apply, finish, GET /admin/usage
 # and the rebuild reads cost on it, and drops it. Run by hand, never by
-# `make test` or `make bench`: the fill writes about 400 bytes a row (40 GB
-# for 100 M: check `df` first) at 2,500–23,000 rows/s on the shared 2-core
-# machine, niced (~7,000 at load 20–39: 23 M in an hour on 2026-12-03; 100 M
-# needs ~30 minutes of one core's CPU, so hours on a loaded machine); a
-# stopped fill resumes, and a partial one is a consistent ledger of the
-# most recent days. Results:
+# `make test` or `make bench`: the rows take about 220 bytes each without
+# the secondary indexes (13 GB for 60 M) and the index build needs sort
+# files of ~190 bytes a row on top (check `df` first). Timings on the
+# shared 2-core machine, niced, load 15–22 (2026-12-03): the load 50,400
+# rows/s (60 M rows in 19 min 51 s, 55–135 s per 5 M chunk), the one ALTER
+# that builds the four secondary indexes on 60 M rows 34.5 minutes (2,071 s;
+# 10.9 GB of indexes, 12.5 GB of sort files at the peak), the rollup of
+# one resource ~28,000 rows/s. 100 M rows: ~33 minutes of load plus an
+# index build of ~1 hour here, then the rollups: ~1.5–2 hours in all. A stopped
+# fill resumes (QC_SCALE_UNTIL stops it between chunks and goes on to the
+# indexes), and a partial one is a
+# consistent ledger of the most recent days. Results:
 # docs/performance.md, "Ledger lifecycle at scale".
 #
 #   scripts/ledger-scale.sh server    # start a private, tuned scratch mariadbd (below), niced
-#   scripts/ledger-scale.sh fill      # database, schema, policies, QC_SCALE_ROWS rows
+#   nice -n 10 scripts/ledger-scale.sh fill   # database, schema, policies, QC_SCALE_ROWS rows, indexes
 #   scripts/ledger-scale.sh rollup    # quota-center ledger prune (retention off), timed
 #   scripts/ledger-scale.sh measure   # scripts/ledgerscale on an empty ledger, then on the filled one
 #   scripts/ledger-scale.sh drop      # DROP DATABASE (do it: the disk is shared)
 #   scripts/ledger-scale.sh server-stop  # shut the scratch server down and delete its files
 #
-# The rows (deterministic, from MariaDB's SEQUENCE engine, seq_1_to_N, by
-# INSERT … SELECT in chunks of QC_SCALE_CHUNK rows, one transaction each,
-# newest first):
+# How the fill writes: the migrations make the schema; the secondary
+# indexes of quota_usage are dropped while it is empty (their definitions
+# kept in scale_indexes); `ledgerscale gen` (scripts/ledgerscale/gen.go) writes the rows
+# as TSV into a FIFO read by LOAD DATA LOCAL INFILE, QC_SCALE_CHUNK rows per
+# statement (one transaction each, newest chunk first, unique_checks=0,
+# foreign_key_checks=0, sql_log_bin=0), so InnoDB appends to the primary
+# key only; then one ALTER TABLE adds the indexes back (a sorted build per
+# index, innodb_sort_buffer_size 64M). The rows (deterministic; the same as
+# the former INSERT … SELECT from seq_1_to_N wrote):
 # row i (1…N) has id i and belongs to resource res-(i mod 10), client
 # client-00…49, business line "ads" for a third of them; it started at
 # T0 + i·(120 days / N) (so 120 days of starts, uniform, ending at the fill's
 # hour T), in the daily UTC period of its start. Rows that started in the
 # last hour before T are USING (open sessions: ~0.03 %), 2 % of the others
-# LEAKED, the rest FINISHED with 30–99 % of the grant charged and 1 % with
-# overage. Session ids are 36 characters, ordered by time like UUIDv7
-# (random UUIDv4 ids would scatter the unique key's inserts over the whole
-# index: docs/performance.md says what that changes).
+# LEAKED (all in res-7: 20 % of its rows), the rest FINISHED with 30–99 % of
+# the grant charged and 1 % with overage. Session ids are 35 characters,
+# ordered by time like UUIDv7 (random UUIDv4 ids would scatter the unique
+# key's inserts over the whole index: docs/performance.md says what that
+# changes).
 #
 # Environment:
 #   QC_SCALE_MYSQL   host:port of the private MariaDB (required; never the shared 3306)
 #   QC_SCALE_DB      database                                   (default qc_scale)
-#   QC_SCALE_ROWS    rows to write                              (default 100000000)
-#   QC_SCALE_CHUNK   rows per INSERT … SELECT                   (default 1000000)
-#   QC_SCALE_STREAMS chunks written at once (default 1: two streams were 3×
-#                    slower in all, splitting the same index pages)
+#   QC_SCALE_ROWS    rows of the whole fill (its density)       (default 100000000)
+#   QC_SCALE_CHUNK   rows per LOAD DATA                         (default 5000000)
+#   QC_SCALE_UNTIL   a `date -d` time: no chunk starts after it; the fill
+#                    then builds the indexes on what it has     (default: none)
 #   QC_SCALE_BATCH   QC_LEDGER_ROLLUP_BATCH of the rollup       (default 10000)
 #   QC_SCALE_RESOURCE resource rolled up and measured ("" rolls up all) (default res-0)
 #
@@ -48,16 +61,12 @@
 #
 # The scratch server (`server`) is for this measurement only, never for
 # data anyone keeps: doublewrite off, innodb_flush_log_at_trx_commit=0
-# (measure sets 1, as in production), a 4 GB redo log and a buffer pool
-# that holds the hot ends of every index, under `nice -n 10`. On the shared
-# 2-core machine (load 20–35) this did not make the fill faster than the
-# 4–6 GB-pool servers of earlier runs: the fill is CPU-bound (about 18 s of
-# mariadbd CPU per million rows, five B-tree inserts a row) and gets what
-# CPU a niced process gets. Measured on 1 M rows (2026-12-03, load 33):
-# with the indexes 54 s; primary key only 25 s plus 29 s for one ALTER that
-# adds the four secondary indexes (the same, and at 100 M the sort of the
-# index build needs tens of GB of temporary files: not used). Two streams
-# (QC_SCALE_STREAMS=2) wrote 2 M rows in 410 s, 3–4× slower than one.
+# (2 during the fill; measure sets 1, as in production), no binary log, a
+# 4 GB redo log, local_infile on, a 64 MB sort buffer for the index build
+# and a buffer pool that holds the hot ends of every index, under
+# `nice -n 10`. The former fill (INSERT … SELECT with all five B-trees)
+# was CPU-bound at ~18 s of mariadbd CPU per million rows and wrote
+# ~7,000 rows/s niced at load 20–39 (23–35 M rows in an hour).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -65,9 +74,8 @@ hostport=${QC_SCALE_MYSQL:?set QC_SCALE_MYSQL=host:port of a private MariaDB}
 host=${hostport%:*} port=${hostport##*:}
 db=${QC_SCALE_DB:-qc_scale}
 rows=${QC_SCALE_ROWS:-100000000}
-chunk=${QC_SCALE_CHUNK:-1000000}
+chunk=${QC_SCALE_CHUNK:-5000000}
 batch=${QC_SCALE_BATCH:-10000}
-streams=${QC_SCALE_STREAMS:-1}
 resource=${QC_SCALE_RESOURCE-res-0}
 dsn="root@tcp($hostport)/$db"
 bin=${QC_SCALE_BIN:-/tmp/ledger-scale-quota-center}
@@ -95,7 +103,8 @@ server() {
 		--innodb-log-file-size=4G --innodb-log-buffer-size=256M --innodb-flush-log-at-trx-commit=0 \
 		--innodb-doublewrite=0 --innodb-autoinc-lock-mode=2 --innodb-io-capacity=2000 \
 		--innodb-io-capacity-max=4000 --innodb-flush-method=O_DIRECT --skip-log-bin --performance-schema=OFF \
-		--max-connections=50 --tmpdir="$scratch" --log-error="$scratch/mariadb.err" >/dev/null 2>&1 &
+		--max-connections=50 --tmpdir="$scratch" --local-infile=1 --innodb-sort-buffer-size=64M \
+		--log-error="$scratch/mariadb.err" >/dev/null 2>&1 &
 	echo $! >"$scratch/pid"
 	for _ in $(seq 1 120); do sql -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.5; done
 	sql -e "SELECT @@innodb_buffer_pool_size, @@innodb_doublewrite, @@innodb_log_file_size" >&2
@@ -127,28 +136,52 @@ fill() {
 			created_ms, updated_ms) VALUES ('res-$r', 'TOKENS', 1000000000000, '0 0 * * *', 'UTC', $((t_end - span - 86400000)), $now_ms)"
 	done
 	sql -e "SET GLOBAL innodb_flush_log_at_trx_commit = 2"
-	say "fill: $rows rows in chunks of $chunk, $streams streams, T = $t_end"
-	local s
-	for ((s = 0; s < streams; s++)); do
-		fill_stream "$s" "$t_end" &
-	done
-	wait
+	# The secondary indexes go while the table is empty, kept in
+	# scale_indexes, and come back by one sorted ALTER after the load.
+	sql "$db" -e "CREATE TABLE IF NOT EXISTS scale_indexes (def TEXT NOT NULL)"
+	if [ -z "$(sql -N "$db" -e "SELECT 1 FROM scale_indexes LIMIT 1")" ]; then
+		local defs drops
+		defs=$(sql -N -r "$db" -e "SHOW CREATE TABLE quota_usage" | grep -E '^ +(UNIQUE )?KEY ' | sed 's/,$//; s/^ *//')
+		drops=$(sed -E 's/^(UNIQUE )?KEY (`[^`]+`).*/DROP INDEX \2/' <<<"$defs" | paste -sd, -)
+		sql "$db" -e "SELECT 1 FROM quota_usage LIMIT 1" | grep -q . && { echo "fill: quota_usage is not empty" >&2; exit 1; }
+		while IFS= read -r d; do
+			sql "$db" -e "INSERT INTO scale_indexes VALUES ('$(sed "s/'/''/g" <<<"$d")')"
+		done <<<"$defs"
+		sql "$db" -e "ALTER TABLE quota_usage $drops"
+	fi
+	go build -o /tmp/ledgerscale ./scripts/ledgerscale
+	say "fill: $rows rows by LOAD DATA in chunks of $chunk (primary key only), T = $t_end"
+	fill_load "$t_end"
+	local adds
+	adds=$(sql -N -r "$db" -e "SELECT def FROM scale_indexes" | sed 's/^/ADD /' | paste -sd, -)
+	if [ -n "$adds" ]; then
+		local t0=$SECONDS
+		say "fill: adding the secondary indexes (sorted build)"
+		sql "$db" -e "ALTER TABLE quota_usage $adds, ALGORITHM=INPLACE, LOCK=NONE"
+		sql "$db" -e "DELETE FROM scale_indexes"
+		say "fill: indexes in $((SECONDS - t0)) s"
+	fi
 	sql -e "SET GLOBAL innodb_flush_log_at_trx_commit = 1"
 	sql "$db" -e "ANALYZE TABLE quota_usage" >&2
 	sql -e "SELECT table_rows, ROUND(data_length/1e9, 1) AS data_gb, ROUND(index_length/1e9, 1) AS index_gb
 		FROM information_schema.tables WHERE table_schema = '$db' AND table_name = 'quota_usage'"
 }
 
-# fill_stream S T writes chunks S, S+streams, S+2·streams, … counted from
-# the newest (a fill stopped early holds the most recent days, with the open
-# period and its USING rows). A chunk is one transaction: present whole or
-# not at all, so a stopped fill resumes.
-fill_stream() {
-	local s=$1 t_end=$2 span=$((120 * 86400000))
+# fill_load T loads chunks counted from the newest (a fill stopped early
+# holds the most recent days, with the open period and its USING rows):
+# `ledgerscale gen` writes a chunk's rows as TSV into a FIFO that one LOAD
+# DATA LOCAL INFILE reads, without unique or foreign key checks and without
+# the binary log. A chunk is one statement, one transaction: present whole
+# or not at all, so a stopped fill resumes.
+fill_load() {
+	local t_end=$1
 	local last=$(((rows + chunk - 1) / chunk - 1))
 	local k off n t0 free_gb datadir min_free=${QC_SCALE_MIN_FREE_GB:-15}
+	local fifo until=""
+	[ -n "${QC_SCALE_UNTIL:-}" ] && until=$(date -u -d "$QC_SCALE_UNTIL" +%s)
 	datadir=$(sql -N -e "SELECT @@datadir")
-	for ((k = last - s; k >= 0; k -= streams)); do
+	fifo=$(mktemp -u /tmp/ledger-scale-fifo.XXXXXX)
+	for ((k = last; k >= 0; k--)); do
 		off=$((k * chunk))
 		n=$((rows - off < chunk ? rows - off : chunk))
 		if [ -n "$(sql -N "$db" -e "SELECT 1 FROM quota_usage WHERE id = $((off + 1))")" ]; then
@@ -157,29 +190,19 @@ fill_stream() {
 		free_gb=$(df --output=avail -BG "$datadir" | tail -1 | tr -dc 0-9)
 		if ((free_gb < min_free)); then
 			say "fill: stopped, $free_gb GB free on $datadir (QC_SCALE_MIN_FREE_GB=$min_free)"
-			return 1
+			return 0
+		fi
+		if [ -n "$until" ] && (($(date -u +%s) >= until)); then
+			say "fill: stopped at QC_SCALE_UNTIL, chunks 0…$k not loaded"
+			return 0
 		fi
 		t0=$SECONDS
-		# i = seq + off; the start: T0 + i * span / rows (integer ms).
-		sql "$db" -e "
-		INSERT INTO quota_usage (id, resource_name, client_id, session_id, period_start_ms,
-			apply_amount, min_amount, granted_amount, charged_amount, refunded_amount, overage_amount,
-			start_ms, end_ms, status, leak_recovered, business_line, drawn_shared)
-		SELECT i, CONCAT('res-', i % 10), CONCAT('client-', LPAD((i DIV 10) * 37 % 50, 2, '0')),
-			CONCAT(LPAD(HEX(i), 12, '0'), '-7', LPAD(HEX(i * 40503 % 4096), 3, '0'), '-8000-',
-			       LPAD(HEX(i * 2654435761 % 281474976710656), 12, '0')),
-			st - st % 86400000,
-			g, 0, g,
-			CASE WHEN st >= $t_end - 3600000 OR i % 50 = 7 THEN g ELSE g * (30 + i * 7 % 70) DIV 100 + IF(i % 100 = 57, 100, 0) END,
-			CASE WHEN st >= $t_end - 3600000 OR i % 50 = 7 THEN 0 ELSE g - g * (30 + i * 7 % 70) DIV 100 END,
-			IF(st < $t_end - 3600000 AND i % 50 <> 7 AND i % 100 = 57, 100, 0),
-			st,
-			IF(st >= $t_end - 3600000, NULL, st + 1000 + i * 31 % 600000),
-			CASE WHEN st >= $t_end - 3600000 THEN 'USING' WHEN i % 50 = 7 THEN 'LEAKED' ELSE 'FINISHED' END,
-			0, IF(i % 3 = 0, 'ads', ''), g
-		FROM (SELECT seq + $off AS i, $t_end - $span + (seq + $off) * $span DIV $rows AS st,
-		             1000 + (seq + $off) * 13 % 9000 AS g
-		      FROM seq_1_to_$n) s"
+		mkfifo "$fifo"
+		/tmp/ledgerscale gen -total "$rows" -from $((off + 1)) -to $((off + n)) -tend "$t_end" >"$fifo" &
+		sql --local-infile=1 "$db" -e "SET SESSION unique_checks = 0, foreign_key_checks = 0, sql_log_bin = 0;
+			LOAD DATA LOCAL INFILE '$fifo' INTO TABLE quota_usage ($(/tmp/ledgerscale gen -columns))"
+		wait $!
+		rm -f "$fifo"
 		say "fill: chunk $k ($((off + n)) rows) in $((SECONDS - t0)) s"
 	done
 }

@@ -15,6 +15,9 @@
 // machine).
 //
 //	go run ./scripts/ledgerscale -dsn 'root@tcp(127.0.0.1:13906)/qc_scale' -slowlog /tmp/qc-6/slow.log
+//
+// `ledgerscale gen -total N -from A -to B -tend MS` writes the fill's rows
+// A…B as TSV for LOAD DATA (gen.go; ledger-scale.sh fill).
 package main
 
 import (
@@ -38,6 +41,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "gen" {
+		genMain(os.Args[2:])
+		return
+	}
 	dsn := flag.String("dsn", "", "DSN of the ledger's database (required)")
 	slowLog := flag.String("slowlog", "", "the server's slow query log file, readable here (required)")
 	n := flag.Int("n", 1000, "sessions applied and finished per id style")
