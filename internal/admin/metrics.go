@@ -25,8 +25,8 @@ import (
 //     absent while unknown.
 //
 // The status and burn samples are read at scrape time (no value is older
-// than its scrape), ScrapeWorkers resources at a time so that the Redis
-// client auto-pipelines them (issue 23 §1), within the per-scrape timeout;
+// than its scrape): first those Prefetch batches, when set, then
+// ScrapeWorkers resources at a time (issue 23 §1), within the per-scrape timeout;
 // a failed read counts one quota_forecast_scrape_errors_total.
 type ForecastCollector struct {
 	svc     *Service
