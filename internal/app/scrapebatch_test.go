@@ -77,8 +77,9 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // concurrent reads, 2.2 s on a loaded machine). A go-redis hook on the
 // server's client counts the round trips naming the test's resources
 // during one scrape, taken once the burn-rate sampler has visited them
-// all (so that no background loop reads them meanwhile: the sweeper and
-// reconciliation run hourly here). Every balance is in the scrape.
+// all and a sample interval passed without a new sample (so that no
+// background loop reads them meanwhile: the sweeper and reconciliation
+// run hourly here). Every balance is in the scrape.
 func TestScrapeOfManyChangedResourcesIsFewRoundTrips(t *testing.T) {
 	const n = 1000
 	base := testenv.Resource(t)
@@ -130,6 +131,31 @@ func TestScrapeOfManyChangedResourcesIsFewRoundTrips(t *testing.T) {
 		}
 		return len(cmds) == n
 	})
+	// The sampler reads one resource after another: wait until a whole
+	// sample interval passes without a new sample (its ticks are quiet).
+	samples := func() (n int64) {
+		cmds, _ := rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error {
+			for _, r := range names {
+				p.ZCard(context.Background(), "qc:{"+r+"}:burn")
+			}
+			return nil
+		})
+		for _, c := range cmds {
+			n += c.(*redis.IntCmd).Val()
+		}
+		return n
+	}
+	for n, deadline := samples(), time.Now().Add(2*time.Minute); ; {
+		time.Sleep(admin.DefaultSampleInterval + time.Second)
+		m := samples()
+		if m == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the burn-rate sampler still sampled the resources 2 minutes after the applies (%d → %d samples)", n, m)
+		}
+		n = m
+	}
 	h.reset()
 	body := scrape(t, s)
 	got, seen := h.reset()
