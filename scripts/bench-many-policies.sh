@@ -20,6 +20,8 @@
 # Environment:
 #   QC_BENCH_MANY_POLICIES  policies to create                      (default 100000)
 #   QC_BENCH_MANY_PHASE     length of each measured phase           (default 20s)
+#   QC_BENCH_MANY_ACTIVE_PERCENT percent of the policies the load uses (default 1; 10 with
+#                           10,000 policies gives the 1,000 used resources of 100,000 at 1 %)
 #   QC_BENCH_MANY_PORT      quota-center's port on 127.0.0.1        (default 18096)
 #   QC_BENCH_MANY_DB        the database it creates and drops       (default qc_bench_many)
 #   QC_BENCH_MANY_SERVE_ARGS extra flags for quota-center serve     (default none)
@@ -31,6 +33,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 policies=${QC_BENCH_MANY_POLICIES:-100000}
 phase=${QC_BENCH_MANY_PHASE:-20s}
+active_percent=${QC_BENCH_MANY_ACTIVE_PERCENT:-1}
 port=${QC_BENCH_MANY_PORT:-18096}
 read -r -a serve_args <<<"${QC_BENCH_MANY_SERVE_ARGS:-}"
 redis=${QC_BENCH_REDIS:-127.0.0.1:6379}
@@ -71,7 +74,7 @@ curl -fsS -o /dev/null "$url/readyz" || die "quota-center did not get ready: $(t
 say "qc-bench many-policies: $policies policies, phases of $phase"
 bin/qc-bench many-policies --url "$url" --admin-token "$token" --redis-addr "$redis" \
 	--mysql-dsn "root@tcp($mysql_host:$mysql_port)/$db" --prefix "mp-$(date +%s)" --policies "$policies" \
-	--active-percent 1 --connections 50 --idle-after 70s --phase "$phase" --pprof-url "http://127.0.0.1:$((port + 1000))" >"$work/result.json" ||
+	--active-percent "$active_percent" --connections 50 --idle-after 70s --phase "$phase" --pprof-url "http://127.0.0.1:$((port + 1000))" >"$work/result.json" ||
 	die "qc-bench many-policies failed; server log: $(tail -5 "$work/qc.log")"
 result=$(cat "$work/result.json")
 rss_peak=$(ps -o rss= -p "$qc_pid" | tr -d ' ')
@@ -79,7 +82,7 @@ rss_peak=$(ps -o rss= -p "$qc_pid" | tr -d ' ')
 # j EXPR: a jq-less read of the result (python3 is on every bench machine).
 j() { python3 -c "import json,sys; r=json.load(sys.stdin); print($1)" <<<"$result"; }
 echo
-echo "## Many policies: $(j "'{:,}'.format(r['policies'])") policies, load on 1 % (scripts/bench-many-policies.sh)"
+echo "## Many policies: $(j "'{:,}'.format(r['policies'])") policies, load on $active_percent % (scripts/bench-many-policies.sh)"
 echo
 echo "quota-center $(git describe --always --dirty 2>/dev/null || echo dev), one instance, --active-window $window, defaults otherwise (per-resource histograms off);"
 echo "$(j "'{:,}'.format(r['policies'])") COUNT policies created through PUT /admin/policies in $(j "'%.0f' % r['create_s']") s, then left idle 70 s."

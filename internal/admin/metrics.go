@@ -25,8 +25,8 @@ import (
 //     absent while unknown.
 //
 // The status and burn samples are read at scrape time (no value is older
-// than its scrape), ScrapeWorkers resources at a time so that the Redis
-// client auto-pipelines them (issue 23 §1), within the per-scrape timeout;
+// than its scrape): first those Prefetch batches, when set, then
+// ScrapeWorkers resources at a time (issue 23 §1), within the per-scrape timeout;
 // a failed read counts one quota_forecast_scrape_errors_total.
 type ForecastCollector struct {
 	svc     *Service
@@ -41,6 +41,12 @@ type ForecastCollector struct {
 	// serve gives it a read kept while the resource does not change (issue
 	// 23 §1). Same shape and errors as Live.BurnSamples.
 	Samples func(ctx context.Context, resource string, since time.Time) ([]quota.BurnSample, error)
+
+	// Prefetch, when set (before the first scrape), is given every
+	// resource a scrape is about to read, before any read: quota-center
+	// serve reads the statuses and burn samples of those that changed in
+	// one batch there, which the reads then take (issue 23 §1).
+	Prefetch func(ctx context.Context, names []string)
 }
 
 // StatusReader reads a resource's status (quota.Service.Status's shape).
@@ -91,6 +97,13 @@ func (c *ForecastCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		c.errs.Inc()
 		return
+	}
+	if c.Prefetch != nil {
+		names := make([]string, len(pols))
+		for i, p := range pols {
+			names[i] = p.ResourceName
+		}
+		c.Prefetch(ctx, names)
 	}
 	scrape.Each(pols, func(p quota.Policy) {
 		if st, f, err := c.read(ctx, p.ResourceName); err != nil {

@@ -126,8 +126,10 @@ func (a *Pools) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 		return nil, err
 	}
 	gs, err := a.grants.Grants(ctx, resource, a.now().UnixMilli())
-	if err != nil {
-		return nil, err
+	if err != nil || len(gs) == 0 {
+		// No grant: nothing held of one to read from Redis (the pool
+		// gauges ask every used resource at each scrape; issue 23 §1).
+		return gs, err
 	}
 	per, err := a.sched.PeriodAt(c.Policy, a.now())
 	if err != nil {

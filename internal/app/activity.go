@@ -85,7 +85,10 @@ type activeSet struct {
 	tr     *activity.Tracker
 	store  policyReader
 	status func(ctx context.Context, resource string) (quota.StatusResponse, error)
-	now    func() time.Time
+	// prefetch, when set, batches the statuses a scrape is about to read
+	// (httpapi.Prefetcher; in serve, scrapeStatus.Prefetch).
+	prefetch func(ctx context.Context, names []string)
+	now      func() time.Time
 
 	mu   sync.Mutex
 	pols map[string]activePolicy
@@ -159,6 +162,14 @@ func (a *activeSet) Policies(ctx context.Context) ([]quota.Policy, error) { retu
 // serve, the scrape's shared read, scrapeStatus).
 func (a *activeSet) Status(ctx context.Context, resource string) (quota.StatusResponse, error) {
 	return a.status(ctx, resource)
+}
+
+// Prefetch reads the statuses of names in one batch for the Status calls
+// that follow (httpapi.Prefetcher); without a prefetch it does nothing.
+func (a *activeSet) Prefetch(ctx context.Context, names []string) {
+	if a.prefetch != nil {
+		a.prefetch(ctx, names)
+	}
 }
 
 // GetPolicy reads resource's policy from the store (reconcile.Policies).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quotacenter/quota-center/internal/config"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 )
@@ -14,4 +16,11 @@ func PruneStore(ctx context.Context, st *mysqlstore.Store, cfg config.Ledger, dr
 	lc := lifecycleConfig(cfg)
 	lc.DryRun = dryRun
 	return pruneWith(ctx, st, lc, pruneOptions{dryRun: dryRun, resource: resource, output: output}, stdout)
+}
+
+// SetRedisHook adds h to the Redis client of the servers started until
+// the returned func is called (not in dev mode).
+func SetRedisHook(h redis.Hook) (restore func()) {
+	redisTestHook.Store(&h)
+	return func() { redisTestHook.Store(nil) }
 }

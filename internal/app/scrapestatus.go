@@ -36,6 +36,12 @@ type scrapeStatus struct {
 	// visit interval) and its period did not end (issue 23 §1: a quiet
 	// used resource costs no Redis command per scrape).
 	visits scrapeVisits
+
+	// readMany, when set, reads many statuses in one batch (Prefetch;
+	// quota.Service.Statuses); flying are the resources its batches are
+	// reading, guarded by mu.
+	readMany func(ctx context.Context, resources []string) []quota.StatusResult
+	flying   flights[quota.StatusResponse]
 }
 
 // scrapeVisits is what scrapeStatus needs of activity.Visits.
@@ -76,9 +82,14 @@ func (s *scrapeStatus) Status(ctx context.Context, resource string) (quota.Statu
 		s.swept = now
 	}
 	a, ok := s.m[resource]
+	b := s.flying[resource]
 	s.mu.Unlock()
 	if ok && now.Sub(a.at) < scrapeStatusTTL {
 		return a.st, nil
+	}
+	if b != nil { // a Prefetch is reading it
+		st, err, _ := b.wait(ctx, resource)
+		return st, err
 	}
 	var start time.Time
 	if s.visits != nil {
@@ -107,11 +118,7 @@ func (s *scrapeStatus) Status(ctx context.Context, resource string) (quota.Statu
 			s.m[resource] = scrapeAnswer{st: st, at: now, used: now}
 			s.mu.Unlock()
 			if s.visits != nil {
-				next := time.Duration(-1)
-				if !st.Period.End.IsZero() {
-					next = max(0, st.Period.End.Sub(start))
-				}
-				s.visits.Done(resource, start, next)
+				s.visits.Done(resource, start, periodLeft(st, start))
 			}
 		}
 		return st, err

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,8 +95,15 @@ func openBackends(ctx context.Context, cfg config.Config, log *zap.Logger, gm *g
 		}
 		log.Info("migrations applied")
 	}
+	if h := redisTestHook.Load(); h != nil {
+		rdb.AddHook(*h)
+	}
 	return &backends{rdb: rdb, ledger: ms, close: func() { _ = rdb.Close(); _ = ms.Close() }}, nil
 }
+
+// redisTestHook, set by tests only (export_test.go), is added to the Redis
+// client of every server started after (not in dev mode).
+var redisTestHook atomic.Pointer[redis.Hook]
 
 func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(c.Level)
@@ -219,7 +228,8 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// gauges and the forecasts.
 	scrapeSt = newScrapeStatus(svc.Status)
 	scrapeSt.visits = tracker.NewVisits(activity.DefaultFullVisit)
-	active.status = scrapeSt.Status
+	scrapeSt.readMany = svc.Statuses // a scrape's changed balances in one batch
+	active.status, active.prefetch = scrapeSt.Status, scrapeSt.Prefetch
 	used := touching{Service: svc, act: tracker}
 	// Series of the active resources only: made at 0 when one becomes
 	// active (a PUT here, a sweep pass for the others), deleted once idle.
@@ -232,7 +242,17 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies,
 		SampleVisits: tracker.NewVisits(activity.DefaultFullVisit)})
 	scrapeBn := newScrapeBurns(tracker.NewVisits(activity.DefaultFullVisit), rs.BurnSamples)
-	admin.NewForecastCollectorWith(reg, ops, 2*time.Second, scrapeSt.Status).Samples = scrapeBn.BurnSamples
+	scrapeBn.c.readMany = func(ctx context.Context, names []string) ([][]quota.BurnSample, []error) {
+		return rs.BurnSamplesOf(ctx, names, time.Now().Add(-admin.BurnWindow))
+	}
+	forecasts := admin.NewForecastCollectorWith(reg, ops, 2*time.Second, scrapeSt.Status)
+	forecasts.Samples = scrapeBn.BurnSamples
+	forecasts.Prefetch = func(ctx context.Context, names []string) { // statuses and samples, at once
+		var wg sync.WaitGroup
+		wg.Go(func() { scrapeSt.Prefetch(ctx, names) })
+		scrapeBn.c.prefetch(ctx, names)
+		wg.Wait()
+	}
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
 		Breakers: brk,

@@ -26,6 +26,11 @@ type visitCache[T any] struct {
 	mu    sync.Mutex
 	m     map[string]cachedRead[T]
 	swept time.Time
+
+	// readMany, when set, reads many resources in one batch (prefetch);
+	// flying are the resources its batches are reading, guarded by mu.
+	readMany func(ctx context.Context, resources []string) ([]T, []error)
+	flying   flights[T]
 }
 
 type cachedRead[T any] struct {
@@ -51,7 +56,12 @@ func (c *visitCache[T]) get(ctx context.Context, resource string) (T, error) {
 		c.swept = now
 	}
 	a, ok := c.m[resource]
+	b := c.flying[resource]
 	c.mu.Unlock()
+	if b != nil { // a prefetch is reading it
+		v, err, _ := b.wait(ctx, resource)
+		return v, err
+	}
 	due, start := c.visits.Due(ctx, []string{resource})
 	if ok && len(due) == 0 {
 		c.mu.Lock()

@@ -144,6 +144,7 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		c.errs.Inc()
 		return
 	}
+	prefetch(ctx, c.pools, pols)
 	scrape.Each(pols, func(p quota.Policy) {
 		u := p.QuotaType.Unit()
 		if _, known := c.size[u]; !known {

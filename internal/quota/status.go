@@ -36,11 +36,7 @@ func (s *Service) Status(ctx context.Context, resource string) (StatusResponse, 
 	if err != nil {
 		return StatusResponse{}, fmt.Errorf("status %s: %w", resource, err)
 	}
-	pol.TotalLimit = bal.Limit
-	return StatusResponse{
-		Policy: pol, Used: bal.Charged, Reserved: bal.Reserved, Remaining: bal.Remaining(),
-		ActiveSessions: bal.ActiveSessions, Period: per,
-	}, nil
+	return statusOf(pol, per, bal), nil
 }
 
 // seededBalance reads pol's balance of per, seeding it from the ledger when

@@ -168,6 +168,12 @@ func (s *Store) BurnSamples(ctx context.Context, resource string, since time.Tim
 	if err != nil {
 		return nil, wrap("burn samples", err)
 	}
+	return decodeBurnSamples(vals)
+}
+
+// decodeBurnSamples decodes the members of a burn-sample set
+// ("at:period:consumed", milliseconds and an amount).
+func decodeBurnSamples(vals []string) ([]quota.BurnSample, error) {
 	out := make([]quota.BurnSample, 0, len(vals))
 	for _, v := range vals {
 		parts := strings.Split(v, ":")
@@ -176,6 +182,7 @@ func (s *Store) BurnSamples(ctx context.Context, resource string, since time.Tim
 		}
 		var n [3]int64
 		for i, p := range parts {
+			var err error
 			if n[i], err = strconv.ParseInt(p, 10, 64); err != nil {
 				return nil, fmt.Errorf("burn sample %q: %w", v, err)
 			}

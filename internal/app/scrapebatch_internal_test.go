@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotacenter/quota-center/internal/quota"
+)
+
+// fakeVisits says due the names in due (all when due is nil).
+type fakeVisits struct {
+	mu   sync.Mutex
+	due  map[string]bool
+	done []string
+}
+
+func (f *fakeVisits) Due(_ context.Context, names []string) ([]string, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range names {
+		if f.due == nil || f.due[r] {
+			out = append(out, r)
+		}
+	}
+	return out, time.Unix(0, 0)
+}
+
+func (f *fakeVisits) Done(r string, _ time.Time, _ time.Duration) {
+	f.mu.Lock()
+	f.done = append(f.done, r)
+	f.mu.Unlock()
+}
+
+// Prefetch reads the due resources in one batch; the Status calls that
+// follow take its answers (none reads alone), one made while the batch is
+// in flight waits for it, a failed read is answered to its Status and not
+// kept, and resources not due since their last read are not read again.
+func TestScrapeStatusPrefetchBatchesTheDueReads(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	var singles int
+	var batches [][]string
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	s := newScrapeStatus(func(_ context.Context, r string) (quota.StatusResponse, error) {
+		mu.Lock()
+		singles++
+		mu.Unlock()
+		return quota.StatusResponse{Used: 1}, nil
+	})
+	s.now = func() time.Time { return now }
+	v := &fakeVisits{}
+	s.visits = v
+	s.readMany = func(_ context.Context, names []string) []quota.StatusResult {
+		mu.Lock()
+		batches = append(batches, slices.Clone(names))
+		mu.Unlock()
+		entered <- struct{}{}
+		<-release
+		out := make([]quota.StatusResult, len(names))
+		for i, r := range names {
+			if r == "bad" {
+				out[i].Err = quota.ErrUnavailable
+			} else {
+				out[i].Status = quota.StatusResponse{Used: int64(10 + i)}
+			}
+		}
+		return out
+	}
+	ctx := context.Background()
+	names := []string{"a", "b", "bad"}
+	go s.Prefetch(ctx, names)
+	<-entered
+	waited := make(chan quota.StatusResponse)
+	go func() { st, _ := s.Status(ctx, "b"); waited <- st }() // while the batch is in flight
+	close(release)
+	if st := <-waited; st.Used != 11 {
+		t.Fatalf("Status during the batch: %+v; want the batch's answer (11)", st)
+	}
+	for i, r := range names[:2] {
+		if st, err := s.Status(ctx, r); err != nil || st.Used != int64(10+i) {
+			t.Fatalf("Status %s: %+v, %v; want %d from the batch", r, st, err, 10+i)
+		}
+	}
+	if singles != 0 || len(batches) != 1 || !slices.Equal(batches[0], names) {
+		t.Fatalf("%d single reads, batches %v; want 0 and one batch of %v", singles, batches, names)
+	}
+	// The failed read was not kept: Status reads it alone.
+	if _, err := s.Status(ctx, "bad"); err != nil || singles != 1 {
+		t.Fatalf("Status bad after the batch: %v, %d single reads; want a read of its own", err, singles)
+	}
+	if !slices.Equal(v.done, []string{"a", "b", "bad"}) { // a, b by the batch, bad by its own read
+		t.Fatalf("visits done %v; want a, b and bad's own read", v.done)
+	}
+	// The next scrape: only b changed.
+	now = now.Add(scrapeStatusTTL)
+	v.due = map[string]bool{"b": true}
+	release2 := make(chan struct{})
+	close(release2)
+	go func() { <-entered }()
+	s.Prefetch(ctx, names)
+	if len(batches) != 2 || !slices.Equal(batches[1], []string{"b"}) {
+		t.Fatalf("batches %v; want the second of b alone", batches)
+	}
+	if st, _ := s.Status(ctx, "a"); st.Used != 10 || singles != 1 {
+		t.Fatalf("Status a (unchanged): %+v after %d single reads; want the kept 10, no read", st, singles)
+	}
+}
