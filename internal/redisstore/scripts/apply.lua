@@ -59,8 +59,10 @@
 --   the pool counters are not seeded), 6 conflict (the session id exists
 --   with other arguments), 8 unknown line (4, 5, 6, 8: nothing changed).
 --   remaining: what the line (or the resource) could still be granted after
---   this apply (refused on a line: what it could be granted now, less than
---   it asked or held back by its watermark); '' = the period's, limit − charged − reserved (a plain
+--   this apply; on a line, what its next apply of the same kind could be
+--   granted (pools.lib nextRoom: recomputed after the grant; for
+--   non-critical work 0 when the watermark would refuse the next one;
+--   refused critical work: what it could be granted now); '' = the period's, limit − charged − reserved (a plain
 --   refusal, a replay of a session restored from the ledger). limit,
 --   charged, reserved: the period's after the apply, as Redis holds them.
 --   tight: 1 when buffer is lent to the line now (elasticity saw its quota
@@ -222,12 +224,26 @@ else
   local availS = borrowRoom(free, cap, us, exempt)
   local fromPools = math.min(availD + availS + availB, room)
   local avail = fromPools + groom
-  if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
-    return refuse('WATERMARK', avail)
+  local acc, wmNo = num(p[10]), false
+  if not exempt then
+    wmNo, acc = refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), acc, critical)
+  end
+  -- A refusal's lineRemaining: for non-critical work what its next apply
+  -- could be granted (nextRoom: 0 when the watermark would refuse it); for
+  -- critical work or a continuation what it could be granted now, or with
+  -- the spare buffer moved when that is more (pools.Model.refusedRoom).
+  local function left()
+    if not critical and not cont then
+      return nextRoom(own, buf, ud, us, ub, free, cap, room, groom, num(p[4]), acc, critical, cont, exempt)
+    end
+    return math.max(avail, shown)
+  end
+  if wmNo then
+    return refuse('WATERMARK', (critical or cont) and avail or left())
   end
   n = want(avail)
   if not n then
-    local left = math.max(avail, shown)
+    local left = left()
     if want(availD + availS + availB + groom) then return refuse('EXHAUSTED', left) end
     if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED', left) end
     return refuse('LINE_EXHAUSTED', left)
@@ -236,7 +252,10 @@ else
   d[2] = math.min(rest, availD); rest = rest - d[2]
   d[3] = math.min(rest, availS); rest = rest - d[3]
   d[4] = math.min(rest, availB)
-  remaining = avail - n
+  -- lineRemaining: recomputed after this grant (half of what the shared
+  -- pool has free changes with it; pools.Model.LineRoom), not avail - n.
+  remaining = nextRoom(own, buf, ud + d[2], us + d[3], ub + d[4], math.max(0, free - d[3]), cap,
+    room - d[2] - d[3] - d[4], groom - (n - math.min(n, fromPools)), num(p[4]), acc, critical, cont, exempt)
   redis.call('HINCRBY', KEYS[6], 'n:' .. line, fmt(n))
 end
 local rest = n - d[1] - d[2] - d[3] - d[4]
