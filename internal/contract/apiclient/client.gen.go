@@ -1056,8 +1056,8 @@ type ApplyRequest struct {
 	Critical *bool `json:"critical,omitempty"`
 
 	// MinAmount When given, a partial grant of at least minAmount is accepted if
-	// applyAmount does not fit. Absent means all or nothing. Must not
-	// exceed applyAmount.
+	// applyAmount does not fit. Absent means all or nothing (null is
+	// refused, 400 naming it). Must not exceed applyAmount.
 	MinAmount *Amount `json:"minAmount,omitempty"`
 
 	// ResourceName 1 to 64 characters of [a-z0-9_.-], at least one of them a letter or digit.
@@ -1066,8 +1066,8 @@ type ApplyRequest struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId *SessionId `json:"sessionId,omitempty"`
 }
 
@@ -1119,8 +1119,8 @@ type ApplyResponse struct {
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId            `json:"sessionId"`
 	Success   ApplyResponseSuccess `json:"success"`
 }
@@ -1285,8 +1285,8 @@ type FinishRequest struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId `json:"sessionId"`
 }
 
@@ -1303,8 +1303,8 @@ type FinishResponse struct {
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId             `json:"sessionId"`
 	Success   FinishResponseSuccess `json:"success"`
 }
@@ -1350,8 +1350,8 @@ type ForceFinishResult struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId                `json:"sessionId"`
 	Success   ForceFinishResultSuccess `json:"success"`
 }
@@ -1412,7 +1412,7 @@ type GrantRequest struct {
 	// ExpiresAt Required for grants; releases without one last until returned. After 1970-01-01T00:00:00Z.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 
-	// Reason Why, recorded with the grant and in the audit log; at most 500 characters, no control characters other than tab and newline.
+	// Reason Why, recorded with the grant and in the audit log; at most 500 characters, no control characters other than tab and newline. Sent empty or only whitespace it is refused (400 naming `reason`); left out, the grant has none.
 	Reason *string `json:"reason,omitempty"`
 }
 
@@ -1438,8 +1438,8 @@ type HeartbeatRequest struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId `json:"sessionId"`
 }
 
@@ -1458,8 +1458,8 @@ type HeartbeatResponse struct {
 	PolicyVersion *PolicyVersion `json:"policyVersion,omitempty"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId                `json:"sessionId"`
 	Status    HeartbeatResponseStatus  `json:"status"`
 	Success   HeartbeatResponseSuccess `json:"success"`
@@ -1943,8 +1943,8 @@ type ResourceName = string
 type SessionClientId = string
 
 // SessionId Session identifier; also the idempotency key of apply and finish.
-// On apply it may be left out (or null) and the server makes one; an
-// empty string is refused with 400.
+// On apply it may be left out and the server makes one; an empty
+// string or null is refused with 400 naming it.
 type SessionId = string
 
 // SessionInfo defines model for SessionInfo.
@@ -1984,8 +1984,8 @@ type SessionInfo struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId     `json:"sessionId"`
 	StartTime time.Time     `json:"startTime"`
 	Status    SessionStatus `json:"status"`
