@@ -264,7 +264,7 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		if line != "" {
 			res.LineRemaining = a.remaining
 		}
-		res.Remaining = a.periodRemaining()
+		res.Remaining = quota.RemainingWithGrants(a.periodRemaining(), true, a.held, a.room)
 	}
 	return res, nil
 }
@@ -392,7 +392,7 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 	}
 	var remaining int64 // the period's balance is gone: nothing left to report
 	if f.hasBalance {
-		remaining = f.limit - f.charged - f.reserved
+		remaining = quota.RemainingWithGrants(f.limit-f.charged-f.reserved, f.pools, f.held, f.room)
 	}
 	return quota.FinishResult{
 		Replayed: f.code == finishReplayed, WasLeaked: f.leaked, ClientID: f.client,
@@ -404,13 +404,13 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 // Balance runs balance.lua. See quota.BalanceStore.
 func (s *Store) Balance(ctx context.Context, resource string, per quota.Period) (quota.Balance, error) {
 	v, err := s.read(ctx, balanceScript,
-		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)})
+		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource), grantsKey(resource)})
 	if err != nil {
 		return quota.Balance{}, wrap("balance", err)
 	}
-	exists, limit, charged, reserved, active, err := decodeBalance(v)
+	b, err := decodeBalance(v)
 	if err != nil {
 		return quota.Balance{}, wrap("balance", err)
 	}
-	return quota.Balance{Exists: exists, Limit: limit, Charged: charged, Reserved: reserved, ActiveSessions: active}, nil
+	return b, nil
 }

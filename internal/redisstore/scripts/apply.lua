@@ -117,12 +117,19 @@ end
 
 -- include session.lib
 -- include pools.lib
+-- include grantroom.lib
 
 local line = ARGV[12] or ''
 local pooled = (ARGV[11] or '0') ~= '0'
 local sk, sid, s = openSession()
 if s and s[1] then
-  return replay(sk, s, pooled)
+  local r = replay(sk, s, pooled)
+  if pooled and r[8] ~= '' then
+    -- The grants' figure now (grantroom.lib), as a grant or refusal answers it.
+    local h, g = grantRoom(KEYS[2], KEYS[7], now)
+    if h then r[19], r[20], r[21] = '', h, g end
+  end
+  return r
 end
 if not inPeriod() then
   return answer(4)
@@ -151,14 +158,22 @@ local function want(avail)
 end
 
 local gs = {}
-if ARGV[11] == '2' then gs = activeGrants(line) end
+local gheld, groomAll = num(b[5]), 0
+if ARGV[11] == '2' then gs, groomAll = activeGrants(line) end
 local groom = 0
 for _, g in ipairs(gs) do groom = groom + g.room end
 local tight = 0
 -- noted: r with the spare buffer's move as its 19th element when this
 -- apply made one (pools.lib spareNote; the caller journals it).
+-- With pools it answers the grants' figure as 20th and 21st elements
+-- (held, room: grantroom.lib; the 19th is then '' without a move): what
+-- the period holds of grants (gsum) and what the grants in force may still
+-- give, every line's, after this apply (gheld, groomAll below).
 local function noted(r)
   if spareNote then r[19] = spareNote end
+  if pooled then
+    r[19], r[20], r[21] = spareNote or '', fmt(gheld), fmt(groomAll)
+  end
   return r
 end
 local function refuse(reason, lineRemaining)
@@ -268,6 +283,7 @@ for _, g in ipairs(gs) do
   d[5] = d[5] + x
   rest = rest - x
 end
+gheld, groomAll = gheld + d[5], groomAll - d[5]
 
 -- The period's counters in one write: the values read above plus what this
 -- grant holds (exact below 2^53; past it, HINCRBY's 64-bit arithmetic).
