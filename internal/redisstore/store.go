@@ -189,11 +189,11 @@ func isTransient(err error) bool {
 // which pools the grant draws from or why it is refused (ApplyResult.Drawn,
 // Reason, Tight; a replay answers the first apply's). With c.Pools.NoGrants
 // the script does not read the resource's temporary grants. Remaining is
-// the period's (limit − charged − reserved, as finish and status answer
-// it) except: a grant of a resource with pools but no lines answers what it
-// could still be granted (limit and grants), and a refusal with pools but
-// no line 0; a grant or a refusal on a line also answers LineRemaining
-// (refused: what the line could be granted now). See quota.BalanceStore.
+// the resource's as finish and status answer it (quota.Balance.Remaining:
+// limit − charged − reserved; with pools, the grants' room added, never
+// negative); a grant or a refusal on a line also answers LineRemaining
+// (what the line's next apply of the same kind could be granted). See
+// quota.BalanceStore.
 // Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, failures wrapped
 // by wrap.
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
@@ -256,11 +256,11 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		return quota.ApplyResult{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrUnknownLine)
 	}
 	if c.Pools != nil && (line != "" || a.hasBalance) && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
-		// remainingQuota is the period's (limit − charged − reserved, as
-		// finish and status answer it; grants are not added), also on a
+		// remainingQuota is the resource's, as finish and status answer it
+		// (the grants' room added: the script's held and room), also on a
 		// resource with grants and no lines, whose script answers its own
-		// room grants included; what a line could still be granted
-		// (refused: could be granted now) is LineRemaining.
+		// room as remaining; what a line could still be granted is
+		// LineRemaining.
 		if line != "" {
 			res.LineRemaining = a.remaining
 		}

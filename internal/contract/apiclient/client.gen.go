@@ -1092,10 +1092,12 @@ type ApplyResponse struct {
 	LeaseExpiresAt           time.Time `json:"leaseExpiresAt"`
 
 	// LineRemaining Present on a grant on a business line (counted in Redis): what
-	// the line could still be granted after this grant — its dedicated
-	// part, what it may still borrow from the shared pool, buffer lent
-	// to it and temporary grants it may draw. A replay answers the
-	// first grant's.
+	// the line's next apply of the same kind (critical, continuation)
+	// could be granted after this grant — its dedicated part, what it
+	// may still borrow from the shared pool (recomputed after the
+	// grant), buffer lent to it and temporary grants it may draw; for
+	// non-critical work 0 when the line's watermark would refuse the
+	// next one. A replay answers the first grant's.
 	LineRemaining *int64 `json:"lineRemaining,omitempty"`
 
 	// PolicyVersion Opaque token of the resource's policy state: it changes when the
@@ -1112,10 +1114,12 @@ type ApplyResponse struct {
 	// work.
 	QuotaTight *bool `json:"quotaTight,omitempty"`
 
-	// RemainingQuota What remains in the period after the grant: the limit less what
-	// is charged and reserved, as finish and status answer it (also on
-	// a resource with business lines; what the line itself can still
-	// get is lineRemaining).
+	// RemainingQuota What remains in the period after the grant, as finish and status
+	// answer it: the limit less what is charged and reserved; on a
+	// resource with business lines or temporary grants, the grants' room added: the
+	// limit less what sessions hold of it (never below 0) plus what the
+	// grants in force may still give (amounts less used), never negative (what the line itself can still get is
+	// lineRemaining).
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
@@ -1229,8 +1233,10 @@ type Error struct {
 
 	// LineRemaining What the business line could be granted now (its dedicated part,
 	// borrowing room, buffer lent and grants it may draw; less than it
-	// asked, or held back by its watermark); only with QUOTA_EXHAUSTED
-	// of an apply on a business line.
+	// asked); for non-critical work what its watermark lets the next
+	// non-critical apply take (0 when it would refuse it), so asking
+	// that much is granted unless something changed in between; only
+	// with QUOTA_EXHAUSTED of an apply on a business line.
 	LineRemaining *int64 `json:"lineRemaining,omitempty"`
 	Message       string `json:"message"`
 
@@ -1240,7 +1246,7 @@ type Error struct {
 	// Reason Why a business line's apply was refused; only with QUOTA_EXHAUSTED on a resource with lines.
 	Reason *ErrorReason `json:"reason,omitempty"`
 
-	// RemainingQuota What remains in the period; only with QUOTA_EXHAUSTED.
+	// RemainingQuota What remains in the period, as ApplyResponse.remainingQuota (with grants, their room added; never negative then); only with QUOTA_EXHAUSTED.
 	RemainingQuota *int64 `json:"remainingQuota,omitempty"`
 
 	// Reports Every reconciliation report; only with RECONCILE_SKIPPED.
@@ -1299,7 +1305,7 @@ type FinishResponse struct {
 	OverageAmount  int64              `json:"overageAmount"`
 	RefundedAmount int64              `json:"refundedAmount"`
 
-	// RemainingQuota What remains in the session's period; negative after an overage.
+	// RemainingQuota What remains in the session's period; negative after an overage on a resource without business lines or temporary grants; with them, the grants' room added and never negative (as ApplyResponse.remainingQuota).
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
@@ -2037,7 +2043,7 @@ type StatusResponse struct {
 	// QuotaType The unit: DURATION seconds, COUNT calls, TOKENS tokens, BANDWIDTH bytes.
 	QuotaType QuotaType `json:"quotaType"`
 
-	// RemainingQuota totalLimit − usedAmount − reservedAmount; may be negative.
+	// RemainingQuota totalLimit − usedAmount − reservedAmount, may be negative; on a resource with business lines or temporary grants, the grants' room added (ApplyResponse.remainingQuota), never negative.
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// ReservedAmount Held by USING sessions this period.
@@ -2092,7 +2098,7 @@ type StatusWithPools struct {
 	// QuotaType The unit: DURATION seconds, COUNT calls, TOKENS tokens, BANDWIDTH bytes.
 	QuotaType QuotaType `json:"quotaType"`
 
-	// RemainingQuota totalLimit − usedAmount − reservedAmount; may be negative.
+	// RemainingQuota totalLimit − usedAmount − reservedAmount, may be negative; on a resource with business lines or temporary grants, the grants' room added (ApplyResponse.remainingQuota), never negative.
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// ReservedAmount Held by USING sessions this period.

@@ -48,7 +48,11 @@
 --   tight, base, dedicated, shared, buffer, grant, grantList}, and a 19th
 --   only when the apply moved the spare buffer (codes 1 and 3):
 --   "ref|line|unlent|from=n;…" (pools.ParseSpareNote), also kept as field
---   jq:<ref> of KEYS[6] until the caller has journalled it
+--   jq:<ref> of KEYS[6] until the caller has journalled it. With pools
+--   (ARGV[11] "1" or "2") every grant, refusal and replay answers 21: the
+--   19th '' when nothing moved, then held and room (grantroom.lib: what the
+--   period holds of grants and what the grants in force may still give,
+--   after this apply), for remainingQuota (quota.Balance.Remaining)
 --   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
 --   changed but the watermark's counter k:L and the spare buffer moved into
 --   sbuf; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
