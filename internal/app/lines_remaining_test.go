@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,9 +18,8 @@ import (
 // line's headroom as remainingQuota (limit 1000, line a dedicated 200,
 // 60 used: apply 5 on a → 295 where finish and status said 935). A
 // resource with a temporary grant and no lines answers the same figure
-// (grants are not added; status lists them): its apply answered the grant
-// counted (limit 10,000, grant 100, apply 20 → 10,080 where status and
-// finish said 9,980).
+// everywhere, the grants' room added (limit 10,000, grant 100, apply 20 →
+// 10,080 in apply, status and finish; TestRemainingQuotaAddsTheGrantsRoom).
 func TestApplyOnALineAnswersThePeriodsRemaining(t *testing.T) {
 	forModes(t, func(t *testing.T, s *testenv.Server) {
 		c := opsClient(t, s)
@@ -88,12 +89,68 @@ func TestApplyOnALineAnswersThePeriodsRemaining(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st, err = c.Status(ctxOf(t), granted); err != nil || g.RemainingQuota != st.RemainingQuota || g.RemainingQuota != 9980 || g.LineRemaining != nil {
-			t.Fatalf("apply with a grant: remainingQuota %d lineRemaining %v, status %+v %v; want 9980 both", g.RemainingQuota, g.LineRemaining, st, err)
+		if st, err = c.Status(ctxOf(t), granted); err != nil || g.RemainingQuota != st.RemainingQuota || g.RemainingQuota != 10080 || g.LineRemaining != nil {
+			t.Fatalf("apply with a grant: remainingQuota %d lineRemaining %v, status %+v %v; want 10080 both", g.RemainingQuota, g.LineRemaining, st, err)
 		}
 		gf, err := c.Finish(ctxOf(t), client.FinishRequest{ResourceName: granted, SessionID: g.SessionID, ActualUsedAmount: 20})
-		if err != nil || gf.RemainingQuota != 9980 {
-			t.Fatalf("finish with a grant: %+v %v; want remainingQuota 9980", gf, err)
+		if err != nil || gf.RemainingQuota != 10080 {
+			t.Fatalf("finish with a grant: %+v %v; want remainingQuota 10080", gf, err)
+		}
+	})
+}
+
+// TestRemainingQuotaAddsTheGrantsRoom (docs/pools.md §5, open finding 4):
+// once grants are drawn, remainingQuota is the period's limit less what
+// sessions hold of it (never below 0) plus what the grants in force may
+// still give, the same in the apply (granted and refused: body and
+// message), finish and status answers. It was limit − charged − reserved,
+// negative once a grant was drawn ("-20 remaining" in the 429's message,
+// where -1 means "unknown" in a fail-open answer). With lines (a line's
+// grant) and without. Dev mode and real Redis + MariaDB.
+func TestRemainingQuotaAddsTheGrantsRoom(t *testing.T) {
+	forModes(t, func(t *testing.T, s *testenv.Server) {
+		c := opsClient(t, s)
+		exp := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		for _, withLines := range []bool{false, true} {
+			res := testenv.Resource(t)
+			if _, err := c.PutPolicy(ctxOf(t), client.PolicySpec{ResourceName: res, QuotaType: "TOKENS", TotalLimit: 100}); err != nil {
+				t.Fatal(err)
+			}
+			line, grant := "", map[string]any{"amount": 50, "expiresAt": exp, "reason": "launch"}
+			if withLines {
+				line = "a"
+				if code, out, _ := call(t, s, http.MethodPut, "/admin/policies/"+res+"/lines/a", map[string]any{"tier": "CORE", "weight": 1}); code != http.StatusCreated {
+					t.Fatalf("put line: %d %v", code, out)
+				}
+				grant["businessLine"] = "a"
+			}
+			if code, out, _ := call(t, s, http.MethodPost, "/admin/policies/"+res+"/grants", grant); code != http.StatusCreated {
+				t.Fatalf("grant: %d %v", code, out)
+			}
+			// 120 of a limit of 100 and a grant of 50: 30 left (was -20).
+			a, err := c.Apply(ctxOf(t), client.ApplyRequest{ResourceName: res, ClientID: "svc", ApplyAmount: 120, BusinessLine: line})
+			if err != nil {
+				t.Fatalf("lines %v: apply 120: %v", withLines, err)
+			}
+			if a.RemainingQuota != 30 {
+				t.Fatalf("lines %v: apply 120 answered remainingQuota %d, want 30", withLines, a.RemainingQuota)
+			}
+			code, out, _ := call(t, s, http.MethodPost, "/quota/apply", map[string]any{"resourceName": res, "clientId": "svc", "applyAmount": 40, "businessLine": line})
+			msg, _ := out["message"].(string)
+			if code != http.StatusTooManyRequests || fmt.Sprint(out["remainingQuota"]) != "30" || !strings.Contains(msg, "30 remaining") || strings.Contains(msg, "-") {
+				t.Fatalf("lines %v: apply 40: %d %v, want 429 with remainingQuota 30 (and \"30 remaining\")", withLines, code, out)
+			}
+			st, err := c.Status(ctxOf(t), res)
+			if err != nil || st.RemainingQuota != 30 {
+				t.Fatalf("lines %v: status %+v %v, want remainingQuota 30", withLines, st, err)
+			}
+			f, err := c.Finish(ctxOf(t), client.FinishRequest{ResourceName: res, SessionID: a.SessionID, ActualUsedAmount: 110})
+			if err != nil || f.RemainingQuota != 40 {
+				t.Fatalf("lines %v: finish 110 of 120: %+v %v, want remainingQuota 40", withLines, f, err)
+			}
+			if st, err = c.Status(ctxOf(t), res); err != nil || st.RemainingQuota != 40 {
+				t.Fatalf("lines %v: status after finish %+v %v, want 40", withLines, st, err)
+			}
 		}
 	})
 }

@@ -273,7 +273,12 @@ func fzWantApply(body []byte) (fzApply, fzVerdict) {
 	r.client, okC = fzString(m, "clientId")
 	r.session, okS = fzString(m, "sessionId")
 	if x, given := m["sessionId"]; given && x.kind == fzStr && x.s == "" {
-		okS = false // "" is refused; absent or null: the server makes one
+		okS = false // "" is refused; absent: the server makes one
+	}
+	for _, k := range []string{"sessionId", "minAmount"} {
+		if x, given := m[k]; given && x.kind == fzNull {
+			return fzApply{}, fzBad // null is refused naming it (docs/pools.md §5, finding 8)
+		}
 	}
 	r.amount, there, okA = fzAmount(m, "applyAmount", 1)
 	okA = okA && there

@@ -57,9 +57,11 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	var body applyRequest
 	req, err := func() (quota.ApplyRequest, error) {
 		// A null "critical" or "continuation" is neither true nor false:
-		// refused naming it, as "businessLine": null is ("sessionId" and
-		// "minAmount" may be null: absent).
-		if err := decodeNoNullOf(r, &body, "businessLine", "critical", "continuation"); err != nil {
+		// refused naming it, as "businessLine": null is; so are
+		// "sessionId": null and "minAmount": null, which were taken as
+		// absent (a new session id, all or nothing) where every other
+		// null is refused (docs/pools.md §5, open finding 8).
+		if err := decodeNoNullOf(r, &body, "businessLine", "critical", "continuation", "sessionId", "minAmount"); err != nil {
 			return quota.ApplyRequest{}, err
 		}
 		amt, err := parseAmount("applyAmount", body.ApplyAmount, true)

@@ -186,6 +186,11 @@ type Decision struct {
 	Granted int64
 	Drawn   Drawn
 	Reason  Reason // "" when granted
+	// Remaining, of an apply on a line (granted or refused, not replayed),
+	// is the answer's lineRemaining: what the line's next apply of the same
+	// kind could be granted now (LineRoom), after this one's grant; 0 for
+	// a resource without lines.
+	Remaining int64
 }
 
 // Apply decides one apply and, when granted, records it. A session id seen
@@ -383,12 +388,19 @@ func (m *Model) LimitRoom() int64 {
 
 func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	exempt := r.Continuation || (l.Tier == TierCore && r.Critical)
-	if m.Watermarks && (r.Critical || r.Continuation) && m.wouldRefuse(l, r, exempt) && m.fitsAfterSpare(l, r) {
-		m.SpareToShared(l.Name)
+	// shown: what critical work or a continuation could have had with the
+	// spare buffer moved (a refusal's lineRemaining: asking that much moves
+	// it and is granted; apply.lua's the same).
+	var shown int64
+	if m.Watermarks && (r.Critical || r.Continuation) && m.wouldRefuse(l, r, exempt) {
+		var fits bool
+		if shown, fits = m.afterSpare(l, r); fits {
+			m.SpareToShared(l.Name)
+		}
 	}
 	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
 	if m.Watermarks && !exempt && refusedByWatermark(l, l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, r.Critical) {
-		return Decision{Reason: ReasonWatermark}
+		return Decision{Reason: ReasonWatermark, Remaining: m.LineRoom(l, r)}
 	}
 	gs := m.activeGrants(l.Name, r.Now)
 	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
@@ -400,13 +412,13 @@ func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	fromPools := min(availD+availS+availB, m.LimitRoom())
 	n, ok := want(r, fromPools+availG)
 	if !ok {
+		d := Decision{Reason: ReasonLineExhausted, Remaining: m.refusedRoom(l, r, fromPools+availG, shown)}
 		if _, could := want(r, availD+availS+availB+availG); could {
-			return Decision{Reason: ReasonExhausted}
+			d.Reason = ReasonExhausted
+		} else if _, could := want(r, availD+max(0, l.BorrowCap-l.UsedShared)+availB+availG); could {
+			d.Reason = ReasonPoolExhausted
 		}
-		if _, could := want(r, availD+max(0, l.BorrowCap-l.UsedShared)+availB+availG); could {
-			return Decision{Reason: ReasonPoolExhausted}
-		}
-		return Decision{Reason: ReasonLineExhausted}
+		return d
 	}
 	d := Decision{Granted: n}
 	rest := min(n, fromPools)
@@ -423,76 +435,6 @@ func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	m.SharedUsed += d.Drawn.Shared
 	l.Reserved += n
 	l.Consumed += n
+	d.Remaining = m.LineRoom(l, r)
 	return d
-}
-
-// wouldRefuse reports whether applyLine would refuse r now, without
-// changing anything (the watermark's counter is read, not advanced).
-func (m *Model) wouldRefuse(l *LineState, r ApplyReq, exempt bool) bool {
-	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
-	if !exempt {
-		share := RefuseShare(l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, l.Watermark, r.Critical)
-		if share >= 10000 || (share > 0 && l.RefuseAcc+share >= 10000) {
-			return true
-		}
-	}
-	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
-	availB := max(0, l.Buffer-l.UsedBuffer)
-	_, ok := want(r, min(availD+availS+availB, m.LimitRoom())+grantRoom(m.activeGrants(l.Name, r.Now)))
-	return !ok
-}
-
-// fitsAfterSpare reports whether r fits by capacity once the spare buffer
-// (SpareAmount) is in the shared pool, without moving it: the move is made
-// only then, so an apply refused even after it (one larger than the
-// resource could grant) leaves the buffer where it was (apply.lua, the
-// same rule).
-func (m *Model) fitsAfterSpare(l *LineState, r ApplyReq) bool {
-	moved := m.SpareAmount(l.Name)
-	m.SharedBuffer += moved
-	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
-	m.SharedBuffer -= moved
-	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
-	availB := max(0, l.Buffer-l.UsedBuffer)
-	_, ok := want(r, min(availD+availS+availB, m.LimitRoom())+grantRoom(m.activeGrants(l.Name, r.Now)))
-	return ok
-}
-
-// SpareAmount is what SpareToShared(except) would move now, changing
-// nothing: the buffer lent to no one plus what every line but except was
-// lent and does not hold.
-func (m *Model) SpareAmount(except string) int64 {
-	moved := max(0, m.BufferFree())
-	for _, ll := range m.Layout.Lines {
-		if x := m.Lines[ll.Name]; x != nil && ll.Name != except {
-			moved += max(0, x.Buffer-x.UsedBuffer)
-		}
-	}
-	return moved
-}
-
-// SpareToShared puts the spare buffer into the shared pool: the buffer
-// lent to no one and what every line but except was lent and does not hold
-// now (in the layout's order). An apply of critical work or a continuation
-// that would be refused, and that fits by capacity after the move
-// (fitsAfterSpare), does it first (Model.Apply, apply.lua): the
-// controller's short-shared-pool rule (Controller.guardShared) acts every
-// 10 s and a period's last seconds can empty the shared pool between two
-// ticks, with buffer lent to a line that holds none of it standing idle
-// (issue 21 §2: a CORE line's critical apply and EXPLORE's critical applies
-// were refused with a tenth of the limit lent, unheld, to another CORE
-// line). It returns what it moved.
-func (m *Model) SpareToShared(except string) int64 {
-	moved := max(0, m.BufferFree())
-	for _, ll := range m.Layout.Lines {
-		x := m.Lines[ll.Name]
-		if x == nil || ll.Name == except {
-			continue
-		}
-		t := max(0, x.Buffer-x.UsedBuffer)
-		x.Buffer -= t
-		moved += t
-	}
-	m.SharedBuffer += moved
-	return moved
 }

@@ -78,8 +78,9 @@ type ApplyResult struct {
 	// LineRemaining: of a grant on a business line, what the line could
 	// still be granted after it (its dedicated part, borrowing room, buffer
 	// lent and grants it may draw); of a refusal on a line, what it could
-	// be granted now; 0 otherwise. Remaining is the period's
-	// (limit − charged − reserved), as finish and status answer it.
+	// be granted now; 0 otherwise. Remaining is the resource's, as finish
+	// and status answer it (Balance.Remaining: with pools, the grants'
+	// room added).
 	LineRemaining  int64
 	LeaseExpiresAt time.Time
 	StartTime      time.Time // session start (store clock)
@@ -132,11 +133,35 @@ type Balance struct {
 	Charged        int64
 	Reserved       int64
 	ActiveSessions int64 // USING sessions of the resource, any period
+	// Pools: the resource has business lines or temporary grants (its
+	// period's pool counters are seeded); then GrantsHeld is what the
+	// period's sessions hold of grants (counted in Charged or Reserved,
+	// not against Limit) and GrantsRoom what the grants in force may still
+	// give, every line's (amounts less used).
+	Pools      bool
+	GrantsHeld int64
+	GrantsRoom int64
 }
 
-// Remaining is Limit − Charged − Reserved; it is negative after an overage
-// or after the limit was lowered below what is used.
-func (b Balance) Remaining() int64 { return b.Limit - b.Charged - b.Reserved }
+// Remaining is the answers' remainingQuota, in the policy's unit. A plain
+// resource: Limit − Charged − Reserved, negative after an overage or after
+// the limit was lowered below what is used. With pools (b.Pools), the
+// grants' room added: what the limit has left (Limit − Charged − Reserved
+// + GrantsHeld, never below 0) plus GrantsRoom, so it is never negative and
+// drawing a grant does not take the figure below 0 (docs/pools.md §5).
+func (b Balance) Remaining() int64 {
+	return RemainingWithGrants(b.Limit-b.Charged-b.Reserved, b.Pools, b.GrantsHeld, b.GrantsRoom)
+}
+
+// RemainingWithGrants is Balance.Remaining from the period's limit −
+// charged − reserved (period): period itself without pools, else
+// max(0, period + held) + room.
+func RemainingWithGrants(period int64, pools bool, held, room int64) int64 {
+	if !pools {
+		return period
+	}
+	return max(0, period+held) + room
+}
 
 // LeakedSession is a session the sweeper moved from USING to LEAKED.
 type LeakedSession struct {

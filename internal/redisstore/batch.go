@@ -33,24 +33,29 @@ func (s *Store) Balances(ctx context.Context, reads []quota.BalanceRead) ([]quot
 	out, errs := make([]quota.Balance, len(reads)), make([]error, len(reads))
 	vals := s.batch(ctx, len(reads), errs, func(ctx context.Context, p redis.Pipeliner, i int) redis.Cmder {
 		r := reads[i]
-		return balanceScript.EvalSha(ctx, p, []string{limitKey(r.Resource), balanceKey(r.Resource, r.Period.ID()), leasesKey(r.Resource)})
+		return balanceScript.EvalSha(ctx, p, balanceKeys(r))
 	}, func(ctx context.Context, p redis.Pipeliner, i int) redis.Cmder { // the script not loaded on that server yet
 		r := reads[i]
-		return balanceScript.Eval(ctx, p, []string{limitKey(r.Resource), balanceKey(r.Resource, r.Period.ID()), leasesKey(r.Resource)})
+		return balanceScript.Eval(ctx, p, balanceKeys(r))
 	})
 	for i, c := range vals {
 		if errs[i] != nil {
 			errs[i] = wrap("balance", errs[i])
 			continue
 		}
-		exists, limit, charged, reserved, active, err := decodeBalance(c.(*redis.Cmd).Val())
+		b, err := decodeBalance(c.(*redis.Cmd).Val())
 		if err != nil {
 			errs[i] = wrap("balance", err)
 			continue
 		}
-		out[i] = quota.Balance{Exists: exists, Limit: limit, Charged: charged, Reserved: reserved, ActiveSessions: active}
+		out[i] = b
 	}
 	return out, errs
+}
+
+// balanceKeys are balance.lua's keys for r, as Balance passes them.
+func balanceKeys(r quota.BalanceRead) []string {
+	return []string{limitKey(r.Resource), balanceKey(r.Resource, r.Period.ID()), leasesKey(r.Resource), grantsKey(r.Resource)}
 }
 
 // BurnSamplesOf reads the burn samples since since of each of resources

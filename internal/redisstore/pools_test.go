@@ -83,6 +83,12 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, quota
 		t.Fatalf("apply %+v:\n store %s granted %d drawn %+v\n model %s granted %d drawn %+v",
 			r, got.Reason, got.Granted, got.Drawn, want.Reason, want.Granted, want.Drawn)
 	}
+	// lineRemaining, granted or refused: what the line's next apply of the
+	// same kind could be granted (pools.Model.LineRoom; 0 for non-critical
+	// work the watermark would refuse next), the same in Lua and the model.
+	if r.Line != "" && (got.Outcome == quota.ApplyGranted || got.Outcome == quota.ApplyExhausted) && got.LineRemaining != want.Remaining {
+		t.Fatalf("apply %+v (%s, granted %d): store lineRemaining %d, model %d", r, got.Reason, got.Granted, got.LineRemaining, want.Remaining)
+	}
 	return want, got
 }
 

@@ -181,6 +181,10 @@ type applyReply struct {
 	ownRemaining bool
 	// hasBalance: limit, charged, reserved (the period's) were read.
 	hasBalance               bool
+	// held, room: what the period holds of temporary grants and what the
+	// grants in force may still give (grantroom.lib; 20th and 21st
+	// elements, answered with pools), for quota.RemainingWithGrants.
+	held, room int64
 	limit, charged, reserved int64
 	reason                   string
 	tight                    bool
@@ -207,7 +211,7 @@ func decodeApply(v any) (applyReply, error) {
 		a := applyReply{short: true, code: code(r, applyGranted), granted: r.int(1), remaining: r.int(2), ownRemaining: true, now: r.int(3)}
 		return a, r.err
 	}
-	r := readReply("apply.lua", v, applyLen, applyLen+1)
+	r := readReply("apply.lua", v, applyLen, applyLen+3)
 	scoped := r.scopedForm()
 	a := applyReply{scoped: scoped, code: code(r, applyGranted, applyReplayed, applyRefused, applyWrongPeriod, applyNeedBalance, applyConflict, applyUnknownLine, applyLineClosing),
 		granted: r.int(1), lease: r.int(3), start: r.int(4), periodStart: r.int(5), now: r.int(6)}
@@ -224,10 +228,17 @@ func decodeApply(v any) (applyReply, error) {
 	a.reason, a.tight = r.str(10), r.int(11) == 1
 	a.drawn = quota.PoolSplit{Base: r.int(12), Dedicated: r.int(13), Shared: r.int(14), Buffer: r.int(15), Grant: r.int(16), Grants: r.str(17)}
 	if r.len() > applyLen {
-		// Only a grant or a refusal moves the spare buffer.
-		if a.spare = r.str(applyLen); a.spare == "" || (a.code != applyGranted && a.code != applyRefused) {
+		// Only a grant or a refusal moves the spare buffer; "" (with the
+		// grants' figure after it) is no move.
+		if a.spare = r.str(applyLen); (a.spare == "" && r.len() == applyLen+1) || (a.spare != "" && a.code != applyGranted && a.code != applyRefused) {
 			r.fail("code %d with a spare move %q", a.code, a.spare)
 		}
+	}
+	if r.len() == applyLen+2 {
+		r.fail("%d elements: the grants' figure needs two", r.len())
+	}
+	if r.len() == applyLen+3 {
+		a.held, a.room = r.int(applyLen+1), r.int(applyLen+2)
 	}
 	if r.err == nil && !a.ownRemaining && !a.hasBalance && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
 		r.fail("code %d with neither its remaining nor the period's", a.code)
@@ -295,10 +306,14 @@ type finishReply struct {
 	client                             string
 	hasBalance                         bool // the period's balance still exists
 	limit, charged, reserved           int64
+	// pools: held and room were answered (grantroom.lib), for
+	// quota.RemainingWithGrants.
+	pools      bool
+	held, room int64
 }
 
 func decodeFinish(v any) (finishReply, error) {
-	r := readReply("finish.lua", v, 1, 14)
+	r := readReply("finish.lua", v, 1, 16)
 	f := finishReply{code: code(r, finishNotFound, finishSettled, finishReplayed, finishConflict, finishOverflow, finishOtherPeriod)}
 	switch {
 	case r.err != nil:
@@ -308,8 +323,8 @@ func decodeFinish(v any) (finishReply, error) {
 		}
 		f.period = r.int(1)
 	case f.code == finishSettled || f.code == finishReplayed:
-		if r.len() != 14 {
-			r.fail("code %d with %d elements, want 14", f.code, r.len())
+		if r.len() != 14 && r.len() != 16 {
+			r.fail("code %d with %d elements, want 14 or 16", f.code, r.len())
 		}
 		f.granted, f.actual, f.refunded, f.overage = r.int(1), r.int(2), r.int(3), r.int(4)
 		f.period, f.start, f.end = r.int(6), r.int(7), r.int(8)
@@ -322,6 +337,9 @@ func decodeFinish(v any) (finishReply, error) {
 		f.client = r.str(10)
 		if r.str(11) != "" { // "": the period's balance is gone
 			f.hasBalance, f.limit, f.charged, f.reserved = true, r.int(11), r.int(12), r.int(13)
+		}
+		if r.len() == 16 && r.str(14) != "" {
+			f.pools, f.held, f.room = true, r.int(14), r.int(15)
 		}
 	case r.len() != 1:
 		r.fail("code %d with %d elements", f.code, r.len())
@@ -358,15 +376,20 @@ func decodeCancel(v any) (cancelCode, int64, error) {
 
 // decodeBalance decodes balance.lua's {exists, limit, charged, reserved,
 // activeSessions}.
-func decodeBalance(v any) (exists bool, limit, charged, reserved, active int64, err error) {
-	r := readReply("balance.lua", v, 5, 5)
+func decodeBalance(v any) (quota.Balance, error) {
+	r := readReply("balance.lua", v, 7, 7)
+	var b quota.Balance
 	switch e := r.int(0); e {
 	case 0, 1:
-		exists = e == 1
+		b.Exists = e == 1
 	default:
 		r.fail("exists %d", e)
 	}
-	return exists, r.int(1), r.int(2), r.int(3), r.int(4), r.err
+	b.Limit, b.Charged, b.Reserved, b.ActiveSessions = r.int(1), r.int(2), r.int(3), r.int(4)
+	if r.err == nil && r.str(5) != "" { // "": a plain resource (grantroom.lib)
+		b.Pools, b.GrantsHeld, b.GrantsRoom = true, r.int(5), r.int(6)
+	}
+	return b, r.err
 }
 
 // seedCode is seed.lua's reply.

@@ -189,11 +189,11 @@ func isTransient(err error) bool {
 // which pools the grant draws from or why it is refused (ApplyResult.Drawn,
 // Reason, Tight; a replay answers the first apply's). With c.Pools.NoGrants
 // the script does not read the resource's temporary grants. Remaining is
-// the period's (limit − charged − reserved, as finish and status answer
-// it) except: a grant of a resource with pools but no lines answers what it
-// could still be granted (limit and grants), and a refusal with pools but
-// no line 0; a grant or a refusal on a line also answers LineRemaining
-// (refused: what the line could be granted now). See quota.BalanceStore.
+// the resource's as finish and status answer it (quota.Balance.Remaining:
+// limit − charged − reserved; with pools, the grants' room added, never
+// negative); a grant or a refusal on a line also answers LineRemaining
+// (what the line's next apply of the same kind could be granted). See
+// quota.BalanceStore.
 // Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, pools.ErrLineClosing, failures wrapped
 // by wrap.
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
@@ -258,15 +258,15 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		return quota.ApplyResult{}, fmt.Errorf("line %q of %s: %w", line, r, pools.ErrLineClosing)
 	}
 	if c.Pools != nil && (line != "" || a.hasBalance) && (a.code == applyGranted || a.code == applyReplayed || a.code == applyRefused) {
-		// remainingQuota is the period's (limit − charged − reserved, as
-		// finish and status answer it; grants are not added), also on a
+		// remainingQuota is the resource's, as finish and status answer it
+		// (the grants' room added: the script's held and room), also on a
 		// resource with grants and no lines, whose script answers its own
-		// room grants included; what a line could still be granted
-		// (refused: could be granted now) is LineRemaining.
+		// room as remaining; what a line could still be granted is
+		// LineRemaining.
 		if line != "" {
 			res.LineRemaining = a.remaining
 		}
-		res.Remaining = a.periodRemaining()
+		res.Remaining = quota.RemainingWithGrants(a.periodRemaining(), true, a.held, a.room)
 	}
 	return res, nil
 }
@@ -394,7 +394,7 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 	}
 	var remaining int64 // the period's balance is gone: nothing left to report
 	if f.hasBalance {
-		remaining = f.limit - f.charged - f.reserved
+		remaining = quota.RemainingWithGrants(f.limit-f.charged-f.reserved, f.pools, f.held, f.room)
 	}
 	return quota.FinishResult{
 		Replayed: f.code == finishReplayed, WasLeaked: f.leaked, ClientID: f.client,
@@ -405,14 +405,13 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 
 // Balance runs balance.lua. See quota.BalanceStore.
 func (s *Store) Balance(ctx context.Context, resource string, per quota.Period) (quota.Balance, error) {
-	v, err := s.read(ctx, balanceScript,
-		[]string{limitKey(resource), balanceKey(resource, per.ID()), leasesKey(resource)})
+	v, err := s.read(ctx, balanceScript, balanceKeys(quota.BalanceRead{Resource: resource, Period: per}))
 	if err != nil {
 		return quota.Balance{}, wrap("balance", err)
 	}
-	exists, limit, charged, reserved, active, err := decodeBalance(v)
+	b, err := decodeBalance(v)
 	if err != nil {
 		return quota.Balance{}, wrap("balance", err)
 	}
-	return quota.Balance{Exists: exists, Limit: limit, Charged: charged, Reserved: reserved, ActiveSessions: active}, nil
+	return b, nil
 }

@@ -1056,8 +1056,8 @@ type ApplyRequest struct {
 	Critical *bool `json:"critical,omitempty"`
 
 	// MinAmount When given, a partial grant of at least minAmount is accepted if
-	// applyAmount does not fit. Absent means all or nothing. Must not
-	// exceed applyAmount.
+	// applyAmount does not fit. Absent means all or nothing (null is
+	// refused, 400 naming it). Must not exceed applyAmount.
 	MinAmount *Amount `json:"minAmount,omitempty"`
 
 	// ResourceName 1 to 64 characters of [a-z0-9_.-], at least one of them a letter or digit.
@@ -1066,8 +1066,8 @@ type ApplyRequest struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId *SessionId `json:"sessionId,omitempty"`
 }
 
@@ -1092,10 +1092,12 @@ type ApplyResponse struct {
 	LeaseExpiresAt           time.Time `json:"leaseExpiresAt"`
 
 	// LineRemaining Present on a grant on a business line (counted in Redis): what
-	// the line could still be granted after this grant — its dedicated
-	// part, what it may still borrow from the shared pool, buffer lent
-	// to it and temporary grants it may draw. A replay answers the
-	// first grant's.
+	// the line's next apply of the same kind (critical, continuation)
+	// could be granted after this grant — its dedicated part, what it
+	// may still borrow from the shared pool (recomputed after the
+	// grant), buffer lent to it and temporary grants it may draw; for
+	// non-critical work 0 when the line's watermark would refuse the
+	// next one. A replay answers the first grant's.
 	LineRemaining *int64 `json:"lineRemaining,omitempty"`
 
 	// PolicyVersion Opaque token of the resource's policy state: it changes when the
@@ -1112,15 +1114,17 @@ type ApplyResponse struct {
 	// work.
 	QuotaTight *bool `json:"quotaTight,omitempty"`
 
-	// RemainingQuota What remains in the period after the grant: the limit less what
-	// is charged and reserved, as finish and status answer it (also on
-	// a resource with business lines; what the line itself can still
-	// get is lineRemaining).
+	// RemainingQuota What remains in the period after the grant, as finish and status
+	// answer it: the limit less what is charged and reserved; on a
+	// resource with business lines or temporary grants, the grants' room added: the
+	// limit less what sessions hold of it (never below 0) plus what the
+	// grants in force may still give (amounts less used), never negative (what the line itself can still get is
+	// lineRemaining).
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId            `json:"sessionId"`
 	Success   ApplyResponseSuccess `json:"success"`
 }
@@ -1229,8 +1233,10 @@ type Error struct {
 
 	// LineRemaining What the business line could be granted now (its dedicated part,
 	// borrowing room, buffer lent and grants it may draw; less than it
-	// asked, or held back by its watermark); only with QUOTA_EXHAUSTED
-	// of an apply on a business line.
+	// asked); for non-critical work what its watermark lets the next
+	// non-critical apply take (0 when it would refuse it), so asking
+	// that much is granted unless something changed in between; only
+	// with QUOTA_EXHAUSTED of an apply on a business line.
 	LineRemaining *int64 `json:"lineRemaining,omitempty"`
 	Message       string `json:"message"`
 
@@ -1240,7 +1246,7 @@ type Error struct {
 	// Reason Why a business line's apply was refused; only with QUOTA_EXHAUSTED on a resource with lines.
 	Reason *ErrorReason `json:"reason,omitempty"`
 
-	// RemainingQuota What remains in the period; only with QUOTA_EXHAUSTED.
+	// RemainingQuota What remains in the period, as ApplyResponse.remainingQuota (with grants, their room added; never negative then); only with QUOTA_EXHAUSTED.
 	RemainingQuota *int64 `json:"remainingQuota,omitempty"`
 
 	// Reports Every reconciliation report; only with RECONCILE_SKIPPED.
@@ -1285,8 +1291,8 @@ type FinishRequest struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId `json:"sessionId"`
 }
 
@@ -1299,12 +1305,12 @@ type FinishResponse struct {
 	OverageAmount  int64              `json:"overageAmount"`
 	RefundedAmount int64              `json:"refundedAmount"`
 
-	// RemainingQuota What remains in the session's period; negative after an overage.
+	// RemainingQuota What remains in the session's period; negative after an overage on a resource without business lines or temporary grants; with them, the grants' room added and never negative (as ApplyResponse.remainingQuota).
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId             `json:"sessionId"`
 	Success   FinishResponseSuccess `json:"success"`
 }
@@ -1350,8 +1356,8 @@ type ForceFinishResult struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId                `json:"sessionId"`
 	Success   ForceFinishResultSuccess `json:"success"`
 }
@@ -1412,7 +1418,7 @@ type GrantRequest struct {
 	// ExpiresAt Required for grants; releases without one last until returned. After 1970-01-01T00:00:00Z.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 
-	// Reason Why, recorded with the grant and in the audit log; at most 500 characters, no control characters other than tab and newline.
+	// Reason Why, recorded with the grant and in the audit log; at most 500 characters, no control characters other than tab and newline. Sent empty or only whitespace it is refused (400 naming `reason`); left out, the grant has none.
 	Reason *string `json:"reason,omitempty"`
 }
 
@@ -1438,8 +1444,8 @@ type HeartbeatRequest struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId `json:"sessionId"`
 }
 
@@ -1458,8 +1464,8 @@ type HeartbeatResponse struct {
 	PolicyVersion *PolicyVersion `json:"policyVersion,omitempty"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId                `json:"sessionId"`
 	Status    HeartbeatResponseStatus  `json:"status"`
 	Success   HeartbeatResponseSuccess `json:"success"`
@@ -1943,8 +1949,8 @@ type ResourceName = string
 type SessionClientId = string
 
 // SessionId Session identifier; also the idempotency key of apply and finish.
-// On apply it may be left out (or null) and the server makes one; an
-// empty string is refused with 400.
+// On apply it may be left out and the server makes one; an empty
+// string or null is refused with 400 naming it.
 type SessionId = string
 
 // SessionInfo defines model for SessionInfo.
@@ -1984,8 +1990,8 @@ type SessionInfo struct {
 	ResourceName ResourceName `json:"resourceName"`
 
 	// SessionId Session identifier; also the idempotency key of apply and finish.
-	// On apply it may be left out (or null) and the server makes one; an
-	// empty string is refused with 400.
+	// On apply it may be left out and the server makes one; an empty
+	// string or null is refused with 400 naming it.
 	SessionId SessionId     `json:"sessionId"`
 	StartTime time.Time     `json:"startTime"`
 	Status    SessionStatus `json:"status"`
@@ -2037,7 +2043,7 @@ type StatusResponse struct {
 	// QuotaType The unit: DURATION seconds, COUNT calls, TOKENS tokens, BANDWIDTH bytes.
 	QuotaType QuotaType `json:"quotaType"`
 
-	// RemainingQuota totalLimit − usedAmount − reservedAmount; may be negative.
+	// RemainingQuota totalLimit − usedAmount − reservedAmount, may be negative; on a resource with business lines or temporary grants, the grants' room added (ApplyResponse.remainingQuota), never negative.
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// ReservedAmount Held by USING sessions this period.
@@ -2092,7 +2098,7 @@ type StatusWithPools struct {
 	// QuotaType The unit: DURATION seconds, COUNT calls, TOKENS tokens, BANDWIDTH bytes.
 	QuotaType QuotaType `json:"quotaType"`
 
-	// RemainingQuota totalLimit − usedAmount − reservedAmount; may be negative.
+	// RemainingQuota totalLimit − usedAmount − reservedAmount, may be negative; on a resource with business lines or temporary grants, the grants' room added (ApplyResponse.remainingQuota), never negative.
 	RemainingQuota int64 `json:"remainingQuota"`
 
 	// ReservedAmount Held by USING sessions this period.

@@ -49,7 +49,11 @@
 --   tight, base, dedicated, shared, buffer, grant, grantList}, and a 19th
 --   only when the apply moved the spare buffer (codes 1 and 3):
 --   "ref|line|unlent|from=n;…" (pools.ParseSpareNote), also kept as field
---   jq:<ref> of KEYS[6] until the caller has journalled it
+--   jq:<ref> of KEYS[6] until the caller has journalled it. With pools
+--   (ARGV[11] "1" or "2") every grant, refusal and replay answers 21: the
+--   19th '' when nothing moved, then held and room (grantroom.lib: what the
+--   period holds of grants and what the grants in force may still give,
+--   after this apply), for remainingQuota (quota.Balance.Remaining)
 --   code 1 granted, 2 replayed (the first answer), 3 refused (nothing
 --   changed but the watermark's counter k:L and the spare buffer moved into
 --   sbuf; reason LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED (its borrowing
@@ -61,8 +65,10 @@
 --   with other arguments), 8 unknown line, 9 the line is being deleted (cl:L;
 --   a replay still answers) (4, 5, 6, 8, 9: nothing changed).
 --   remaining: what the line (or the resource) could still be granted after
---   this apply (refused on a line: what it could be granted now, less than
---   it asked or held back by its watermark); '' = the period's, limit − charged − reserved (a plain
+--   this apply; on a line, what its next apply of the same kind could be
+--   granted (pools.lib nextRoom: recomputed after the grant; for
+--   non-critical work 0 when the watermark would refuse the next one;
+--   refused critical work: what it could be granted now); '' = the period's, limit − charged − reserved (a plain
 --   refusal, a replay of a session restored from the ledger). limit,
 --   charged, reserved: the period's after the apply, as Redis holds them.
 --   tight: 1 when buffer is lent to the line now (elasticity saw its quota
@@ -117,12 +123,19 @@ end
 
 -- include session.lib
 -- include pools.lib
+-- include grantroom.lib
 
 local line = ARGV[12] or ''
 local pooled = (ARGV[11] or '0') ~= '0'
 local sk, sid, s = openSession()
 if s and s[1] then
-  return replay(sk, s, pooled)
+  local r = replay(sk, s, pooled)
+  if pooled and r[8] ~= '' then
+    -- The grants' figure now (grantroom.lib), as a grant or refusal answers it.
+    local h, g = grantRoom(KEYS[2], KEYS[7], now)
+    if h then r[19], r[20], r[21] = '', h, g end
+  end
+  return r
 end
 if not inPeriod() then
   return answer(4)
@@ -151,14 +164,22 @@ local function want(avail)
 end
 
 local gs = {}
-if ARGV[11] == '2' then gs = activeGrants(line) end
+local gheld, groomAll = num(b[5]), 0
+if ARGV[11] == '2' then gs, groomAll = activeGrants(line) end
 local groom = 0
 for _, g in ipairs(gs) do groom = groom + g.room end
 local tight = 0
 -- noted: r with the spare buffer's move as its 19th element when this
 -- apply made one (pools.lib spareNote; the caller journals it).
+-- With pools it answers the grants' figure as 20th and 21st elements
+-- (held, room: grantroom.lib; the 19th is then '' without a move): what
+-- the period holds of grants (gsum) and what the grants in force may still
+-- give, every line's, after this apply (gheld, groomAll below).
 local function noted(r)
   if spareNote then r[19] = spareNote end
+  if pooled then
+    r[19], r[20], r[21] = spareNote or '', fmt(gheld), fmt(groomAll)
+  end
   return r
 end
 local function refuse(reason, lineRemaining)
@@ -225,12 +246,26 @@ else
   local availS = borrowRoom(free, cap, us, exempt)
   local fromPools = math.min(availD + availS + availB, room)
   local avail = fromPools + groom
-  if not exempt and refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), num(p[10]), critical) then
-    return refuse('WATERMARK', avail)
+  local acc, wmNo = num(p[10]), false
+  if not exempt then
+    wmNo, acc = refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), acc, critical)
+  end
+  -- A refusal's lineRemaining: for non-critical work what its next apply
+  -- could be granted (nextRoom: 0 when the watermark would refuse it); for
+  -- critical work or a continuation what it could be granted now, or with
+  -- the spare buffer moved when that is more (pools.Model.refusedRoom).
+  local function left()
+    if not critical and not cont then
+      return nextRoom(own, buf, ud, us, ub, free, cap, room, groom, num(p[4]), acc, critical, cont, exempt)
+    end
+    return math.max(avail, shown)
+  end
+  if wmNo then
+    return refuse('WATERMARK', (critical or cont) and avail or left())
   end
   n = want(avail)
   if not n then
-    local left = math.max(avail, shown)
+    local left = left()
     if want(availD + availS + availB + groom) then return refuse('EXHAUSTED', left) end
     if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED', left) end
     return refuse('LINE_EXHAUSTED', left)
@@ -239,7 +274,10 @@ else
   d[2] = math.min(rest, availD); rest = rest - d[2]
   d[3] = math.min(rest, availS); rest = rest - d[3]
   d[4] = math.min(rest, availB)
-  remaining = avail - n
+  -- lineRemaining: recomputed after this grant (half of what the shared
+  -- pool has free changes with it; pools.Model.LineRoom), not avail - n.
+  remaining = nextRoom(own, buf, ud + d[2], us + d[3], ub + d[4], math.max(0, free - d[3]), cap,
+    room - d[2] - d[3] - d[4], groom - (n - math.min(n, fromPools)), num(p[4]), acc, critical, cont, exempt)
   redis.call('HINCRBY', KEYS[6], 'n:' .. line, fmt(n))
 end
 local rest = n - d[1] - d[2] - d[3] - d[4]
@@ -252,6 +290,7 @@ for _, g in ipairs(gs) do
   d[5] = d[5] + x
   rest = rest - x
 end
+gheld, groomAll = gheld + d[5], groomAll - d[5]
 
 -- The period's counters in one write: the values read above plus what this
 -- grant holds (exact below 2^53; past it, HINCRBY's 64-bit arithmetic).

@@ -7,7 +7,9 @@
 -- ARGV[4] clientId of the caller ("" = any); another client's session is "not found"
 -- ARGV[5] periodMs of KEYS[4]
 -- Returns {code, granted, actual, refunded, overage, 0, periodMs, startMs, endMs, wasLeaked, clientId,
---          limit, charged, reserved} for codes 1 and 2, {code} or {8, periodMs} otherwise:
+--          limit, charged, reserved, held, room} for codes 1 and 2, {code} or {8, periodMs} otherwise
+--   (held, room: what the grants add to remainingQuota, grantroom.lib; '' for
+--   a plain resource):
 --   code 0 not found, 1 finished now, 2 replay of the first finish, 6 conflict
 --   (a repeat with another actual), 7 the usage would overflow the period's
 --   counter (nothing written), 8 the session is in another period than
@@ -21,11 +23,12 @@
 --   own period, never in a later one.
 -- An error reply QCNEGATIVE (nothing written) when the settlement would
 -- leave the balance's charged or reserved below zero.
+-- include grantroom.lib
 -- One read of the session: its state, and (15-20) what a pools session drew,
 -- for settlePools (nothing below writes those fields before it reads them).
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
   'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved', 'bep',
-  'line', 'dd', 'ds', 'db', 'dg', 'gl')
+  'line', 'dd', 'ds', 'db', 'dg', 'gl', 'fheld', 'froom')
 if not s[1] or s[1] == 'CANCELLED' or (ARGV[4] ~= '' and s[4] ~= ARGV[4]) then
   return {0}
 end
@@ -34,7 +37,8 @@ if s[1] == 'FINISHED' then
     return {6}
   end
   return {2, tonumber(s[2]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), 0,
-    tonumber(s[3]), tonumber(s[5]), tonumber(s[9]), tonumber(s[10]), s[4], s[11] or '', s[12] or '', s[13] or ''}
+    tonumber(s[3]), tonumber(s[5]), tonumber(s[9]), tonumber(s[10]), s[4], s[11] or '', s[12] or '', s[13] or '',
+    s[21] or '', s[22] or ''}
 end
 if s[3] ~= ARGV[5] then
   return {8, s[3]}
@@ -151,10 +155,18 @@ if bh[1] or ep or redis.call('EXISTS', bkey) == 1 then
 end
 
 settlePools(KEYS[1], bkey, KEYS[5], granted, actual)
+-- With pools, what the grants add to remainingQuota after the settlement
+-- (grantroom.lib; '' for a plain resource or a balance gone), kept for a
+-- replay as fheld and froom.
+local gh, gr = '', ''
+if bl ~= '' then
+  local h, r = grantRoom(bkey, KEYS[5], now)
+  if h then gh, gr = h, r end
+end
 redis.call('HSET', KEYS[1], 'status', 'FINISHED', 'actual', ARGV[1],
   'refunded', string.format('%d', refunded), 'overage', string.format('%d', overage),
-  'flimit', bl, 'fcharged', bc, 'freserved', br, 'end', string.format('%d', now), 'leaked', leaked,
-  unpack(extra))
+  'flimit', bl, 'fcharged', bc, 'freserved', br, 'fheld', gh, 'froom', gr,
+  'end', string.format('%d', now), 'leaked', leaked, unpack(extra))
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, granted, actual, refunded, overage, 0, tonumber(s[3]), tonumber(s[5]), now, leaked, s[4], bl, bc, br}
+return {1, granted, actual, refunded, overage, 0, tonumber(s[3]), tonumber(s[5]), now, leaked, s[4], bl, bc, br, gh, gr}
