@@ -180,11 +180,11 @@ type applyReply struct {
 	remaining    int64
 	ownRemaining bool
 	// hasBalance: limit, charged, reserved (the period's) were read.
-	hasBalance               bool
+	hasBalance bool
 	// held, room: what the period holds of temporary grants and what the
 	// grants in force may still give (grantroom.lib; 20th and 21st
 	// elements, answered with pools), for quota.RemainingWithGrants.
-	held, room int64
+	held, room               int64
 	limit, charged, reserved int64
 	reason                   string
 	tight                    bool
@@ -391,60 +391,6 @@ func decodeBalance(v any) (quota.Balance, error) {
 	}
 	return b, r.err
 }
-
-// seedCode is seed.lua's reply.
-type seedCode int64
-
-const (
-	seedAlreadyThere seedCode = 0 // a concurrent seeder wrote the balance; nothing written
-	seedWrote        seedCode = 1 // this call wrote the balance (or, for a later chunk, ran)
-	seedFenced       seedCode = 2 // the caller's lock is not its own any more: nothing written
-)
-
-// lockCode is lock.lua's reply.
-type lockCode int64
-
-const (
-	lockHeldByOther lockCode = 0
-	lockHeld        lockCode = 1 // taken now, or already the caller's (a resent call)
-)
-
-// unlockCode is unlock.lua's reply.
-type unlockCode int64
-
-const (
-	unlockNotHeld  unlockCode = 0 // gone, or another holder's: left alone
-	unlockReleased unlockCode = 1
-)
-
-// adjustCode is adjust.lua's reply.
-type adjustCode int64
-
-const (
-	adjustNoBalance adjustCode = 0 // not seeded: seeding will read the ledger
-	adjustApplied   adjustCode = 1
-	adjustRepeated  adjustCode = 2 // a resend of a call that was applied
-	adjustFenced    adjustCode = 3 // the caller's lock is not its own any more: nothing written
-	adjustMoved     adjustCode = 4 // the balance is not the one measured: nothing written
-	adjustHeld      adjustCode = 5 // a live session without a USING ledger row holds part of reserved: nothing written
-)
-
-// dropCode is drop.lua's reply.
-type dropCode int64
-
-const (
-	dropNoBalance dropCode = 0 // nothing to drop
-	dropDropped   dropCode = 1
-	dropFenced    dropCode = 3 // the caller's lock is not its own any more: nothing dropped
-)
-
-// failOpenCode is failopen.lua's reply.
-type failOpenCode int64
-
-const (
-	failOpenNoSession failOpenCode = 0 // missing or not USING
-	failOpenFlagged   failOpenCode = 1
-)
 
 // decodeExpired decodes expired.lua's {expired ids, leaked ids}.
 func decodeExpired(v any) (expired, leaked []string, next time.Duration, err error) {
