@@ -130,7 +130,7 @@ func (a *Pools) DeleteLine(ctx context.Context, resource, line string) error {
 		if marked {
 			// Refused or failed: the line stays, and takes sessions again.
 			if rerr := a.live.ReopenLine(context.WithoutCancel(ctx), resource, line); rerr != nil {
-				err = fmt.Errorf("%w (and the line stays closed to new sessions until it is deleted or put again: %v)", err, rerr)
+				err = fmt.Errorf("%w (and the line stays closed to new sessions until it is deleted or put again: %w)", err, rerr)
 			}
 		}
 		return err

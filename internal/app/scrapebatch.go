@@ -182,9 +182,3 @@ func (c *visitCache[T]) prefetch(ctx context.Context, names []string) {
 		}
 	}
 }
-
-// prefetcher is a source whose per-resource reads a collector may batch
-// first (httpapi.Prefetcher).
-type prefetcher interface {
-	Prefetch(ctx context.Context, names []string)
-}
