@@ -255,7 +255,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	}
 	rec := reconcile.New(reconcile.Config{
 		Interval: cfg.Reconcile.Interval, Grace: cfg.Reconcile.Grace, Settle: cfg.Reconcile.Settle,
-		Breakers: brk,
+		Breakers: brk, GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,
 		// Quiet resources skipped until a change; each still reconciled
 		// at least as often as the session-by-session passes come.
 		Visits: tracker.NewVisits(time.Duration(reconcile.DefaultFullEvery) * cfg.Reconcile.Interval),

@@ -312,6 +312,11 @@ type SessionState struct {
 	FailOpen    bool // granted fail-open while the ledger was unreachable: its row is still to be written
 	// BusinessLine is the line a pools' session draws for ("" without one).
 	BusinessLine string
+	// FailOpenDrawn is what a pools' session flagged FailOpen drew at
+	// apply (kept by MarkFailOpen: a finish overwrites the session's split
+	// with what it stays charged to), for the ledger row reconciliation
+	// writes; nil for any other session.
+	FailOpenDrawn *PoolSplit
 }
 
 // SessionWriter writes ledger rows (apply, finish).

@@ -36,6 +36,11 @@ type Store interface {
 	FailOpenSessions(ctx context.Context, resource string) ([]string, error)
 	// AckFailOpen forgets flagged sessions whose ledger rows are written.
 	AckFailOpen(ctx context.Context, resource string, ids []string) error
+	// ScopeFailOpen moves client's flagged session stored under id to the
+	// scoped id (its lease and flag with it) and reports whether it did:
+	// false, nothing changed, when that session is gone, or a live session
+	// holds scoped already.
+	ScopeFailOpen(ctx context.Context, resource, id, scoped, client string) (bool, error)
 	// Adjust adds a's deltas to a period's balance if it exists, only
 	// while the lock f holds f.Token, the balance is still a.Seen and no
 	// session of a.Unrecorded holds a reservation a decrease of reserved
@@ -86,6 +91,11 @@ type Config struct {
 	// session-by-session passes had). On-demand reconciliation (All,
 	// Resource) visits every resource it is asked about.
 	Visits Visits
+	// GlobalSessionIDs: no scoped session ids (quota.Options.GlobalSessionIDs,
+	// QC_GLOBAL_SESSION_IDS): a fail-open session whose id's ledger row is
+	// another session's is then not moved to its scoped id, and stays
+	// unrecorded (logged at each pass).
+	GlobalSessionIDs bool
 }
 
 // Visits is what reconciliation needs of activity.Visits.
@@ -183,7 +193,7 @@ func New(cfg Config, store Store, ledger Ledger, policies Policies, sched quota.
 		drift: map[string]*prometheus.GaugeVec{},
 		repairs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_repairs_total",
-			Help: "Repairs made by reconciliation: orphan_released, ledger_settled, session_restored, balance_adjusted, limit_synced, fail_open_recorded.",
+			Help: "Repairs made by reconciliation: orphan_released, ledger_settled, session_restored, balance_adjusted, limit_synced, fail_open_recorded, fail_open_scoped (a fail-open session moved to its scoped id, its bare id's ledger row being another session's).",
 		}, []string{"resource", "kind"}),
 		runs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "quota_reconcile_runs_total", Help: "Reconciliations of one resource by result (ok, error, skipped).",
@@ -290,7 +300,7 @@ func (r Report) clean() bool {
 }
 
 // repairKinds are the kind label values of quota_reconcile_repairs_total.
-var repairKinds = []string{"orphan_released", "ledger_settled", "session_restored", "balance_adjusted", "earlier_period_adjusted", "limit_synced", "fail_open_recorded"}
+var repairKinds = []string{"orphan_released", "ledger_settled", "session_restored", "balance_adjusted", "earlier_period_adjusted", "limit_synced", "fail_open_recorded", "fail_open_scoped"}
 
 // lockTTL is the TTL of a resource's reconcile lock. The pass renews it every
 // third of it while it works (quota.KeepLock), so a pass of any length keeps

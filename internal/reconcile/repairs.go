@@ -2,67 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
-
-// recordFailOpen writes the ledger rows of fail-open grants that Redis
-// counted while MySQL was unreachable, settling them as Redis did since. It
-// runs on every pass, before any drift is measured, so such a grant is never
-// mistaken for drift.
-func (r *Reconciler) recordFailOpen(ctx context.Context, pol quota.Policy, rep *Report) error {
-	resource := pol.ResourceName
-	var ids []string
-	err := r.redis(pol.ResourceName, func() (err error) { ids, err = r.store.FailOpenSessions(ctx, resource); return err })
-	if err != nil || len(ids) == 0 {
-		return err
-	}
-	rows, err := r.sessionsByID(ctx, ids)
-	if err != nil {
-		return err
-	}
-	states, err := r.sessions(ctx, resource, ids)
-	if err != nil {
-		return err
-	}
-	var done []string
-	for _, id := range ids {
-		st, ok := states[id]
-		if _, written := rows[id]; written || !ok {
-			done = append(done, id) // landed after all, or expired from Redis
-			continue
-		}
-		rec := quota.UsageRecord{
-			ResourceName: resource, ClientID: st.ClientID, SessionID: id, PeriodStart: st.PeriodStart,
-			ApplyAmount: st.ApplyAmount, MinAmount: st.MinAmount, GrantedAmount: st.Granted,
-			ChargedAmount: st.Granted, StartTime: st.StartTime, Status: quota.StatusUsing,
-		}
-		err := r.mysql(func() error { return r.ledger.InsertSession(ctx, rec) })
-		if err != nil && !errors.Is(err, quota.ErrDuplicateSession) {
-			return err
-		}
-		switch st.Status {
-		case quota.StatusFinished:
-			rec.Status, rec.ChargedAmount, rec.RefundedAmount, rec.OverageAmount = quota.StatusFinished, st.Actual, st.Refunded, st.Overage
-			rec.EndTime, rec.LeakRecovered = st.EndTime, st.WasLeaked
-			err = r.finishSession(ctx, rec)
-		case quota.StatusLeaked:
-			err = r.markLeaked(ctx, []quota.LeakedSession{{
-				ResourceName: resource, SessionID: id, PeriodStart: st.PeriodStart, Granted: st.Granted, EndTime: st.EndTime,
-			}})
-		default:
-			err = nil
-		}
-		if err != nil {
-			return err
-		}
-		done = append(done, id)
-		rep.FailOpenRecorded++
-		r.repairs.WithLabelValues(resource, "fail_open_recorded").Inc()
-	}
-	return r.redis(pol.ResourceName, func() error { return r.store.AckFailOpen(ctx, resource, done) })
-}
 
 // syncLimit makes Redis' limit the policy's: concurrent PUTs of one policy
 // can finish their MySQL and Redis writes in different orders.

@@ -1,6 +1,6 @@
 package redisstore
 
-// The codes the small scripts (seed, lock, unlock, adjust, drop, fail-open)
+// The codes the small scripts (seed, lock, unlock, adjust, drop, fail-open and its scoping)
 // answer; the longer replies are decoded in replies.go.
 
 // seedCode is seed.lua's reply.
@@ -55,4 +55,13 @@ type failOpenCode int64
 const (
 	failOpenNoSession failOpenCode = 0 // missing or not USING
 	failOpenFlagged   failOpenCode = 1
+)
+
+// failOpenScopeCode is failopen_scope.lua's reply.
+type failOpenScopeCode int64
+
+const (
+	failOpenScopeNone  failOpenScopeCode = 0 // missing, not flagged or another client's: nothing changed
+	failOpenScopeMoved failOpenScopeCode = 1
+	failOpenScopeTaken failOpenScopeCode = 2 // a live session holds the scoped id: nothing changed
 )

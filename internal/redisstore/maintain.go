@@ -330,7 +330,7 @@ func (s *Store) OpenSessionIDs(ctx context.Context, resource string, leaseBefore
 }
 
 // sessionFields are read by Sessions, in this order.
-var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo", "line"}
+var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo", "line", "fod"}
 
 // Sessions reads session hashes in one pipeline; missing ones are absent.
 func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {
@@ -462,39 +462,4 @@ func (s *Store) Adjust(ctx context.Context, resource string, per quota.Period, a
 		return quota.AdjustHeld, nil
 	}
 	return quota.AdjustApplied, nil
-}
-
-// MarkFailOpen runs failopen.lua. See quota.BalanceStore.
-func (s *Store) MarkFailOpen(ctx context.Context, resource, sessionID string) error {
-	v, err := s.run(ctx, failOpenScript, []string{sessionKey(resource, sessionID), failOpenKey(resource)}, sessionID)
-	if err != nil {
-		return wrap("mark fail-open", err)
-	}
-	c, err := flag("failopen.lua", v, failOpenNoSession, failOpenFlagged)
-	if err != nil {
-		return wrap("mark fail-open", err)
-	}
-	if c == failOpenNoSession {
-		return fmt.Errorf("mark fail-open %s: %w", sessionID, quota.ErrSessionNotFound)
-	}
-	return nil
-}
-
-// FailOpenSessions lists the sessions flagged by MarkFailOpen whose ledger
-// rows are not yet written (qc:{r}:failopen).
-func (s *Store) FailOpenSessions(ctx context.Context, resource string) ([]string, error) {
-	ids, err := s.rdb.SMembers(ctx, failOpenKey(resource)).Result()
-	return ids, wrap("fail-open sessions", err)
-}
-
-// AckFailOpen forgets flagged sessions whose ledger rows are written.
-func (s *Store) AckFailOpen(ctx context.Context, resource string, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	members := make([]any, len(ids))
-	for i, id := range ids {
-		members[i] = id
-	}
-	return wrap("ack fail-open", s.rdb.SRem(ctx, failOpenKey(resource), members...).Err())
 }

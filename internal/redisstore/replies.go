@@ -459,5 +459,10 @@ func decodeSession(v []any) (st quota.SessionState, ok bool, err error) {
 		EndTime: ms(num(8)), WasLeaked: str(9) == "1",
 		ApplyAmount: num(10), MinAmount: num(11), FailOpen: str(12) == "1", BusinessLine: str(13),
 	}
+	if fod := str(14); fod != "" && r.err == nil {
+		if st.FailOpenDrawn, err = parseFailOpenDraw(fod, st.BusinessLine); err != nil {
+			return st, false, err
+		}
+	}
 	return st, r.err == nil, r.err
 }
