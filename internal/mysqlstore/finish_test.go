@@ -12,9 +12,11 @@ import (
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// finishRec is the record the Service passes to FinishSession.
+// finishRec is the record the Service passes to FinishSession for
+// usingRec(id, …)'s session.
 func finishRec(id string, charged, refunded, overage int64, end time.Time) quota.UsageRecord {
-	return quota.UsageRecord{SessionID: id, ChargedAmount: charged, RefundedAmount: refunded,
+	u := usingRec(id, 0)
+	return quota.UsageRecord{ResourceName: u.ResourceName, ClientID: u.ClientID, SessionID: id, ChargedAmount: charged, RefundedAmount: refunded,
 		OverageAmount: overage, EndTime: end, Status: quota.StatusFinished}
 }
 
@@ -216,7 +218,7 @@ func TestFinishSessionMixedBatch(t *testing.T) {
 			usingRec("using", 100), usingRec("using-rec", 100), usingRec("leaked", 100), usingRec("finished", 100),
 			usingRec("filler", 1),
 		})
-		if err := s.MarkLeaked(ctx, []quota.LeakedSession{{SessionID: "leaked", EndTime: period.Add(time.Hour)}}); err != nil {
+		if err := s.MarkLeaked(ctx, []quota.LeakedSession{{ResourceName: "gpu", SessionID: "leaked", EndTime: period.Add(time.Hour)}}); err != nil {
 			t.Fatal(err)
 		}
 		// "finished" and "filler" settle in one full batch of their own

@@ -120,11 +120,14 @@ func insertArgs(recs []quota.UsageRecord) []any {
 	return args
 }
 
-// FinishSession settles the USING or LEAKED row of rec.SessionID: status
-// FINISHED, charged_amount = rec.ChargedAmount (the actual usage, overage
-// included), refunded and overage amounts and end time from rec. A LEAKED
-// row (or rec.LeakRecovered) sets leak_recovered. A FINISHED or missing row
-// is left as it is, without error.
+// FinishSession settles the USING or LEAKED row of rec.SessionID on
+// rec.ResourceName of client rec.ClientID: status FINISHED, charged_amount =
+// rec.ChargedAmount (the actual usage, overage included), refunded and
+// overage amounts and end time from rec. A LEAKED row (or rec.LeakRecovered)
+// sets leak_recovered. A FINISHED or missing row, or the id's row of
+// another resource or client, is left as it is, without error: a fail-open
+// session whose bare id is another session's row has no row of its own
+// yet, and reconciliation writes it (internal/reconcile failopen.go).
 //
 // Concurrent calls are group-committed like InsertSession: gathered into one
 // multi-row UPDATE (bounded by Options.BatchMaxRows and BatchMaxWait), and
@@ -140,28 +143,71 @@ func (s *Store) FinishSession(ctx context.Context, rec quota.UsageRecord) error 
 	return s.finishes.do(ctx, rec)
 }
 
-// finishRows settles the rows of recs with one UPDATE statement: all of them
-// or none. A session id repeated in recs is settled with its first record.
-// Each column is a CASE over session_id, one WHEN per session, so the
-// statement is the same on MySQL and SQLite, and the WHERE clause keeps
-// FINISHED (and missing) rows out exactly as the one-row form does.
+// finishRows settles the rows of recs with one UPDATE statement (all of
+// them or none), or, when recs hold one session id for several resources
+// or clients, one statement per such record after the first (finishRounds;
+// a retry of them is harmless: a FINISHED row is left alone). A session
+// (id, resource, client) repeated in recs is settled with its first
+// record. Each column is a CASE over session_id, one WHEN per session, so
+// the statement is the same on MySQL and SQLite, and the WHERE clause keeps
+// FINISHED (and missing) rows, and another resource's or client's row of
+// the id, out exactly as the one-row form does.
 //
 // leak_recovered is assigned before status: MySQL evaluates SET left to
 // right with the new values (SQLite with the old ones; either way it sees
 // the status before this update).
 func (s *Store) finishRows(ctx context.Context, recs []quota.UsageRecord) error {
-	n, args := finishArgs(recs)
-	return s.finishStmts.exec(ctx, nil, n, args)
+	return s.execFinish(ctx, nil, recs)
+}
+
+// execFinish runs finishRows' statements for recs, in tx when not nil.
+func (s *Store) execFinish(ctx context.Context, tx *sql.Tx, recs []quota.UsageRecord) error {
+	for _, round := range finishRounds(recs) {
+		n, args := finishArgs(round)
+		if err := s.finishStmts.exec(ctx, tx, n, args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishRounds splits recs into groups without a repeated session id: the
+// first record of each (session id, resource, client) in order, a record
+// whose id an earlier one of another resource or client has going to the
+// next group. Almost always one group (recs itself when nothing repeats).
+func finishRounds(recs []quota.UsageRecord) [][]quota.UsageRecord {
+	first := recs
+	if len(recs) > 1 {
+		first = firstPerSession(recs)
+	}
+	if len(first) == len(recs) {
+		return [][]quota.UsageRecord{recs}
+	}
+	type key struct{ id, resource, client string }
+	seen := make(map[key]struct{}, len(recs))
+	per := make(map[string]int, len(recs))
+	var rounds [][]quota.UsageRecord
+	for _, r := range recs {
+		k := key{r.SessionID, r.ResourceName, r.ClientID}
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		seen[k] = struct{}{}
+		i := per[r.SessionID]
+		per[r.SessionID] = i + 1
+		if i == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[i] = append(rounds[i], r)
+	}
+	return rounds
 }
 
 // finishArgs are the sessions n of finishRows' statement (finishSQL(n)) for
-// recs and its arguments.
+// recs, whose session ids are distinct (finishRounds), and its arguments.
 func finishArgs(recs []quota.UsageRecord) (n int, args []any) {
-	if len(recs) > 1 {
-		recs = firstPerSession(recs)
-	}
 	n = len(recs)
-	args = make([]any, 0, n*11)
+	args = make([]any, 0, n*14)
 	for _, r := range recs {
 		args = append(args, r.SessionID, r.LeakRecovered)
 	}
@@ -180,15 +226,20 @@ func finishArgs(recs []quota.UsageRecord) (n int, args []any) {
 	for _, r := range recs {
 		args = append(args, r.SessionID)
 	}
+	for _, r := range recs {
+		args = append(args, r.SessionID, r.ResourceName, r.ClientID)
+	}
 	return n, args
 }
 
 // finishSQL is the group-commit UPDATE of finishRows for n sessions; its
 // arguments are, for each CASE in order, a session id and its value, one
-// pair per session, then the n session ids of the IN list.
+// pair per session, then the n session ids of the IN list, then for each
+// session its id, resource and client: the row of the id is settled only
+// when it is that resource's and client's.
 func finishSQL(n int) string {
 	var b strings.Builder
-	b.Grow(256 + n*(5*len(" WHEN ? THEN ?")+len(", ?")))
+	b.Grow(256 + n*(5*len(" WHEN ? THEN ?")+len(", ?")+len(finishOwner)))
 	column := func(prefix string) {
 		b.WriteString(prefix)
 		b.WriteString("CASE session_id")
@@ -203,9 +254,14 @@ func finishSQL(n int) string {
 	column(", end_ms = ")
 	b.WriteString(" WHERE status IN ('USING', 'LEAKED') AND session_id IN (?")
 	b.WriteString(strings.Repeat(", ?", n-1))
-	b.WriteString(")")
+	b.WriteString(") AND CASE session_id")
+	b.WriteString(strings.Repeat(finishOwner, n))
+	b.WriteString(" ELSE 0 END")
 	return b.String()
 }
+
+// finishOwner is one session's WHEN of finishSQL's owner check.
+const finishOwner = " WHEN ? THEN (resource_name = ? AND client_id = ?)"
 
 // firstPerSession returns recs without the records whose session id an
 // earlier record has (recs itself when there are none).
@@ -234,8 +290,12 @@ func firstPerSession(recs []quota.UsageRecord) []quota.UsageRecord {
 const markLeakedChunk = 500
 
 // MarkLeaked moves the USING rows of leaks to LEAKED, charging their grant
-// (charged_amount = granted_amount) and setting end_ms to each EndTime. Rows
-// that are not USING are left as they are. Up to 500 sessions are updated by
+// (charged_amount = granted_amount) and setting end_ms to each EndTime. A
+// row is matched by session id, resource and client (any client for a leak
+// whose ClientID is "", swept before it was reported): the id's row of
+// another resource or client, like rows that are not USING, is left as it
+// is (a fail-open session without a row of its own yet: reconciliation
+// writes it). Up to 500 sessions are updated by
 // one statement; it is idempotent, so a retry after a partial failure is
 // safe. Errors: one wrapping quota.ErrUnavailable when the database cannot
 // be reached.
@@ -248,17 +308,22 @@ func (s *Store) MarkLeaked(ctx context.Context, leaks []quota.LeakedSession) err
 
 		var b strings.Builder
 		b.WriteString(`UPDATE quota_usage SET status = 'LEAKED', charged_amount = granted_amount, end_ms = CASE session_id`)
-		args := make([]any, 0, 3*len(chunk))
+		args := make([]any, 0, 7*len(chunk))
 		for _, l := range chunk {
 			b.WriteString(" WHEN ? THEN ?")
 			args = append(args, l.SessionID, nullMsOf(l.EndTime))
 		}
 		b.WriteString(" END WHERE status = 'USING' AND session_id IN (?")
 		b.WriteString(strings.Repeat(", ?", len(chunk)-1))
-		b.WriteString(")")
+		b.WriteString(") AND CASE session_id")
 		for _, l := range chunk {
 			args = append(args, l.SessionID)
 		}
+		for _, l := range chunk {
+			b.WriteString(" WHEN ? THEN (resource_name = ? AND (? = '' OR client_id = ?))")
+			args = append(args, l.SessionID, l.ResourceName, l.ClientID, l.ClientID)
+		}
+		b.WriteString(" ELSE 0 END")
 		if _, err := s.db.ExecContext(ctx, b.String(), args...); err != nil {
 			return translate(fmt.Sprintf("mark %d sessions leaked", len(chunk)), err)
 		}

@@ -292,8 +292,8 @@ func TestInsertSessionContextDone(t *testing.T) {
 func TestFinishSession(t *testing.T) {
 	end := period.Add(2 * time.Hour)
 	finish := func(id string, charged, refunded, overage int64) quota.UsageRecord {
-		return quota.UsageRecord{SessionID: id, ChargedAmount: charged, RefundedAmount: refunded,
-			OverageAmount: overage, EndTime: end}
+		return quota.UsageRecord{ResourceName: "gpu", ClientID: "client-1", SessionID: id, ChargedAmount: charged,
+			RefundedAmount: refunded, OverageAmount: overage, EndTime: end}
 	}
 	cases := []struct {
 		name      string
@@ -360,7 +360,7 @@ func TestFinishSession(t *testing.T) {
 					ctx := testCtx(t)
 					mustInsert(t, s, usingRec("s", 100))
 					if tc.leak {
-						if err := s.MarkLeaked(ctx, []quota.LeakedSession{{SessionID: "s", EndTime: period.Add(time.Hour)}}); err != nil {
+						if err := s.MarkLeaked(ctx, []quota.LeakedSession{{ResourceName: "gpu", SessionID: "s", EndTime: period.Add(time.Hour)}}); err != nil {
 							t.Fatal(err)
 						}
 						mustTotals(t, s, quota.PeriodTotals{Charged: 100})
@@ -387,7 +387,7 @@ func TestMarkLeaked(t *testing.T) {
 		ctx := testCtx(t)
 		mustInsert(t, s, usingRec("using-1", 10), usingRec("using-2", 20), usingRec("done", 40), usingRec("still", 80))
 		doneEnd := period.Add(3 * time.Hour)
-		if err := s.FinishSession(ctx, quota.UsageRecord{SessionID: "done", ChargedAmount: 5, RefundedAmount: 35, EndTime: doneEnd}); err != nil {
+		if err := s.FinishSession(ctx, quota.UsageRecord{ResourceName: "gpu", ClientID: "client-1", SessionID: "done", ChargedAmount: 5, RefundedAmount: 35, EndTime: doneEnd}); err != nil {
 			t.Fatal(err)
 		}
 		doneBefore := mustSession(t, s, "done")
@@ -439,7 +439,7 @@ func TestMarkLeakedManyChunks(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			id := fmt.Sprintf("m-%04d", i)
-			leaks[i] = quota.LeakedSession{SessionID: id, EndTime: period.Add(time.Duration(i) * time.Millisecond)}
+			leaks[i] = quota.LeakedSession{ResourceName: "gpu", SessionID: id, EndTime: period.Add(time.Duration(i) * time.Millisecond)}
 			wg.Go(func() {
 				if err := s.InsertSession(testCtx(t), usingRec(id, 2)); err != nil {
 					t.Errorf("insert %s: %v", id, err)

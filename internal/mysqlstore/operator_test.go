@@ -37,6 +37,7 @@ func opsRows(t *testing.T, s *Store, res string) []quota.UsageRecord {
 			if i == 9 {
 				f = finishRec(recs[i].SessionID, 30, 0, 30-recs[i].GrantedAmount, recs[i].StartTime.Add(time.Minute))
 			}
+			f.ResourceName, f.ClientID = recs[i].ResourceName, recs[i].ClientID
 			if err := s.FinishSession(testCtx(t), f); err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,9 @@ func TestOpenSessionsPageWalksEveryOpenRowOnce(t *testing.T) {
 		insertAll(t, s, append(recs, other))
 		for i, r := range recs {
 			if i%4 == 3 { // settle every fourth: not open any more
-				if err := s.FinishSession(testCtx(t), finishRec(r.SessionID, 5, 0, 0, period.Add(time.Hour))); err != nil {
+				f := finishRec(r.SessionID, 5, 0, 0, period.Add(time.Hour))
+				f.ResourceName = res
+				if err := s.FinishSession(testCtx(t), f); err != nil {
 					t.Fatal(err)
 				}
 			}

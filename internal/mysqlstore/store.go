@@ -39,7 +39,7 @@ const (
 	DefaultBatchMaxWait = 0
 
 	// maxBatchRows bounds BatchMaxRows so that one group-commit statement
-	// (9 placeholders a row for an INSERT, 11 for a finish UPDATE) stays far
+	// (9 placeholders a row for an INSERT, 14 for a finish UPDATE) stays far
 	// below the placeholder limits of MySQL (65535) and SQLite (32766).
 	maxBatchRows = 1000
 )

@@ -95,8 +95,7 @@ func (s *Store) insertAndFinish(ins, fin []quota.UsageRecord) (txStage, error) {
 	if err := s.insertStmts.exec(ctx, tx, len(ins), insertArgs(ins)); err != nil {
 		return stageInsert, timedOut(ctx, err)
 	}
-	n, args := finishArgs(fin)
-	if err := s.finishStmts.exec(ctx, tx, n, args); err != nil {
+	if err := s.execFinish(ctx, tx, fin); err != nil {
 		return stageFinish, timedOut(ctx, err)
 	}
 	return stageBeginOrCommit, timedOut(ctx, tx.Commit())

@@ -176,7 +176,8 @@ func (r *Reconciler) recordFailOpenSession(ctx context.Context, resource, id str
 		err = r.finishSession(ctx, rec)
 	case quota.StatusLeaked:
 		err = r.markLeaked(ctx, []quota.LeakedSession{{
-			ResourceName: resource, SessionID: id, PeriodStart: st.PeriodStart, Granted: st.Granted, EndTime: st.EndTime,
+			ResourceName: resource, SessionID: id, ClientID: st.ClientID, PeriodStart: st.PeriodStart, Granted: st.Granted,
+			EndTime: st.EndTime,
 		}})
 	}
 	return err == nil, err

@@ -165,7 +165,7 @@ func (r *Reconciler) settleChunk(ctx context.Context, pol quota.Policy, open []q
 			r.repairs.WithLabelValues(resource, "ledger_settled").Inc()
 		case st.Status == quota.StatusLeaked:
 			leaked = append(leaked, quota.LeakedSession{
-				ResourceName: resource, SessionID: row.SessionID, PeriodStart: row.PeriodStart,
+				ResourceName: resource, SessionID: row.SessionID, ClientID: row.ClientID, PeriodStart: row.PeriodStart,
 				Granted: row.GrantedAmount, EndTime: st.EndTime,
 			})
 		}
