@@ -340,7 +340,14 @@ func (s *Service) apply(ctx context.Context, pol Policy, cmd ApplyCmd) (ApplyRes
 			resp, err := s.record(ctx, pol, cmd, res)
 			if errors.Is(err, errScoped) {
 				// The bare id's ledger row is another session's: apply
-				// again under the scoped id alone.
+				// again under the scoped id alone. A replay of a fail-open
+				// session (no row yet) moves it there first, so that the
+				// apply replays it rather than granting anew.
+				if res.Outcome == ApplyReplayed {
+					if err := s.scopeFailOpen(ctx, cmd); err != nil {
+						return ApplyResponse{}, err
+					}
+				}
 				cmd.SessionID, cmd.OtherSessionID = cmd.OtherSessionID, ""
 				continue
 			}

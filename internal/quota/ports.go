@@ -216,6 +216,12 @@ type Reserver interface {
 	// written but which a failMode OPEN policy keeps: reconciliation writes
 	// its row instead of giving the reservation back.
 	MarkFailOpen(ctx context.Context, resource, sessionID string) error
+	// ScopeFailOpen moves client's flagged (MarkFailOpen) session stored
+	// under id to the scoped id, its lease and flag with it, and reports
+	// whether it is stored there now: false (nothing changed) when the
+	// session under id is gone, not flagged or not client's, or a live
+	// session holds scoped already.
+	ScopeFailOpen(ctx context.Context, resource, id, scoped, client string) (bool, error)
 }
 
 // Leases renews and settles sessions (heartbeat, finish).

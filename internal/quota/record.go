@@ -139,6 +139,25 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 // apply is made again under the scoped id (apply).
 var errScoped = errors.New("the session id's row is another session's")
 
+// scopeFailOpen moves cmd's session under its bare id (cmd.SessionID) to
+// its scoped id (cmd.OtherSessionID) when it is a fail-open session of
+// cmd's client (flagged: its row is not written yet), as reconciliation
+// does (internal/reconcile failopen.go): a replay of it, whose bare id's
+// row is another session's, then replays it under the scoped id and
+// writes its row there, instead of a second grant (docs/pools.md §5 D).
+// Any other session is left where it is. Errors: the balance store's
+// (ErrUnavailable), wrapped.
+func (s *Service) scopeFailOpen(ctx context.Context, cmd ApplyCmd) error {
+	err := GuardErr(s.redisFor(cmd.ResourceName), func() error {
+		_, err := s.balances.ScopeFailOpen(ctx, cmd.ResourceName, cmd.SessionID, cmd.OtherSessionID, cmd.ClientID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("apply %s: scope fail-open session %s: %w", cmd.ResourceName, cmd.SessionID, err)
+	}
+	return nil
+}
+
 // markFailOpen flags a kept fail-open reservation, on its own deadline.
 func (s *Service) markFailOpen(ctx context.Context, cmd ApplyCmd) error {
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

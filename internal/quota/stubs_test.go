@@ -110,6 +110,13 @@ func (s *stubs) Compensate(ctx context.Context, resource, id, attempt string) (C
 	return CompensateAbsent, nil
 }
 
+func (s *stubs) ScopeFailOpen(ctx context.Context, resource, id, scoped, client string) (bool, error) {
+	if err := s.enter(ctx, "ScopeFailOpen"); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
 func (s *stubs) MarkFailOpen(ctx context.Context, resource, id string) error {
 	if err := s.enter(ctx, "MarkFailOpen"); err != nil {
 		return err
