@@ -247,3 +247,17 @@ func (a *Pools) PutSettings(ctx context.Context, resource string, s pools.Settin
 	a.changed(resource)
 	return lay, a.audit(ctx, ActionPoolsPut, resource, before, s)
 }
+
+// SettingsStored is what PutSettings does after its commit, for pool
+// settings a policy PUT stored with the policy in its transaction
+// (quota.Policy.Pools): the quota Service's cached copy of the pools is
+// dropped and the change audited as pools.put (before: the settings
+// stored until then; nothing when they are the same). Errors: the audit
+// log's.
+func (a *Pools) SettingsStored(ctx context.Context, resource string, before, after pools.Settings) error {
+	a.changed(resource)
+	if before == after {
+		return nil
+	}
+	return a.audit(ctx, ActionPoolsPut, resource, before, after)
+}
