@@ -21,7 +21,8 @@ import (
 // returned as it is and nothing is written. With p.Pools the pool
 // settings are checked (State.Settings is then p.Pools) and written in the
 // same transaction: the policy and its settings are stored together or
-// not at all. found false: the resource has no policy, nothing was
+// not at all (settings that are all that changed leave the policy's row,
+// and the stored policy is returned). found false: the resource has no policy, nothing was
 // written (the caller creates it).
 //
 // Errors: check's; one wrapping quota.ErrUnavailable.
@@ -76,12 +77,15 @@ func (s *Store) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since in
 	if err = check(st); err != nil {
 		return quota.Policy{}, true, err
 	}
-	if _, err = tx.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
-		reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, fail_mode = ?, updated_ms = ?
-		WHERE resource_name = ?`,
-		string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone, p.LeakThresholdSeconds,
-		string(p.FailMode), msOf(p.UpdatedAt), p.ResourceName); err != nil {
-		return quota.Policy{}, true, translate(op, err)
+	same := cur.SameSettings(p) // only the pool settings change: the policy row stays
+	if !same {
+		if _, err = tx.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
+			reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, fail_mode = ?, updated_ms = ?
+			WHERE resource_name = ?`,
+			string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone, p.LeakThresholdSeconds,
+			string(p.FailMode), msOf(p.UpdatedAt), p.ResourceName); err != nil {
+			return quota.Policy{}, true, translate(op, err)
+		}
 	}
 	if p.Pools != nil {
 		if err = writePoolSettings(ctx, tx, p.ResourceName, *p.Pools, p.UpdatedAt); err != nil {
@@ -91,7 +95,10 @@ func (s *Store) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since in
 	if err = tx.Commit(); err != nil {
 		return quota.Policy{}, true, translate(op, err)
 	}
-	p.CreatedAt = timeOf(r.CreatedMs)
+	if same {
+		return cur, true, nil
+	}
+	p.CreatedAt, p.Pools = timeOf(r.CreatedMs), nil
 	return p, true, nil
 }
 
