@@ -179,12 +179,20 @@ func (g guardedLive) PoolModel(ctx context.Context, resource string, per quota.P
 	return quota.Guard(quota.ForResource(g.b, resource), func() (*pools.Model, error) { return g.s.PoolModel(ctx, resource, per, lay) })
 }
 
-func (g guardedLive) CloseLine(ctx context.Context, resource, line string) (int64, error) {
-	return quota.Guard(quota.ForResource(g.b, resource), func() (int64, error) { return g.s.CloseLine(ctx, resource, line) })
+func (g guardedLive) CloseLine(ctx context.Context, resource, line string, bound time.Duration) (open, mark int64, err error) {
+	open, err = quota.Guard(quota.ForResource(g.b, resource), func() (n int64, err error) {
+		n, mark, err = g.s.CloseLine(ctx, resource, line, bound)
+		return n, err
+	})
+	return open, mark, err
 }
 
-func (g guardedLive) ReopenLine(ctx context.Context, resource, line string) error {
-	return quota.GuardErr(quota.ForResource(g.b, resource), func() error { return g.s.ReopenLine(ctx, resource, line) })
+func (g guardedLive) ClosingHeld(ctx context.Context, resource, line string, mark int64, drop bool) (bool, error) {
+	return quota.Guard(quota.ForResource(g.b, resource), func() (bool, error) { return g.s.ClosingHeld(ctx, resource, line, mark, drop) })
+}
+
+func (g guardedLive) EndClosing(ctx context.Context, resource, line string, mark int64, deleted bool) error {
+	return quota.GuardErr(quota.ForResource(g.b, resource), func() error { return g.s.EndClosing(ctx, resource, line, mark, deleted) })
 }
 
 func (g guardedLive) TryLock(ctx context.Context, resource, name string, ttl time.Duration) (string, error) {

@@ -86,11 +86,16 @@ type PoolLive interface {
 	VoidGrant(ctx context.Context, resource, id string) error
 	MovePools(ctx context.Context, resource string, per quota.Period, m pools.Move) (moved, free int64, err error)
 	PoolModel(ctx context.Context, resource string, per quota.Period, lay pools.Layout) (*pools.Model, error)
-	// CloseLine marks a line closing (no new session opens on it) and
-	// counts the sessions Redis holds open on it; ReopenLine takes the
-	// mark off (redisstore.Store.CloseLine). A line's DELETE.
-	CloseLine(ctx context.Context, resource, line string) (open int64, err error)
-	ReopenLine(ctx context.Context, resource, line string) error
+	// CloseLine marks a line closing until bound has passed (no new
+	// session opens on it meanwhile) and counts the sessions Redis holds
+	// open on it; mark is the mark's deadline (ms), the token of the
+	// other two. ClosingHeld says whether that mark still holds (with
+	// drop, and when it does, the layout is deleted in the same step);
+	// EndClosing takes it off or makes it the deleted line's tombstone
+	// (redisstore.Store.CloseLine). A line's DELETE.
+	CloseLine(ctx context.Context, resource, line string, bound time.Duration) (open, mark int64, err error)
+	ClosingHeld(ctx context.Context, resource, line string, mark int64, drop bool) (bool, error)
+	EndClosing(ctx context.Context, resource, line string, mark int64, deleted bool) error
 }
 
 // PoolQuota is what the pools' administration uses of the quota Service
@@ -129,6 +134,9 @@ type Pools struct {
 	quota   PoolQuota
 	sched   Periods
 	now     func() time.Time
+	// closeBound is how long a line's DELETE may keep the line closed to
+	// new sessions (its closing mark's lifetime; SetLineCloseBound).
+	closeBound time.Duration
 	// turns holds a *sync.Mutex per resource: this instance's changes of
 	// one resource's pools take turns before they wait for the policy
 	// row's lock (ChangePools), so that they hold one database connection
@@ -151,7 +159,23 @@ func NewPools(cfg PoolStore, live PoolLive, q PoolQuota, sched Periods, now func
 	if now == nil {
 		now = time.Now
 	}
-	return &Pools{lines: cfg, grants: cfg, journal: cfg, live: live, quota: q, sched: sched, now: now}
+	return &Pools{lines: cfg, grants: cfg, journal: cfg, live: live, quota: q, sched: sched, now: now,
+		closeBound: DefaultLineCloseBound}
+}
+
+// DefaultLineCloseBound is the closing mark's lifetime a line's DELETE
+// uses unless SetLineCloseBound says otherwise (QC_LINE_CLOSE_BOUND).
+const DefaultLineCloseBound = 30 * time.Second
+
+// SetLineCloseBound sets how long a line's DELETE may keep the line closed
+// to new sessions (d > 0; call it before serving): a DELETE that dies
+// after its mark leaves the line usable again after d, and one that takes
+// longer than d fails (quota.ErrUnavailable) rather than delete a line a
+// session may have opened on since.
+func (a *Pools) SetLineCloseBound(d time.Duration) {
+	if d > 0 {
+		a.closeBound = d
+	}
 }
 
 // changed tells the quota Service that a resource's pools changed.

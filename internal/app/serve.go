@@ -221,6 +221,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	// for the ledger's writes too, and tells the other instances).
 	poolLedger, poolLive := admin.GuardPools(ann, rs, brk)
 	poolAdmin := admin.NewPools(poolLedger, poolLive, svc, sched, nil)
+	poolAdmin.SetLineCloseBound(cfg.Quota.LineCloseBound)
 	// Its background marks stop before the ledger closes (closers run in order).
 	in.closers = append([]func(){svc.Close}, in.closers...)
 	active = newActiveSet(tracker, b.ledger, svc)

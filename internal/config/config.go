@@ -119,6 +119,11 @@ type Sweeper struct {
 type Quota struct {
 	FinishedRetention time.Duration
 	PolicyCacheTTL    time.Duration
+	// LineCloseBound is how long a business line's DELETE may keep the
+	// line closed to new sessions (its closing mark's lifetime in Redis):
+	// a DELETE that dies midway leaves the line usable again after it, and
+	// one that takes longer fails (503) instead of deleting the line.
+	LineCloseBound time.Duration
 	// GlobalSessionIDs: no scoped session ids (quota.Options.GlobalSessionIDs),
 	// for a rolling upgrade from a version without them.
 	GlobalSessionIDs bool
@@ -163,7 +168,7 @@ func Default() Config {
 		Sweeper:   Sweeper{Interval: 5 * time.Second, Batch: 500},
 		Breaker:   Breaker{Failures: 5, OpenFor: 5 * time.Second},
 		Reconcile: Reconcile{Interval: time.Minute, Grace: 30 * time.Second, Settle: 3 * time.Second},
-		Quota:     Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second},
+		Quota:     Quota{FinishedRetention: 24 * time.Hour, PolicyCacheTTL: 2 * time.Second, LineCloseBound: 30 * time.Second},
 		Ledger: Ledger{Interval: time.Hour, RollupAfter: 25 * time.Hour, Retention: 90 * 24 * time.Hour,
 			Batch: 10000, DeleteBatch: 10000, Pause: 100 * time.Millisecond},
 		Log:            Log{Level: "info", Format: "json"},
@@ -249,6 +254,7 @@ func LoadWith(name string, args []string, more func(*flag.FlagSet)) (Config, *fl
 	fs.DurationVar(&c.Sweeper.Interval, "sweep-interval", c.Sweeper.Interval, "how often the leak sweeper runs")
 	fs.IntVar(&c.Sweeper.Batch, "sweep-batch", c.Sweeper.Batch, "sessions swept per script call")
 	fs.DurationVar(&c.Quota.FinishedRetention, "finished-retention", c.Quota.FinishedRetention, "how long settled sessions stay in Redis for cheap repeats and late true-ups")
+	fs.DurationVar(&c.Quota.LineCloseBound, "line-close-bound", c.Quota.LineCloseBound, "how long a business line's DELETE may keep the line closed to new sessions: a DELETE that dies midway frees the line after this, one that takes longer fails (1s to 10m)")
 	fs.DurationVar(&c.Quota.PolicyCacheTTL, "policy-cache-ttl", c.Quota.PolicyCacheTTL, "how long a policy read from MySQL is reused (changes are also announced to every instance at once; this bounds a missed announcement)")
 	fs.BoolVar(&c.Quota.GlobalSessionIDs, "global-session-ids", c.Quota.GlobalSessionIDs,
 		"one session-id namespace for all clients, as before ids were scoped to client and resource (another client's id is a 409): set it while instances of an older version still serve")
@@ -316,6 +322,9 @@ func (c Config) validate(backendsPaired bool) error {
 		if d <= 0 {
 			bad("%s must be positive, got %s", name, d)
 		}
+	}
+	if c.Quota.LineCloseBound < time.Second || c.Quota.LineCloseBound > 10*time.Minute {
+		bad("line-close-bound must be between 1s and 10m, got %s", c.Quota.LineCloseBound)
 	}
 	if c.ShutdownDrain < 0 {
 		bad("shutdown-drain must not be negative")

@@ -383,10 +383,16 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 		}, nil
 	}()
 	var pp policyPools
+	var before pools.Settings
 	if err == nil {
-		// "pools" is checked before anything is written, stored after the
-		// policy (its layout is cut from the new limit).
+		// "pools" is checked before anything is written, and stored with
+		// the policy in its transaction (quota.Policy.Pools), so a failure
+		// leaves both as they were; a new policy's after it.
 		pp, err = s.parsePolicyPools(r, name, p.TotalLimit, pools.DefaultSettings(), body.Pools, false)
+	}
+	if err == nil && pp.set != nil {
+		before, err = s.storedSettings(r, name)
+		p.Pools = pp.set
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -394,8 +400,13 @@ func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	stored, created, err := s.svc.PutPolicy(r.Context(), p)
 	out := policyWithPools{PolicyView: stored.View()}
-	if err == nil {
+	switch {
+	case err != nil || pp.set == nil:
+	case created:
 		err = pp.store(s, r, name, &out)
+	default:
+		out.Pools = pp.set
+		err = s.pools.Lines.SettingsStored(r.Context(), name, before, *pp.set)
 	}
 	if err != nil {
 		s.writeError(w, r, err)

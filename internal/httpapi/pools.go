@@ -34,6 +34,9 @@ type PoolLines interface {
 	PutSettings(ctx context.Context, resource string, s pools.Settings) (pools.Layout, error)
 	Status(ctx context.Context, resource string) (admin.PoolStatus, bool, error)
 	CheckLayout(ctx context.Context, resource string, limit int64, set *pools.Settings) error
+	// SettingsStored audits pool settings a policy PUT stored with the
+	// policy (quota.Policy.Pools) and drops the cached pools.
+	SettingsStored(ctx context.Context, resource string, before, after pools.Settings) error
 }
 
 // PoolGrants is temporary grants and buffer releases.

@@ -104,8 +104,19 @@ type policyWithPools struct {
 	Pools *pools.Settings `json:"pools,omitempty"`
 }
 
+// storedSettings are a resource's pool settings as stored now (the
+// defaults for a resource without a policy), the audit's before of a
+// policy PUT that stores new ones. Errors: quota.ErrUnavailable.
+func (s *Server) storedSettings(r *http.Request, resource string) (pools.Settings, error) {
+	c, err := s.pools.Lines.Config(r.Context(), resource)
+	if errors.Is(err, quota.ErrResourceNotFound) {
+		return pools.DefaultSettings(), nil
+	}
+	return c.Settings, err
+}
+
 // store writes the settings after the policy (the layout is cut from its
-// new limit).
+// new limit): a new policy's, and a PATCH's.
 func (p policyPools) store(s *Server, r *http.Request, resource string, out *policyWithPools) error {
 	if p.set == nil {
 		return nil

@@ -18,8 +18,12 @@ import (
 // pools take turns. When the settings differ, check is asked with the
 // pools read under the lock (State.Limit is the stored limit; grants and
 // releases expiring after since, Unix ms) before the write; its error is
-// returned as it is and nothing is written. found false: the resource
-// has no policy, nothing was written (the caller creates it).
+// returned as it is and nothing is written. With p.Pools the pool
+// settings are checked (State.Settings is then p.Pools) and written in the
+// same transaction: the policy and its settings are stored together or
+// not at all (settings that are all that changed leave the policy's row,
+// and the stored policy is returned). found false: the resource has no policy, nothing was
+// written (the caller creates it).
 //
 // Errors: check's; one wrapping quota.ErrUnavailable.
 func (s *Store) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since int64,
@@ -50,12 +54,19 @@ func (s *Store) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since in
 	if err != nil {
 		return quota.Policy{}, false, translate(op, err)
 	}
-	if cur := r.policy(); cur.SameSettings(p) {
+	cur := r.policy()
+	if cur.SameSettings(p) && p.Pools == nil {
 		return cur, true, nil
 	}
 	st := pools.State{Limit: r.TotalLimit}
 	if st.Settings, _, err = readPoolSettings(ctx, tx, p.ResourceName); err != nil {
 		return quota.Policy{}, true, translate(op, err)
+	}
+	if p.Pools != nil {
+		if cur.SameSettings(p) && st.Settings == *p.Pools {
+			return cur, true, nil
+		}
+		st.Settings = *p.Pools // the lines are checked against the new settings
 	}
 	if st.Lines, err = readLines(ctx, tx, p.ResourceName); err != nil {
 		return quota.Policy{}, true, translate(op, err)
@@ -66,17 +77,28 @@ func (s *Store) UpdatePolicyLocked(ctx context.Context, p quota.Policy, since in
 	if err = check(st); err != nil {
 		return quota.Policy{}, true, err
 	}
-	if _, err = tx.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
-		reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, fail_mode = ?, updated_ms = ?
-		WHERE resource_name = ?`,
-		string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone, p.LeakThresholdSeconds,
-		string(p.FailMode), msOf(p.UpdatedAt), p.ResourceName); err != nil {
-		return quota.Policy{}, true, translate(op, err)
+	same := cur.SameSettings(p) // only the pool settings change: the policy row stays
+	if !same {
+		if _, err = tx.ExecContext(ctx, `UPDATE quota_policy SET quota_type = ?, total_limit = ?,
+			reset_cron = ?, timezone = ?, leak_threshold_seconds = ?, fail_mode = ?, updated_ms = ?
+			WHERE resource_name = ?`,
+			string(p.QuotaType), p.TotalLimit, p.ResetCron, p.Timezone, p.LeakThresholdSeconds,
+			string(p.FailMode), msOf(p.UpdatedAt), p.ResourceName); err != nil {
+			return quota.Policy{}, true, translate(op, err)
+		}
+	}
+	if p.Pools != nil {
+		if err = writePoolSettings(ctx, tx, p.ResourceName, *p.Pools, p.UpdatedAt); err != nil {
+			return quota.Policy{}, true, translate(op, err)
+		}
 	}
 	if err = tx.Commit(); err != nil {
 		return quota.Policy{}, true, translate(op, err)
 	}
-	p.CreatedAt = timeOf(r.CreatedMs)
+	if same {
+		return cur, true, nil
+	}
+	p.CreatedAt, p.Pools = timeOf(r.CreatedMs), nil
 	return p, true, nil
 }
 

@@ -55,3 +55,52 @@ func TestUpdatePolicyLocked(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdatePolicyLockedStoresThePoolSettingsWithIt: with quota.Policy.Pools
+// the settings are what check sees and are written in the policy's
+// transaction: refused, neither the limit nor the settings change;
+// accepted, both; settings that are all that changed leave the policy's
+// row (its UpdatedAt) as it was.
+func TestUpdatePolicyLockedStoresThePoolSettingsWithIt(t *testing.T) {
+	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
+		ctx := testCtx(t)
+		pol := testPolicy("gpu", 1000, t0)
+		if _, _, err := s.PutPolicy(ctx, pol); err != nil {
+			t.Fatal(err)
+		}
+		set := pools.DefaultSettings()
+		set.SharedPercent, set.DedicatedPercent = 50, 40
+		next := pol
+		next.TotalLimit, next.UpdatedAt, next.Pools = 2000, t0.Add(time.Minute), &set
+		refused := errors.New("refused")
+		var seen pools.State
+		if _, _, err := s.UpdatePolicyLocked(ctx, next, 0, func(st pools.State) error { seen = st; return refused }); !errors.Is(err, refused) {
+			t.Fatalf("refused: %v", err)
+		}
+		if seen.Settings != set {
+			t.Fatalf("check saw settings %+v, want the new %+v", seen.Settings, set)
+		}
+		got, _ := s.GetPolicy(ctx, "gpu")
+		if stored, _, _ := s.PoolSettings(ctx, "gpu"); got.TotalLimit != 1000 || stored != pools.DefaultSettings() {
+			t.Fatalf("refused, yet stored: limit %d, settings %+v", got.TotalLimit, stored)
+		}
+		ok := func(pools.State) error { return nil }
+		if got, _, err := s.UpdatePolicyLocked(ctx, next, 0, ok); err != nil || got.TotalLimit != 2000 || got.Pools != nil {
+			t.Fatalf("accepted: %+v %v", got, err)
+		}
+		if stored, _, _ := s.PoolSettings(ctx, "gpu"); stored != set {
+			t.Fatalf("settings %+v, want %+v", stored, set)
+		}
+		before, _ := s.GetPolicy(ctx, "gpu")
+		set2 := set
+		set2.BorrowLimitPercent = 300
+		only := before
+		only.UpdatedAt, only.Pools = t0.Add(2*time.Minute), &set2
+		if got, _, err := s.UpdatePolicyLocked(ctx, only, 0, ok); err != nil || !got.UpdatedAt.Equal(before.UpdatedAt) {
+			t.Fatalf("settings only: %+v %v, want the policy as stored (updated %v)", got, err, before.UpdatedAt)
+		}
+		if stored, _, _ := s.PoolSettings(ctx, "gpu"); stored != set2 {
+			t.Fatalf("settings only: stored %+v, want %+v", stored, set2)
+		}
+	})
+}

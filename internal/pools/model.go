@@ -89,8 +89,10 @@ type LineState struct {
 	// Mode is the elasticity mode the controller chose for the line under
 	// AUTO ("" = none yet); Settings.ModeOf gives the mode in force.
 	Mode Mode `json:"mode,omitempty"`
-	// Closing: the line is being deleted (CloseLine); no new session opens on it.
-	Closing bool `json:"closing,omitempty"`
+	// ClosingUntil is the line's closing mark (CloseLine): the deadline (ms,
+	// the store's clock) until which a DELETE of it refuses new sessions,
+	// Deleted for a deleted line's tombstone, 0 for none (Closing).
+	ClosingUntil int64 `json:"closingUntil,omitempty"`
 }
 
 // OwnDedicated is the dedicated part the line holds now: its layout's, less
@@ -178,7 +180,7 @@ type ApplyReq struct {
 	Min          int64  // 0 = all or nothing; else the least grant accepted
 	Critical     bool
 	Continuation bool
-	Now          int64 // ms, the store's clock (grants' windows)
+	Now          int64 // ms, the store's clock (grants' windows, the closing mark's deadline)
 }
 
 // Decision is the model's answer to an apply.
@@ -210,7 +212,7 @@ func (m *Model) Apply(r ApplyReq) (Decision, error) {
 		if !ok {
 			return d, ErrUnknownLine
 		}
-		if l.Closing {
+		if l.Closing(r.Now) {
 			return d, ErrLineClosing
 		}
 		d = m.applyLine(l, r)

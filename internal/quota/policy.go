@@ -3,6 +3,8 @@ package quota
 import (
 	"strings"
 	"time"
+
+	"github.com/quotacenter/quota-center/internal/pools"
 )
 
 // QuotaType is the unit a policy counts in.
@@ -108,6 +110,12 @@ type Policy struct {
 	// ResetAt is when an operator last started a new period by hand (POST
 	// /admin/policies/{r}/reset); zero if never. See PeriodAnchor.
 	ResetAt time.Time `json:"-"`
+	// Pools, when not nil, are pool settings to store with the policy, in
+	// the same transaction, when PutPolicy updates a stored policy
+	// (PoolConfig.UpdatePolicyLocked: checked with the lines against the
+	// new limit, and stored with it or not at all); a create stores the
+	// policy alone. Never set on a policy read from a store.
+	Pools *pools.Settings `json:"-"`
 }
 
 // SameSettings reports whether p and q have the same settings, the fields a

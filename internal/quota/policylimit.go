@@ -14,7 +14,8 @@ import (
 // fits the stored limit: one of them is refused (issue 21's turns). A
 // create (the resource has no policy yet, so no lines or grants; or
 // createOnly) inserts if absent; when another create wins that race the
-// update is tried again under the lock.
+// update is tried again under the lock. p.Pools (pool settings) are stored
+// in the update's transaction; a create stores the policy alone.
 // Errors: *ValidationError naming "totalLimit" (checkLimitFits), the
 // stores'.
 func (s *Service) putPooledPolicy(ctx context.Context, p Policy, createOnly bool) (Policy, bool, error) {
@@ -27,6 +28,9 @@ func (s *Service) putPooledPolicy(ctx context.Context, p Policy, createOnly bool
 		v, err := s.freshPools(ctx, p.ResourceName)
 		if err != nil {
 			return Policy{}, false, err
+		}
+		if p.Pools != nil {
+			v.settings = *p.Pools // checked here; the caller stores them after the create
 		}
 		if err := check(pools.State{Settings: v.settings, Lines: v.lines, Grants: v.grants}); err != nil {
 			return Policy{}, false, err

@@ -51,7 +51,10 @@ type PoolConfig interface {
 	// takes: check is asked with the pools read under it (grants and
 	// releases expiring after since, Unix ms) and its error returned with
 	// nothing written; settings equal to the stored ones write nothing and
-	// skip check. found false: no such policy, nothing written.
+	// skip check. With p.Pools the pool settings are checked (the State's
+	// Settings are p.Pools) and written in the same transaction, so the
+	// policy and its settings are stored together or not at all.
+	// found false: no such policy, nothing written.
 	UpdatePolicyLocked(ctx context.Context, p Policy, since int64, check func(pools.State) error) (stored Policy, found bool, err error)
 }
 

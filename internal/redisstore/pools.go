@@ -184,7 +184,7 @@ func (s *Store) PoolModel(ctx context.Context, resource string, per quota.Period
 		l.Lent, l.Reclaimed, l.Buffer, l.Consumed = get(p, "l:"+name), get(p, "r:"+name), get(p, "b:"+name), get(p, "n:"+name)
 		l.RefuseAcc = get(p, "k:"+name)
 		l.Mode = pools.Mode(p["m:"+name])
-		l.Closing = p["cl:"+name] != ""
+		l.ClosingUntil = closingUntil(p["cl:"+name])
 		l.UsedDedicated, l.UsedShared, l.UsedBuffer, l.UsedGrant = get(b, "ud:"+name), get(b, "us:"+name), get(b, "ub:"+name), get(b, "ug:"+name)
 	}
 	for id, v := range g {

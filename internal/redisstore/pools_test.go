@@ -29,6 +29,9 @@ type poolWorld struct {
 	// closed counts the applies refused because their line was closing
 	// (being deleted), in the store and the model alike.
 	closed int
+	// expired counts the applies decided on a line whose closing mark had
+	// expired (its DELETE died): not refused for it, in both.
+	expired int
 }
 
 func newPoolWorld(t *testing.T, e *env, limit int64, s pools.Settings, lines []pools.LineSpec) *poolWorld {
@@ -72,6 +75,9 @@ func (w *poolWorld) apply(t *testing.T, r pools.ApplyReq) (pools.Decision, quota
 			w.closed++
 		}
 		return want, got
+	}
+	if l := w.model.Lines[r.Line]; l != nil && l.ClosingUntil != 0 {
+		w.expired++ // decided on a line whose closing mark expired
 	}
 	if l := w.model.Lines[r.Line]; l != nil && got.Tight != (l.Buffer > 0) {
 		t.Fatalf("apply %+v: tight %v, model buffer lent %d", r, got.Tight, l.Buffer)
@@ -145,7 +151,7 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		refusedBy := map[pools.Reason]int{}
 		spare := 0
-		cuts, closed := 0, 0
+		cuts, closed, expired := 0, 0, 0
 		for seed := range uint64(4) {
 			rng := rand.New(rand.NewPCG(seed, 13))
 			limit := int64(1000 + rng.IntN(100_000))
@@ -204,9 +210,13 @@ func TestPoolApplyMatchesTheModel(t *testing.T) {
 			}
 			cuts += w.cuts
 			closed += w.closed
+			expired += w.expired
 		}
 		if closed == 0 {
 			t.Errorf("no apply met a closing line: the closing rule was never compared")
+		}
+		if expired == 0 {
+			t.Errorf("no apply met an expired closing mark: its rule was never compared")
 		}
 		if cuts == 0 {
 			t.Errorf("no shrink cut lent buffer back: the cuts were never compared")
@@ -267,34 +277,57 @@ func (w *poolWorld) shrink(t *testing.T, rng *rand.Rand) {
 	w.lay = lay
 }
 
-// closeLine marks a random line closing (a DELETE of it deciding), or
-// open again, in the store (pool_close.lua) and the model (CloseLine): the
-// store's count of the line's open sessions is the model's, and applies on
-// a closing line are refused in both (pools.ErrLineClosing).
+// closeLine marks a random line closing (a DELETE of it deciding, its
+// mark good for an hour), or open again, or leaves the mark a DELETE that
+// died an hour ago left (its deadline passed), or makes a mark the
+// tombstone of a DELETE that committed, in the store (pool_close.lua) and
+// the model (CloseLine): the store's count of the line's open sessions is
+// the model's, and applies on a line whose mark holds are refused in both
+// (pools.ErrLineClosing), those on a line whose mark expired are decided
+// as on any line.
 func (w *poolWorld) closeLine(t *testing.T, rng *rand.Rand) {
 	t.Helper()
 	line := w.names[rng.IntN(len(w.names))]
-	if w.model.Lines[line].Closing {
-		if err := w.model.CloseLine(line, false); err != nil {
+	l := w.model.Lines[line]
+	switch {
+	case l.Closing(w.now) && l.ClosingUntil != pools.Deleted && rng.IntN(3) == 0:
+		mark := l.ClosingUntil
+		if err := w.model.CloseLine(line, pools.Deleted); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.e.s.ReopenLine(ctxT(t), w.e.res, line); err != nil {
+		if err := w.e.s.EndClosing(ctxT(t), w.e.res, line, mark, true); err != nil {
 			t.Fatal(err)
 		}
-		return
-	}
-	if err := w.model.CloseLine(line, true); err != nil {
-		t.Fatal(err)
-	}
-	open, err := w.e.s.CloseLine(ctxT(t), w.e.res, line)
-	var want int64
-	for _, id := range w.open {
-		if w.model.Sessions[id].Line == line {
-			want++
+	case l.Closing(w.now):
+		if err := w.model.CloseLine(line, 0); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err != nil || open != want {
-		t.Fatalf("close line %s: store counts %d open sessions (err %v), model %d", line, open, err, want)
+		if err := w.e.s.EndClosing(ctxT(t), w.e.res, line, 0, false); err != nil {
+			t.Fatal(err)
+		}
+	case rng.IntN(3) == 0:
+		// What a DELETE that died an hour ago left: a mark past its deadline.
+		dead := w.now - int64(time.Hour/time.Millisecond)
+		if err := w.model.CloseLine(line, dead); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.e.rdb.HSet(ctxT(t), poolKey(w.e.res), "cl:"+line, dead).Err(); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		open, mark, err := w.e.s.CloseLine(ctxT(t), w.e.res, line, time.Hour)
+		var want int64
+		for _, id := range w.open {
+			if w.model.Sessions[id].Line == line {
+				want++
+			}
+		}
+		if err != nil || open != want {
+			t.Fatalf("close line %s: store counts %d open sessions (err %v), model %d", line, open, err, want)
+		}
+		if err := w.model.CloseLine(line, mark); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -2756,7 +2756,10 @@ type ClientInterface interface {
 	// open. The line is first marked closing in Redis (applies on it are
 	// 409 CONFLICT from then on), then its open sessions are counted in
 	// Redis and in the ledger; with any, 409 CONFLICT and the line takes
-	// sessions again. Audited.
+	// sessions again. The mark lasts at most the server's
+	// QC_LINE_CLOSE_BOUND (30 s by default): a DELETE that dies midway
+	// leaves the line taking sessions again after it, and one that takes
+	// longer answers 503 and deletes nothing (send it again). Audited.
 	//
 	// Corresponds with DELETE /admin/policies/{resourceName}/lines/{line} (the `DeleteLine` operationId).
 	DeleteLine(ctx context.Context, resourceName ResourceNamePath, line ResourceName, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3553,7 +3556,10 @@ func (c *Client) ListLines(ctx context.Context, resourceName ResourceNamePath, r
 // open. The line is first marked closing in Redis (applies on it are
 // 409 CONFLICT from then on), then its open sessions are counted in
 // Redis and in the ledger; with any, 409 CONFLICT and the line takes
-// sessions again. Audited.
+// sessions again. The mark lasts at most the server's
+// QC_LINE_CLOSE_BOUND (30 s by default): a DELETE that dies midway
+// leaves the line taking sessions again after it, and one that takes
+// longer answers 503 and deletes nothing (send it again). Audited.
 //
 // Corresponds with DELETE /admin/policies/{resourceName}/lines/{line} (the `DeleteLine` operationId).
 func (c *Client) DeleteLine(ctx context.Context, resourceName ResourceNamePath, line ResourceName, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6166,7 +6172,10 @@ type ClientWithResponsesInterface interface {
 	// open. The line is first marked closing in Redis (applies on it are
 	// 409 CONFLICT from then on), then its open sessions are counted in
 	// Redis and in the ledger; with any, 409 CONFLICT and the line takes
-	// sessions again. Audited.
+	// sessions again. The mark lasts at most the server's
+	// QC_LINE_CLOSE_BOUND (30 s by default): a DELETE that dies midway
+	// leaves the line taking sessions again after it, and one that takes
+	// longer answers 503 and deletes nothing (send it again). Audited.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9856,7 +9865,10 @@ func (c *ClientWithResponses) ListLinesWithResponse(ctx context.Context, resourc
 // open. The line is first marked closing in Redis (applies on it are
 // 409 CONFLICT from then on), then its open sessions are counted in
 // Redis and in the ledger; with any, 409 CONFLICT and the line takes
-// sessions again. Audited.
+// sessions again. The mark lasts at most the server's
+// QC_LINE_CLOSE_BOUND (30 s by default): a DELETE that dies midway
+// leaves the line taking sessions again after it, and one that takes
+// longer answers 503 and deletes nothing (send it again). Audited.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -18,7 +18,9 @@
 --   d:L dedicated part, c:L borrow cap, w:L watermark (bp), l:L lent by reclaim,
 --   r:L reclaimed to it, b:L buffer lent to it, n:L consumed (all periods),
 --   k:L the watermark's refusal counter (basis points, pools.LineState.RefuseAcc),
---   cl:L set once a DELETE of the line began (pool_close.lua: no new session on it),
+--   cl:L the line's closing mark (pool_close.lua): the deadline (ms, Redis TIME) until
+--   which a DELETE of it refuses new sessions, or "d" once it deleted the line; a
+--   deadline passed is ignored (its DELETE died; pools.LineState.Closing),
 --   buffer the layout's buffer. An apply of critical work or a continuation
 --   that would be refused first moves the spare buffer (lent to no one, or
 --   lent to another line that does not hold it) into sbuf (pools.lib
@@ -62,8 +64,8 @@
 --   pools would cover it)),
 --   4 wrong period, 5 need balance (the balance, the limit or, with pools,
 --   the pool counters are not seeded), 6 conflict (the session id exists
---   with other arguments), 8 unknown line, 9 the line is being deleted (cl:L;
---   a replay still answers) (4, 5, 6, 8, 9: nothing changed).
+--   with other arguments), 8 unknown line, 9 the line is being deleted (cl:L
+--   holds: "d", or its deadline not passed; a replay still answers) (4, 5, 6, 8, 9: nothing changed).
 --   remaining: what the line (or the resource) could still be granted after
 --   this apply; on a line, what its next apply of the same kind could be
 --   granted (pools.lib nextRoom: recomputed after the grant; for
@@ -205,7 +207,7 @@ else
   local p = redis.call('HMGET', KEYS[6], 't:' .. line, 'd:' .. line, 'c:' .. line, 'w:' .. line,
     'l:' .. line, 'r:' .. line, 'b:' .. line, 'shared', 'sbuf', 'k:' .. line, 'cl:' .. line)
   if not p[1] then return answer(8) end
-  if p[11] then return answer(9) end -- the line is being deleted (pool_close.lua)
+  if closing(p[11]) then return answer(9) end -- the line is being deleted (pool_close.lua)
   local own = num(p[2]) - num(p[5]) + num(p[6])
   local cap, buf = num(p[3]), num(p[7])
   if buf > 0 then tight = 1 end
