@@ -77,6 +77,14 @@ func poolRoutes(c *checker, res string, ledger *sqlx.DB) {
 	c.do(req{method: http.MethodGet, path: p + "/pool-events?limit=nope"}, http.StatusBadRequest)
 	c.do(req{method: http.MethodGet, path: none + "/pool-events"}, http.StatusNotFound)
 	c.do(req{method: http.MethodGet, path: "/admin/audit?resourceName=" + res}, http.StatusOK)
+
+	// The resource itself used up (an overage finished on growth took the
+	// limit): a line's 429 gives reason EXHAUSTED, which the document lists.
+	over := c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 10, "businessLine": "growth"}}, http.StatusOK)
+	c.do(req{method: http.MethodPost, path: "/quota/finish", body: map[string]any{"resourceName": res, "sessionId": over.str(c.t, "sessionId"), "actualUsedAmount": 20000}}, http.StatusOK)
+	if r := c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 1, "businessLine": "core"}}, http.StatusTooManyRequests).str(c.t, "reason"); r != "EXHAUSTED" {
+		c.t.Fatalf("a line's apply on a used-up resource: reason %q, want EXHAUSTED", r)
+	}
 }
 
 // plantReclaims writes two WARNED reclaims of res from growth to core into

@@ -403,6 +403,7 @@ var refusalMessage = map[quota.RefusalReason]string{
 	quota.RefusedLineExhausted: "the business line has used all it may use (dedicated part, borrowing limit, buffer lent, grants)",
 	quota.RefusedWatermark:     "the business line is above its tier's reject watermark; retry later, or send critical work",
 	quota.RefusedPoolExhausted: "the shared pool is used up; the line may not borrow more now",
+	quota.RefusedExhausted:     "the resource itself is used up in this period, for every line",
 }
 
 // authorizeLine checks an apply's businessLine against its API key's line

@@ -226,6 +226,7 @@ func (e ErrorCode) Valid() bool {
 
 // Defines values for ErrorReason.
 const (
+	EXHAUSTED     ErrorReason = "EXHAUSTED"
 	LINEEXHAUSTED ErrorReason = "LINE_EXHAUSTED"
 	POOLEXHAUSTED ErrorReason = "POOL_EXHAUSTED"
 	WATERMARK     ErrorReason = "WATERMARK"
@@ -234,6 +235,8 @@ const (
 // Valid indicates whether the value is a known member of the ErrorReason enum.
 func (e ErrorReason) Valid() bool {
 	switch e {
+	case EXHAUSTED:
+		return true
 	case LINEEXHAUSTED:
 		return true
 	case POOLEXHAUSTED:
@@ -1243,7 +1246,7 @@ type Error struct {
 	// NextResetAt When the period resets; only with QUOTA_EXHAUSTED on a policy that resets (Retry-After gives the seconds to it).
 	NextResetAt *time.Time `json:"nextResetAt,omitempty"`
 
-	// Reason Why a business line's apply was refused; only with QUOTA_EXHAUSTED on a resource with lines.
+	// Reason Why an apply that named a business line was refused (EXHAUSTED is the resource itself used up, its limit less what every line holds plus grants, whatever the line's pools, so no tier or kind of work passes); only with QUOTA_EXHAUSTED of an apply on a business line (a resource without lines answers none).
 	Reason *ErrorReason `json:"reason,omitempty"`
 
 	// RemainingQuota What remains in the period, as ApplyResponse.remainingQuota (with grants, their room added; never negative then); only with QUOTA_EXHAUSTED.
@@ -1260,7 +1263,7 @@ type Error struct {
 // ErrorCode defines model for Error.Code.
 type ErrorCode string
 
-// ErrorReason Why a business line's apply was refused; only with QUOTA_EXHAUSTED on a resource with lines.
+// ErrorReason Why an apply that named a business line was refused (EXHAUSTED is the resource itself used up, its limit less what every line holds plus grants, whatever the line's pools, so no tier or kind of work passes); only with QUOTA_EXHAUSTED of an apply on a business line (a resource without lines answers none).
 type ErrorReason string
 
 // ErrorSuccess defines model for Error.Success.
@@ -3006,12 +3009,15 @@ type ClientInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -3051,12 +3057,15 @@ type ClientInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -4003,12 +4012,15 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
@@ -4058,12 +4070,15 @@ func (c *Client) ApplyQuotaWithBody(ctx context.Context, contentType string, bod
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
@@ -6440,12 +6455,15 @@ type ClientWithResponsesInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -6485,12 +6503,15 @@ type ClientWithResponsesInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -10250,12 +10271,15 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
@@ -10301,12 +10325,15 @@ func (c *ClientWithResponses) ApplyQuotaWithBodyWithResponse(ctx context.Context
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
