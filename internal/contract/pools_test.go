@@ -56,6 +56,13 @@ func poolRoutes(c *checker, res string, ledger *sqlx.DB) {
 	c.do(req{method: http.MethodDelete, path: p + "/grants/" + id}, http.StatusOK)
 	c.do(req{method: http.MethodDelete, path: p + "/grants/g-none"}, http.StatusNotFound)
 
+	rel := c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": 1, "businessLine": "growth", "expiresAt": until}}, http.StatusCreated)
+	relID, _ := rel.obj(c.t)["release"].(map[string]any)["id"].(string)
+	// The listing gives a release's held, its void what it returned.
+	c.do(req{method: http.MethodGet, path: p + "/grants"}, http.StatusOK)
+	if v := c.do(req{method: http.MethodDelete, path: p + "/grants/" + relID}, http.StatusOK).obj(c.t); v["kind"] != "RELEASE" || v["returned"] == nil {
+		c.t.Fatalf("a release's void: %v", v)
+	}
 	c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": 1, "businessLine": "growth", "expiresAt": until}}, http.StatusCreated)
 	c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": 1 << 40, "expiresAt": until}}, http.StatusConflict)
 	c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": -1}}, http.StatusBadRequest)
