@@ -304,6 +304,7 @@ func TestSchemasMatchClient(t *testing.T) {
 		{"PoolSettings", client.PoolSettings{}},
 		{"PoolStatus", client.PoolStatus{}},
 		{"Grant", client.PoolGrant{}},
+		{"VoidAnswer", client.VoidedGrant{}},
 		{"Health", client.Health{}},
 		{"SessionInfo", client.SessionInfo{}},
 		{"UsageGroup", client.UsageGroup{}},

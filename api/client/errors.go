@@ -55,20 +55,22 @@ type Error struct {
 	// RemainingQuota is what remains in the period, sent with
 	// QUOTA_EXHAUSTED; nil when the server did not send it.
 	RemainingQuota *int64
-	// LineRemaining is what the business line could be granted now, sent
-	// with QUOTA_EXHAUSTED of an apply on a line; nil otherwise.
+	// LineRemaining is what the business line's next apply of the same
+	// kind could be granted now (0 when its watermark would refuse it),
+	// sent with QUOTA_EXHAUSTED of an apply on a line; nil otherwise.
 	LineRemaining *int64
 	// NextResetAt is when the period resets, sent with QUOTA_EXHAUSTED
 	// when the policy resets; zero otherwise.
 	NextResetAt time.Time
-	// Reason is why a business line's apply was refused, sent with
-	// QUOTA_EXHAUSTED on a resource with lines: ReasonLineExhausted,
-	// ReasonWatermark or ReasonPoolExhausted; "" otherwise (the resource's
-	// whole limit is spent).
+	// Reason is why an apply that named a business line was refused, sent
+	// with its QUOTA_EXHAUSTED: ReasonLineExhausted, ReasonWatermark,
+	// ReasonPoolExhausted or ReasonExhausted (the resource itself is used
+	// up); "" for a resource without lines (older servers also left it out
+	// when a line's resource was used up).
 	Reason string
 }
 
-// Refusal reasons of a business line's QUOTA_EXHAUSTED (Error.Reason).
+// Refusal reasons of a QUOTA_EXHAUSTED on a business line (Error.Reason).
 const (
 	// ReasonLineExhausted: the line used all it may (its part, its
 	// borrowing limit, buffer lent, grants).
@@ -79,6 +81,10 @@ const (
 	// ReasonPoolExhausted: the shared pool is used up; the line may not
 	// borrow more now.
 	ReasonPoolExhausted = "POOL_EXHAUSTED"
+	// ReasonExhausted: the resource itself is used up (its limit less what
+	// every line holds, plus grants), whatever the line's pools; nothing
+	// passes until the reset or a grant.
+	ReasonExhausted = "EXHAUSTED"
 )
 
 // Error returns "quota-center: <status> <code>: <message>".

@@ -167,19 +167,31 @@ func (c *Client) VoidGrant(ctx context.Context, resource, id string) error {
 // no control characters). Errors: ErrResourceNotFound (no such resource
 // or grant), ErrInvalidArgument (the reason).
 func (c *Client) VoidGrantWithReason(ctx context.Context, resource, id, reason string) error {
+	_, err := c.VoidGrantReturning(ctx, resource, id, reason)
+	return err
+}
+
+// VoidGrantReturning is VoidGrantWithReason that also answers what was
+// voided and, for a buffer release, the buffer it gave back (at most what
+// its line still held of it: PoolGrant.Held). Errors: as
+// VoidGrantWithReason.
+func (c *Client) VoidGrantReturning(ctx context.Context, resource, id, reason string) (*VoidedGrant, error) {
 	if id == "" {
-		return errors.New("client: empty grant id")
+		return nil, errors.New("client: empty grant id")
 	}
 	p, err := poolPath(resource, "/grants/"+url.PathEscape(id))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var q url.Values
 	if reason != "" {
 		q = url.Values{"reason": {reason}}
 	}
-	_, err = c.do(ctx, http.MethodDelete, p, q, nil, authAdmin, nil)
-	return err
+	var out VoidedGrant
+	if _, err = c.do(ctx, http.MethodDelete, p, q, nil, authAdmin, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Reclaims lists a resource's reclaims, newest first (GET …/reclaims).

@@ -34,13 +34,14 @@ func TestPoolsAdminCalls(t *testing.T) {
 	}
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
-		"Pools":          func() error { _, err := c.Pools(ctx, ""); return err },
-		"PutLine":        func() error { _, err := c.PutLine(ctx, "r", "", LineSpec{Tier: "CORE"}); return err },
-		"DeleteLine":     func() error { _, err := c.DeleteLine(ctx, "r", ""); return err },
-		"VoidGrant":      func() error { return c.VoidGrant(ctx, "r", "") },
-		"ConfirmReclaim": func() error { _, err := c.ConfirmReclaim(ctx, "r", "", true, ""); return err },
-		"PoolEvents":     func() error { _, err := c.PoolEvents(ctx, "r", -1); return err },
-		"Grants":         func() error { _, err := c.Grants(ctx, ""); return err },
+		"Pools":              func() error { _, err := c.Pools(ctx, ""); return err },
+		"PutLine":            func() error { _, err := c.PutLine(ctx, "r", "", LineSpec{Tier: "CORE"}); return err },
+		"DeleteLine":         func() error { _, err := c.DeleteLine(ctx, "r", ""); return err },
+		"VoidGrant":          func() error { return c.VoidGrant(ctx, "r", "") },
+		"VoidGrantReturning": func() error { _, err := c.VoidGrantReturning(ctx, "r", "", ""); return err },
+		"ConfirmReclaim":     func() error { _, err := c.ConfirmReclaim(ctx, "r", "", true, ""); return err },
+		"PoolEvents":         func() error { _, err := c.PoolEvents(ctx, "r", -1); return err },
+		"Grants":             func() error { _, err := c.Grants(ctx, ""); return err },
 	} {
 		if err := call(); err == nil {
 			t.Errorf("%s: no error", name)

@@ -115,4 +115,17 @@ type PoolGrant struct {
 	VoidedAt  *time.Time `json:"voidedAt,omitempty"`
 	// Active: it may be drawn now.
 	Active bool `json:"active"`
+	// Held, of a buffer release (nil for a grant), is what its line (or
+	// the shared pool) still holds of it now: below Amount once an apply's
+	// spare move lent the rest on into the shared pool; 0 once voided.
+	Held *int64 `json:"held,omitempty"`
+}
+
+// VoidedGrant is the answer to a void (VoidGrantReturning).
+type VoidedGrant struct {
+	// Kind is GRANT or RELEASE; "" when it had expired meanwhile.
+	Kind string `json:"kind,omitempty"`
+	// Returned, of a release (nil for a grant), is the buffer the void
+	// gave back: at most what its line still held of it.
+	Returned *int64 `json:"returned,omitempty"`
 }

@@ -77,10 +77,11 @@ type ApplyResponse struct {
 	// resource's limit less what is charged and reserved, as Finish and
 	// Status answer it), also for a grant on a business line.
 	RemainingQuota int64 `json:"remainingQuota"`
-	// LineRemaining, for a grant on a business line, is what the line
-	// could still be granted after it (its dedicated part, what it may
-	// borrow from the shared pool, buffer lent to it, temporary grants it
-	// may draw); nil otherwise (no line, fail-open, older servers).
+	// LineRemaining, for a grant on a business line, is what the line's
+	// next apply of the same kind could still be granted after it (its
+	// dedicated part, what it may borrow from the shared pool, buffer lent
+	// to it, temporary grants it may draw; 0 when its watermark would
+	// refuse that apply); nil otherwise (no line, fail-open, older servers).
 	LineRemaining *int64 `json:"lineRemaining,omitempty"`
 	// LeaseExpiresAt is when the session is considered leaked unless it is
 	// heartbeated or finished first (UTC).

@@ -119,7 +119,10 @@ func (a *Pools) AddGrant(ctx context.Context, resource string, req GrantRequest)
 }
 
 // Grants lists a resource's grants and releases not yet expired, with
-// what is held of each grant now.
+// what is held of each grant now (Used) and what the line (or the shared
+// pool) still holds of each release in force (Held, pools.ReleasesHeld:
+// less than its amount once a spare move lent on what the line did not
+// hold). When Redis cannot be read both are left 0.
 func (a *Pools) Grants(ctx context.Context, resource string) ([]pools.GrantRecord, error) {
 	c, err := a.Config(ctx, resource)
 	if err != nil {
@@ -143,32 +146,45 @@ func (a *Pools) Grants(ctx context.Context, resource string) ([]pools.GrantRecor
 		for i := range gs {
 			gs[i].Used = used[gs[i].ID]
 		}
+		pools.ReleasesHeld(gs, m, a.now().UnixMilli())
 	}
 	return gs, nil
 }
 
-// VoidGrant ends a grant now. Voiding a buffer release gives its buffer
-// back (pool_move.lua's return: at most its amount, never what the line or
-// the shared pool holds now), recorded as a RETURN event so a rebuild after
-// Redis loss agrees. The grant.void audit entry holds the grant as it was
+// Voided is what a void did: the kind of what it ended and, for a buffer
+// release, the buffer it gave back (Returned, in the policy's unit).
+type Voided struct {
+	Kind     pools.GrantKind
+	Returned int64
+}
+
+// VoidGrant ends a grant now and says what it ended and gave back.
+// Voiding a buffer release gives back what its line (or the shared pool)
+// still holds of it (its Held, as Grants lists it: a spare move may have
+// lent the rest on) as far as sessions do not hold that buffer now
+// (pool_move.lua's return), never another release's part; Voided.Returned
+// is what came back, recorded as a RETURN event so a rebuild after Redis
+// loss agrees. The grant.void audit entry holds the grant as it was
 // (before) and the operator's reason (quota.WithReason on ctx; "" when
 // none was given). Errors: pools.ErrUnknownGrant,
 // quota.ErrResourceNotFound, quota.ErrUnavailable.
-func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
-	pol, err := a.lines.GetPolicy(ctx, resource)
+func (a *Pools) VoidGrant(ctx context.Context, resource, id string) (Voided, error) {
+	c, err := a.Config(ctx, resource)
 	if err != nil {
-		return err
+		return Voided{}, err
 	}
 	// In the resource's turn (issue 21): the grant is read, voided and
 	// its buffer given back while no other change of the pools (another
 	// void, a release, a line or limit change) runs.
 	var rel *pools.GrantRecord
+	var in []pools.GrantRecord // the grants and releases before the void
 	var before any
+	var out Voided
 	decide := func(st pools.State) (pools.Change, error) {
-		rel, before = nil, map[string]string{"id": id} // expired: no longer read
+		rel, before, in, out = nil, map[string]string{"id": id}, st.Grants, Voided{} // expired: no longer read
 		for i := range st.Grants {
 			if st.Grants[i].ID == id {
-				before = st.Grants[i]
+				before, out.Kind = st.Grants[i], st.Grants[i].Kind
 			}
 			if st.Grants[i].ID == id && st.Grants[i].Kind == pools.KindRelease && !st.Grants[i].Voided {
 				rel = &st.Grants[i]
@@ -180,37 +196,55 @@ func (a *Pools) VoidGrant(ctx context.Context, resource, id string) error {
 		if err := a.live.VoidGrant(ctx, resource, id); err != nil {
 			return err
 		}
-		if rel != nil {
-			return a.returnRelease(ctx, pol, *rel)
+		if rel == nil {
+			return nil
 		}
-		return nil
+		var err error
+		out.Returned, err = a.returnRelease(ctx, c, in, *rel)
+		return err
 	}
 	if _, err := a.change(ctx, resource, decide, then); err != nil {
-		return err
+		return Voided{}, err
 	}
 	a.changed(resource)
-	return a.audit(ctx, ActionGrantVoid, resource, before, nil)
+	return out, a.audit(ctx, ActionGrantVoid, resource, before, nil)
 }
 
-// returnRelease gives back the buffer of a voided release g, as far as
-// it is not held now, and journals what moved as a RETURN event.
-func (a *Pools) returnRelease(ctx context.Context, pol quota.Policy, g pools.GrantRecord) error {
-	per, err := a.sched.PeriodAt(pol, a.now())
+// returnRelease gives back the buffer of a voided release g: what its line
+// still holds of it (pools.ReleasesHeld over gs, the records before the
+// void, on the live layout), as far as sessions do not hold it now; it
+// journals what moved as a RETURN event and returns it.
+func (a *Pools) returnRelease(ctx context.Context, c PoolConfig, gs []pools.GrantRecord, g pools.GrantRecord) (int64, error) {
+	per, err := a.sched.PeriodAt(c.Policy, a.now())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	moved, _, err := a.live.MovePools(ctx, pol.ResourceName, per, pools.Move{Op: "return", Line: g.Line, Amount: g.Amount})
+	m, err := a.live.PoolModel(ctx, c.Policy.ResourceName, per, c.Layout)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	gs = slices.Clone(gs)
+	pools.ReleasesHeld(gs, m, a.now().UnixMilli())
+	held := int64(0)
+	for _, x := range gs {
+		if x.ID == g.ID {
+			held = x.Held
+		}
+	}
+	var moved int64
+	if held > 0 {
+		if moved, _, err = a.live.MovePools(ctx, c.Policy.ResourceName, per, pools.Move{Op: "return", Line: g.Line, Amount: held}); err != nil {
+			return 0, err
+		}
 	}
 	// What the return found lent reflects every spare-buffer move made
 	// before it: those are journalled first, so the journal never has
 	// this RETURN without the move that took the rest (a rebuild would
 	// lend that again).
-	if err := a.quota.DrainSpareMoves(ctx, pol.ResourceName); err != nil || moved <= 0 {
-		return err
+	if err := a.quota.DrainSpareMoves(ctx, c.Policy.ResourceName); err != nil || moved <= 0 {
+		return max(moved, 0), err
 	}
-	return a.journal.RecordPoolEvents(ctx, pol.ResourceName, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.ReturnKind,
+	return moved, a.journal.RecordPoolEvents(ctx, c.Policy.ResourceName, []pools.Event{{AtMs: a.now().UnixMilli(), Kind: pools.ReturnKind,
 		Line: g.Line, Amount: moved, Reason: "operator: release " + g.ID + " voided"}})
 }
 
@@ -260,7 +294,7 @@ func (a *Pools) Release(ctx context.Context, resource string, req GrantRequest) 
 			return pools.Change{}, fmt.Errorf("release %d of %s: %d free: %w", req.Amount, resource, free, ErrBufferShort)
 		}
 		g = pools.GrantRecord{Grant: pools.Grant{ID: newID("b"), Line: req.Line, Amount: moved, EffectiveMs: req.EffectiveMs, ExpiresMs: exp},
-			Kind: pools.KindRelease, Reason: req.Reason, CreatedMs: a.now().UnixMilli()}
+			Kind: pools.KindRelease, Reason: req.Reason, CreatedMs: a.now().UnixMilli(), Held: moved}
 		return pools.Change{Grant: &g}, nil
 	}
 	if _, err := a.change(ctx, resource, decide, nil); err != nil {

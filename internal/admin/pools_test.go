@@ -122,10 +122,10 @@ func TestAdminLinesGrantsReleasesAndReclaims(t *testing.T) {
 	if err != nil || len(gs) != 2 {
 		t.Fatalf("grants: %+v %v", gs, err)
 	}
-	if err := a.VoidGrant(w.Ctx, "llm", g.ID); err != nil {
-		t.Fatal(err)
+	if v, err := a.VoidGrant(w.Ctx, "llm", g.ID); err != nil || v.Kind != pools.KindGrant || v.Returned != 0 {
+		t.Fatalf("void: %+v %v", v, err)
 	}
-	if err := a.VoidGrant(w.Ctx, "llm", g.ID); !errors.Is(err, pools.ErrUnknownGrant) {
+	if _, err := a.VoidGrant(w.Ctx, "llm", g.ID); !errors.Is(err, pools.ErrUnknownGrant) {
 		t.Fatalf("second void: %v", err)
 	}
 	// The release expires: the controller returns it.

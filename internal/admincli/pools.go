@@ -243,16 +243,29 @@ func (g *globals) showPools(ctx context.Context, c *client.Client, resource stri
 func (g *globals) grantsCmd() *ffcli.Command {
 	var reason string
 	void := g.cmd("void", "quota-center admin grants void <resource> <id> [--reason R]",
-		"end a grant or release now (what sessions hold of it stays charged; a release's buffer comes back)",
+		"end a grant or release now (what sessions hold of it stays charged; a release gives back what its line still holds of it, and says how much)",
 		func(fs *flag.FlagSet) { fs.StringVar(&reason, "reason", "", "why, for the audit log") },
 		func(ctx context.Context, c *client.Client, pos []string) error {
 			if err := want(pos, 2, "the resource and the grant id"); err != nil {
 				return err
 			}
-			if err := c.VoidGrantWithReason(ctx, pos[0], pos[1], reason); err != nil {
+			v, err := c.VoidGrantReturning(ctx, pos[0], pos[1], reason)
+			if err != nil {
 				return err
 			}
-			return g.emit(map[string]any{"voided": pos[1]}, func(w *tabwriter.Writer) { row(w, "voided", pos[1]) })
+			out := map[string]any{"voided": pos[1]}
+			if v.Kind != "" {
+				out["kind"] = v.Kind
+			}
+			if v.Returned != nil {
+				out["returned"] = *v.Returned // a release: the buffer it gave back
+			}
+			return g.emit(out, func(w *tabwriter.Writer) {
+				row(w, "voided", pos[1])
+				if v.Returned != nil {
+					row(w, "buffer returned", display.Grouped(*v.Returned))
+				}
+			})
 		})
 	cmd := g.cmd("grants", "quota-center admin grants <resource> | grants void <resource> <id> [--reason R]",
 		"temporary grants and buffer releases not yet expired (add them with grant and release)", nil,
@@ -265,9 +278,15 @@ func (g *globals) grantsCmd() *ffcli.Command {
 				return err
 			}
 			return g.emit(gs, func(w *tabwriter.Writer) {
-				row(w, "ID", "KIND", "LINE", "AMOUNT", "USED", "FROM", "UNTIL", "ACTIVE", "VOIDED", "REASON")
+				// HELD: what a release's line (or the shared pool) still
+				// holds of it; a spare move may have lent the rest on.
+				row(w, "ID", "KIND", "LINE", "AMOUNT", "HELD", "USED", "FROM", "UNTIL", "ACTIVE", "VOIDED", "REASON")
 				for _, gr := range gs {
-					row(w, gr.ID, gr.Kind, orDash(gr.BusinessLine), display.Grouped(gr.Amount), display.Grouped(gr.Used),
+					held := "-"
+					if gr.Held != nil {
+						held = display.Grouped(*gr.Held)
+					}
+					row(w, gr.ID, gr.Kind, orDash(gr.BusinessLine), display.Grouped(gr.Amount), held, display.Grouped(gr.Used),
 						ts(gr.EffectiveAt), tsp(gr.ExpiresAt), gr.Active, tsp(gr.VoidedAt), orDash(oneLine(gr.Reason)))
 				}
 			})

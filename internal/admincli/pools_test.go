@@ -76,7 +76,8 @@ func TestPoolsCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustCLI(t, "grants", res, "-o", "json")), &gs); err != nil || len(gs) != 1 || gs[0].Amount != 700 {
 		t.Fatalf("grants -o json: %+v, %v", gs, err)
 	}
-	if rows = columns(t, mustCLI(t, "grants", res)); rows[1][1] != "GRANT" || rows[1][2] != "explore" || rows[1][9] != "launch day" || rows[1][8] != "-" {
+	if rows = columns(t, mustCLI(t, "grants", res)); rows[1][1] != "GRANT" || rows[1][2] != "explore" || rows[1][10] != "launch day" || rows[1][9] != "-" ||
+		rows[1][4] != "-" {
 		t.Fatalf("grants: %q", rows)
 	}
 	if out := mustCLI(t, "grants", "void", res, gs[0].ID, "--reason", "launch moved"); !strings.Contains(out, gs[0].ID) {
@@ -90,6 +91,19 @@ func TestPoolsCommands(t *testing.T) {
 	}
 	if gs, err := c.Grants(context.Background(), res); err != nil || len(gs) != 1 || gs[0].Active || gs[0].VoidedAt == nil {
 		t.Fatalf("after void: %+v, %v", gs, err)
+	}
+	// A buffer release is listed with what its line still holds of it
+	// (HELD), and its void says what buffer came back.
+	mustCLI(t, "release", res, "--amount", "100", "--line", "explore", "--reason", "burst")
+	if rows = columns(t, mustCLI(t, "grants", res)); len(rows) != 3 || rows[2][1] != "RELEASE" || rows[2][3] != "100" || rows[2][4] != "100" {
+		t.Fatalf("grants with a release: %q", rows)
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "grants", res, "-o", "json")), &gs); err != nil || len(gs) != 2 ||
+		gs[1].Held == nil || *gs[1].Held != 100 || gs[0].Held != nil {
+		t.Fatalf("grants -o json with a release: %+v, %v", gs, err)
+	}
+	if out := mustCLI(t, "grants", "void", res, gs[1].ID); !strings.Contains(out, "buffer returned") || !strings.Contains(out, "100") {
+		t.Fatalf("release void: %s", out)
 	}
 
 	now := time.Now().UnixMilli()
@@ -120,8 +134,9 @@ func TestPoolsCommands(t *testing.T) {
 		len(evs) != 1 || evs[0].Kind != "WATERMARK_RAISED" || evs[0].Amount != 200 {
 		t.Fatalf("events: %+v, %v", evs, err)
 	}
-	if rows = columns(t, mustCLI(t, "events", res)); len(rows) != 3 || rows[2][2] != "LEND_REACTIVE" || rows[2][3] != "explore" ||
-		rows[2][6] != "refused 3 times" {
+	// The release and its void above journalled RELEASE and RETURN first.
+	if rows = columns(t, mustCLI(t, "events", res)); len(rows) != 5 || rows[2][2] != "LEND_REACTIVE" || rows[2][3] != "explore" ||
+		rows[2][6] != "refused 3 times" || rows[3][2] != "RETURN" || rows[4][2] != "RELEASE" {
 		t.Fatalf("events table: %q", rows)
 	}
 	var reps []client.ReconcileReport

@@ -46,7 +46,7 @@ type Ops interface {
 type Pools interface {
 	AddGrant(ctx context.Context, resource string, req admin.GrantRequest) (pools.GrantRecord, error)
 	Release(ctx context.Context, resource string, req admin.GrantRequest) (pools.GrantRecord, error)
-	VoidGrant(ctx context.Context, resource, id string) error
+	VoidGrant(ctx context.Context, resource, id string) (admin.Voided, error)
 	Status(ctx context.Context, resource string) (admin.PoolStatus, bool, error)
 	Reclaims(ctx context.Context, resource string) ([]pools.Reclaim, error)
 	SetReclaim(ctx context.Context, resource, id string, confirm bool) (pools.Reclaim, error)

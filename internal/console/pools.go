@@ -149,15 +149,21 @@ func (c *Console) poolsChange(w http.ResponseWriter, r *http.Request) (context.C
 }
 
 // voidGrant ends a grant or release now (confirmation and reason, as every
-// change); what sessions hold of it stays charged.
+// change); what sessions hold of it stays charged. A release's notice says
+// what buffer it gave back.
 func (c *Console) voidGrant(w http.ResponseWriter, r *http.Request) {
 	name, id := chi.URLParam(r, "resourceName"), chi.URLParam(r, "id")
 	ctx, ok := c.poolsChange(w, r)
 	if !ok {
 		return
 	}
-	if err := c.d.Pools.VoidGrant(ctx, name, id); err != nil {
+	v, err := c.d.Pools.VoidGrant(ctx, name, id)
+	if err != nil {
 		c.fail(w, r, statusOf(err), "nothing was changed: "+err.Error())
+		return
+	}
+	if v.Kind == pools.KindRelease {
+		backToPools(w, r, name, fmt.Sprintf("Release %s voided: %s of its buffer returned.", id, display.Grouped(v.Returned)))
 		return
 	}
 	backToPools(w, r, name, "Grant "+id+" voided.")

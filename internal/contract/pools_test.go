@@ -56,6 +56,13 @@ func poolRoutes(c *checker, res string, ledger *sqlx.DB) {
 	c.do(req{method: http.MethodDelete, path: p + "/grants/" + id}, http.StatusOK)
 	c.do(req{method: http.MethodDelete, path: p + "/grants/g-none"}, http.StatusNotFound)
 
+	rel := c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": 1, "businessLine": "growth", "expiresAt": until}}, http.StatusCreated)
+	relID, _ := rel.obj(c.t)["release"].(map[string]any)["id"].(string)
+	// The listing gives a release's held, its void what it returned.
+	c.do(req{method: http.MethodGet, path: p + "/grants"}, http.StatusOK)
+	if v := c.do(req{method: http.MethodDelete, path: p + "/grants/" + relID}, http.StatusOK).obj(c.t); v["kind"] != "RELEASE" || v["returned"] == nil {
+		c.t.Fatalf("a release's void: %v", v)
+	}
 	c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": 1, "businessLine": "growth", "expiresAt": until}}, http.StatusCreated)
 	c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": 1 << 40, "expiresAt": until}}, http.StatusConflict)
 	c.do(req{method: http.MethodPost, path: p + "/buffer/release", body: map[string]any{"amount": -1}}, http.StatusBadRequest)
@@ -77,6 +84,14 @@ func poolRoutes(c *checker, res string, ledger *sqlx.DB) {
 	c.do(req{method: http.MethodGet, path: p + "/pool-events?limit=nope"}, http.StatusBadRequest)
 	c.do(req{method: http.MethodGet, path: none + "/pool-events"}, http.StatusNotFound)
 	c.do(req{method: http.MethodGet, path: "/admin/audit?resourceName=" + res}, http.StatusOK)
+
+	// The resource itself used up (an overage finished on growth took the
+	// limit): a line's 429 gives reason EXHAUSTED, which the document lists.
+	over := c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 10, "businessLine": "growth"}}, http.StatusOK)
+	c.do(req{method: http.MethodPost, path: "/quota/finish", body: map[string]any{"resourceName": res, "sessionId": over.str(c.t, "sessionId"), "actualUsedAmount": 20000}}, http.StatusOK)
+	if r := c.do(req{method: http.MethodPost, path: "/quota/apply", body: map[string]any{"resourceName": res, "applyAmount": 1, "businessLine": "core"}}, http.StatusTooManyRequests).str(c.t, "reason"); r != "EXHAUSTED" {
+		c.t.Fatalf("a line's apply on a used-up resource: reason %q, want EXHAUSTED", r)
+	}
 }
 
 // plantReclaims writes two WARNED reclaims of res from growth to core into

@@ -56,7 +56,7 @@ type errorBody struct {
 	RemainingQuota *int64 `json:"remainingQuota,omitempty"` // QUOTA_EXHAUSTED
 	LineRemaining  *int64 `json:"lineRemaining,omitempty"`  // QUOTA_EXHAUSTED on a business line: what it could be granted now
 	NextResetAt    string `json:"nextResetAt,omitempty"`    // QUOTA_EXHAUSTED, when the policy resets
-	Reason         string `json:"reason,omitempty"`         // QUOTA_EXHAUSTED of a business line: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED
+	Reason         string `json:"reason,omitempty"`         // QUOTA_EXHAUSTED of an apply on a business line: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED, EXHAUSTED (the resource itself)
 }
 
 // httpStatus is the HTTP status of each domain code: the HTTP map of

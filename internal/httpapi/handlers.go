@@ -108,7 +108,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 			if res.Refused() {
 				tier := s.countRefusal(r.Context(), req, res)
 				res, msg := s.lineRefusal(r.Context(), req, res, tier)
-				s.writeRefused(w, res, msg)
+				s.writeRefused(w, res, msg, req.BusinessLine != "")
 				return
 			}
 			writeJSON(w, http.StatusOK, applyResponse{
@@ -133,12 +133,14 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 
 // writeRefused answers a refused apply: 429 QUOTA_EXHAUSTED; Retry-After
 // is the whole seconds to the next reset, when the policy resets. msg,
-// when not "", is the message (lineRefusal's).
-func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse, msg string) {
+// when not "", is the message (lineRefusal's). onLine: the apply named a
+// business line, so the body gives its reason even when the resource
+// itself is used up (EXHAUSTED); a plain resource's refusal has none.
+func (s *Server) writeRefused(w http.ResponseWriter, res quota.ApplyResponse, msg string, onLine bool) {
 	rem := res.Remaining
 	body := errorBody{Code: CodeQuotaExhausted, RemainingQuota: &rem, LineRemaining: res.LineRemaining,
 		Message: "quota exhausted: " + strconv.FormatInt(res.Remaining, 10) + " remaining in this period"}
-	if res.Refusal.Reason != quota.RefusedExhausted {
+	if res.Refusal.Reason != quota.RefusedExhausted || onLine {
 		body.Reason = string(res.Refusal.Reason)
 		body.Message = "quota exhausted: " + refusalMessage[res.Refusal.Reason]
 	}

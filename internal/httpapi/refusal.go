@@ -14,9 +14,23 @@ import (
 // watermark only for non-critical work, so critical work passes; on GROWTH
 // and EXPLORE lines a continuation of running work passes (ApplyRequest's
 // NonCritical and Continuation); a line refused for more than it may still
-// get is told how much that is.
+// get is told how much that is; a refusal because the resource itself is
+// used up (EXHAUSTED: its limit less what every line holds, plus grants)
+// says that no tier or kind of work passes until the reset or a grant.
 func lineAdvice(reason quota.RefusalReason, tier string, lineRemaining *int64) string {
 	switch reason {
+	case quota.RefusedExhausted:
+		who := "no tier or kind of work passes"
+		if tier == string(pools.TierCore) {
+			who = "even a CORE line's critical work and continuations are refused"
+		}
+		only := ""
+		if lineRemaining != nil && *lineRemaining > 0 {
+			only = "the line may be granted only " + strconv.FormatInt(*lineRemaining, 10) + " more now: ask for at most " +
+				"that (or give minAmount); otherwise "
+		}
+		return "the resource itself is used up in this period (its limit less what every line holds, plus grants), " +
+			"so " + who + ": " + only + "retry after the reset, or ask an operator for a grant or a higher limit"
 	case quota.RefusedWatermark:
 		if tier == string(pools.TierCore) {
 			return "the CORE line is above its watermark, where non-critical work is refused: critical work still passes"
@@ -37,7 +51,8 @@ func lineAdvice(reason quota.RefusalReason, tier string, lineRemaining *int64) s
 	return ""
 }
 
-// lineRefusal completes a refused apply on a business line: the period's
+// lineRefusal completes a refused apply on a business line, whatever its
+// reason (the resource's own exhaustion, EXHAUSTED, too): the period's
 // remaining as status answers it (grants included) is read, and the
 // message gives what the line could be granted now (the apply script's
 // answer, lineRemaining in the body) and the tier's advice. A failed read
@@ -45,14 +60,17 @@ func lineAdvice(reason quota.RefusalReason, tier string, lineRemaining *int64) s
 // It returns the answer and its message ("" for a refusal not on a line:
 // writeRefused's own).
 func (s *Server) lineRefusal(ctx context.Context, req quota.ApplyRequest, res quota.ApplyResponse, tier string) (quota.ApplyResponse, string) {
-	if res.Refusal == nil || res.Refusal.Reason == quota.RefusedExhausted || req.BusinessLine == "" {
+	if res.Refusal == nil || req.BusinessLine == "" {
 		return res, ""
 	}
 	if st, err := s.svc.Status(ctx, req.ResourceName); err == nil {
 		res.Remaining = st.Remaining
 	}
 	line := ""
-	if res.LineRemaining != nil && res.Refusal.Reason != quota.RefusedLineExhausted { // its advice gives the figure
+	// LINE_EXHAUSTED's advice gives the figure, EXHAUSTED's when it is not 0.
+	gives := res.Refusal.Reason == quota.RefusedLineExhausted ||
+		(res.Refusal.Reason == quota.RefusedExhausted && res.LineRemaining != nil && *res.LineRemaining > 0)
+	if res.LineRemaining != nil && !gives {
 		line = "; the line could be granted " + strconv.FormatInt(*res.LineRemaining, 10) + " now"
 	}
 	return res, "quota exhausted on business line " + strconv.Quote(req.BusinessLine) + ": " +

@@ -40,3 +40,21 @@ func TestLineAdviceGivesWhatTheLineMayStillGet(t *testing.T) {
 		}
 	}
 }
+
+// A refusal because the resource itself is used up (EXHAUSTED, on an apply
+// that named a line) has advice too: nothing passes on any tier (no advice
+// to send critical work or continuations), and what the line may still get
+// when that is more than 0.
+func TestExhaustedAdviceFitsTheTier(t *testing.T) {
+	n, zero := int64(40), int64(0)
+	for _, tier := range []string{"CORE", "GROWTH", "EXPLORE", "unknown"} {
+		for _, left := range []*int64{nil, &zero, &n} {
+			a := lineAdvice(quota.RefusedExhausted, tier, left)
+			if !strings.Contains(a, "the resource itself is used up") || strings.Contains(a, "still pass") ||
+				strings.Contains(a, "mark continuations") || (left == &n) != strings.Contains(a, "only 40 more") ||
+				(tier == "CORE") != strings.Contains(a, "even a CORE line's critical work") {
+				t.Errorf("%s, %v left: %q", tier, left, a)
+			}
+		}
+	}
+}

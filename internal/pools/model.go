@@ -390,15 +390,8 @@ func (m *Model) LimitRoom() int64 {
 
 func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	exempt := r.Continuation || (l.Tier == TierCore && r.Critical)
-	// shown: what critical work or a continuation could have had with the
-	// spare buffer moved (a refusal's lineRemaining: asking that much moves
-	// it and is granted; apply.lua's the same).
-	var shown int64
-	if m.Watermarks && (r.Critical || r.Continuation) && m.wouldRefuse(l, r, exempt) {
-		var fits bool
-		if shown, fits = m.afterSpare(l, r); fits {
-			m.SpareToShared(l.Name)
-		}
+	if m.Watermarks && (r.Critical || r.Continuation) && m.wouldRefuse(l, r, exempt) && m.fitsAfterSpare(l, r) {
+		m.SpareToShared(l.Name)
 	}
 	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
 	if m.Watermarks && !exempt && refusedByWatermark(l, l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, r.Critical) {
@@ -414,7 +407,10 @@ func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	fromPools := min(availD+availS+availB, m.LimitRoom())
 	n, ok := want(r, fromPools+availG)
 	if !ok {
-		d := Decision{Reason: ReasonLineExhausted, Remaining: m.refusedRoom(l, r, fromPools+availG, shown)}
+		// lineRemaining from the state the refusal left (LineRoom): with
+		// the spare buffer still in place, what asking that much would
+		// move and be granted.
+		d := Decision{Reason: ReasonLineExhausted, Remaining: m.LineRoom(l, r)}
 		if _, could := want(r, availD+availS+availB+availG); could {
 			d.Reason = ReasonExhausted
 		} else if _, could := want(r, availD+max(0, l.BorrowCap-l.UsedShared)+availB+availG); could {

@@ -18,6 +18,12 @@ type GrantRecord struct {
 	Reason    string    `json:"reason"`
 	CreatedMs int64     `json:"createdAtMs"`
 	VoidedMs  int64     `json:"voidedAtMs,omitempty"`
+	// Held, of a buffer release in force, is what its line (or the shared
+	// pool) still holds of it now, in the policy's unit (ReleasesHeld): a
+	// spare move of an apply lends on what the line does not hold, so it
+	// may be less than Amount. Read from the live layout when listed, not
+	// stored (nor in audit entries); 0 for grants and voided releases.
+	Held int64 `json:"-"`
 }
 
 // PoolEvent is a controller's or operator's pool decision as recorded.

@@ -144,7 +144,7 @@ func TestTakenReactiveBufferEndsTheHold(t *testing.T) {
 
 // An apply refused even after the move (one larger than anything the
 // resource could grant) leaves the spare buffer where it was: the move is
-// made only when the apply then fits by capacity (Model.afterSpare).
+// made only when the apply then fits by capacity (Model.fitsAfterSpare).
 // Before, the oversized critical apply put the whole buffer into the
 // shared pool and an operator's buffer release found none free (409)
 // until the controller gave it back.

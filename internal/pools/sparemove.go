@@ -3,34 +3,21 @@ package pools
 // wouldRefuse reports whether applyLine would refuse r now, without
 // changing anything (the watermark's counter is read, not advanced).
 func (m *Model) wouldRefuse(l *LineState, r ApplyReq, exempt bool) bool {
-	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
-	if !exempt {
-		share := RefuseShare(l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, l.Watermark, r.Critical)
-		if share >= 10000 || (share > 0 && l.RefuseAcc+share >= 10000) {
-			return true
-		}
+	if !exempt && m.watermarkWouldRefuse(l, r, 0) {
+		return true
 	}
-	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
-	availB := max(0, l.Buffer-l.UsedBuffer)
-	_, ok := want(r, min(availD+availS+availB, m.LimitRoom())+grantRoom(m.activeGrants(l.Name, r.Now)))
+	_, ok := want(r, m.roomWith(l, r, 0))
 	return !ok
 }
 
-// afterSpare is what r could be granted by capacity once the spare buffer
-// (SpareAmount) is in the shared pool, and whether r then fits, without
-// moving it: the move is made only when it fits, so an apply refused even
-// after it (one larger than the resource could grant) leaves the buffer
-// where it was (apply.lua, the same rule).
-func (m *Model) afterSpare(l *LineState, r ApplyReq) (int64, bool) {
-	moved := m.SpareAmount(l.Name)
-	m.SharedBuffer += moved
-	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
-	m.SharedBuffer -= moved
-	availD := max(0, l.OwnDedicated()-l.UsedDedicated)
-	availB := max(0, l.Buffer-l.UsedBuffer)
-	room := min(availD+availS+availB, m.LimitRoom()) + grantRoom(m.activeGrants(l.Name, r.Now))
-	_, ok := want(r, room)
-	return room, ok
+// fitsAfterSpare reports whether r fits by capacity once the spare buffer
+// (SpareAmount) is in the shared pool, without moving it: the move is made
+// only when it fits, so an apply refused even after it (one larger than
+// the resource could grant) leaves the buffer where it was (apply.lua, the
+// same rule).
+func (m *Model) fitsAfterSpare(l *LineState, r ApplyReq) bool {
+	_, ok := want(r, m.roomWith(l, r, m.SpareAmount(l.Name)))
+	return ok
 }
 
 // SpareAmount is what SpareToShared(except) would move now, changing
@@ -50,7 +37,7 @@ func (m *Model) SpareAmount(except string) int64 {
 // lent to no one and what every line but except was lent and does not hold
 // now (in the layout's order). An apply of critical work or a continuation
 // that would be refused, and that fits by capacity after the move
-// (afterSpare), does it first (Model.Apply, apply.lua): the
+// (fitsAfterSpare), does it first (Model.Apply, apply.lua): the
 // controller's short-shared-pool rule (Controller.guardShared) acts every
 // 10 s and a period's last seconds can empty the shared pool between two
 // ticks, with buffer lent to a line that holds none of it standing idle

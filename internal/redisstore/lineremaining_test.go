@@ -11,20 +11,28 @@ import (
 
 // TestLineRemainingIsWhatTheNextApplyGets holds an apply's lineRemaining
 // to what the line's next apply of the same kind is granted (docs/pools.md
-// §5, open findings 2 and 3): after a grant it is recomputed (half of what
-// the shared pool has free changes with the grant: on main a grant answered
-// avail − granted, 0 where the next apply of 100 was granted), and on a
-// refusal of non-critical work it is what the watermark lets that work take
-// (on main the line's capacity, which the watermark then refused). Each
-// answer is probed by the next apply on its line: non-critical work asks
-// more than the limit with minAmount 1 and must get exactly lineRemaining
-// (or be refused when it is 0); critical work and continuations ask exactly
-// lineRemaining, all or nothing, and must get it (critical work on a GROWTH
-// or EXPLORE line may still be refused by the watermark); a probe
-// granted is given back (cancelled). Real Redis and miniredis.
+// §5, open findings 2, 3 and D): after a grant it is recomputed (half of
+// what the shared pool has free changes with the grant: on main a grant
+// answered avail − granted, 0 where the next apply of 100 was granted), on
+// a refusal of non-critical work it is what the watermark lets that work
+// take (on main the line's capacity, which the watermark then refused), and
+// for critical work on a GROWTH or EXPLORE line it is what the watermark
+// lets the next critical apply take, after the spare buffer's move (before
+// this change the line's capacity, which the watermark refused from halfway
+// up: 48 of 110 such probes in a review). Each answer is probed by the
+// next apply of its kind on its line: non-critical work asks more than the
+// limit with minAmount 1 and must get exactly lineRemaining (or be refused
+// when it is 0); critical work and continuations answered 0 must be
+// refused even 1, and otherwise in turn: asking exactly lineRemaining, all
+// or nothing, is granted; asking one more is refused; asking more than the
+// limit with minAmount 1 is granted at most lineRemaining. A probe granted
+// is given back (cancelled). Real Redis and miniredis.
 func TestLineRemainingIsWhatTheNextApplyGets(t *testing.T) {
 	forEachServer(t, func(t *testing.T, e *env) {
 		probes, zero := 0, 0
+		// watched: answers to critical work on a GROWTH or EXPLORE line
+		// (a watermark refuses it from halfway up).
+		watched, watchedZero := 0, 0
 		for seed := range uint64(3) {
 			if seed > 0 {
 				e.res = newResource(t, e.rdb)
@@ -50,7 +58,18 @@ func TestLineRemainingIsWhatTheNextApplyGets(t *testing.T) {
 				lr := res.LineRemaining
 				id := fmt.Sprintf("p%d-%d", seed, step)
 				var p quota.ApplyResult
-				if !critical && !cont {
+				core := w.model.Lines[line].Tier == pools.TierCore
+				if critical && !cont && !core {
+					watched++
+					if lr == 0 {
+						watchedZero++
+					}
+				}
+				switch {
+				case !critical && !cont:
+					// Non-critical work asks more than the limit with
+					// minAmount 1: it gets exactly lineRemaining, or is
+					// refused when that is 0.
 					p = apply(id, line, 2*limit, 1, false, false)
 					if lr == 0 && p.Outcome == quota.ApplyGranted {
 						t.Fatalf("seed %d step %d: %s %s answered lineRemaining 0, the next non-critical apply was granted %d",
@@ -60,14 +79,39 @@ func TestLineRemainingIsWhatTheNextApplyGets(t *testing.T) {
 						t.Fatalf("seed %d step %d: %s %s (granted %d) answered lineRemaining %d, the next non-critical apply got %d (%s)",
 							seed, step, line, res.Reason, res.Granted, lr, p.Granted, p.Reason)
 					}
-				} else if lr > 0 {
+				case lr == 0:
+					// Critical work or a continuation answered 0: the next
+					// such apply, even of 1, is refused.
+					p = apply(id, line, 2*limit, 1, critical, cont)
+					if p.Outcome == quota.ApplyGranted {
+						t.Fatalf("seed %d step %d: %s %s answered lineRemaining 0 (critical %v, continuation %v), the next such apply was granted %d",
+							seed, step, line, res.Reason, critical, cont, p.Granted)
+					}
+				case step%3 == 0:
+					// Asking exactly lineRemaining, all or nothing, is
+					// granted (moving the spare buffer first if need be),
+					// watermark or not.
 					p = apply(id, line, lr, 0, critical, cont)
-					// Critical work is answered the line's capacity: on a
-					// GROWTH or EXPLORE line its watermark may still refuse it.
-					core := w.model.Lines[line].Tier == pools.TierCore
-					if p.Outcome != quota.ApplyGranted && (cont || core || p.Reason != pools.ReasonWatermark) {
+					if p.Outcome != quota.ApplyGranted {
 						t.Fatalf("seed %d step %d: %s %s answered lineRemaining %d (critical %v, continuation %v), asking that much was refused %s",
 							seed, step, line, res.Reason, lr, critical, cont, p.Reason)
+					}
+				case step%3 == 1:
+					// One more, all or nothing, is refused: it is the most.
+					p = apply(id, line, lr+1, 0, critical, cont)
+					if p.Outcome == quota.ApplyGranted {
+						t.Fatalf("seed %d step %d: %s %s answered lineRemaining %d (critical %v, continuation %v), asking one more was granted",
+							seed, step, line, res.Reason, lr, critical, cont)
+					}
+				default:
+					// More than the limit with minAmount 1 is granted, at
+					// most lineRemaining (less when what the line has now
+					// suffices: the spare buffer moves only for an apply
+					// that would be refused).
+					p = apply(id, line, 2*limit, 1, critical, cont)
+					if p.Outcome != quota.ApplyGranted || p.Granted > lr {
+						t.Fatalf("seed %d step %d: %s %s answered lineRemaining %d (critical %v, continuation %v), the next such apply got %d (%s)",
+							seed, step, line, res.Reason, lr, critical, cont, p.Granted, p.Reason)
 					}
 				}
 				if p.Outcome == quota.ApplyGranted {
@@ -83,6 +127,9 @@ func TestLineRemainingIsWhatTheNextApplyGets(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%d probes, %d after lineRemaining 0", probes, zero)
+		t.Logf("%d probes, %d after lineRemaining 0; %d of critical work on GROWTH or EXPLORE lines, %d of them 0", probes, zero, watched, watchedZero)
+		if watchedZero == 0 {
+			t.Fatal("no critical work on a GROWTH or EXPLORE line was answered 0: the watermark's part is untested")
+		}
 	})
 }

@@ -226,6 +226,7 @@ func (e ErrorCode) Valid() bool {
 
 // Defines values for ErrorReason.
 const (
+	EXHAUSTED     ErrorReason = "EXHAUSTED"
 	LINEEXHAUSTED ErrorReason = "LINE_EXHAUSTED"
 	POOLEXHAUSTED ErrorReason = "POOL_EXHAUSTED"
 	WATERMARK     ErrorReason = "WATERMARK"
@@ -234,6 +235,8 @@ const (
 // Valid indicates whether the value is a known member of the ErrorReason enum.
 func (e ErrorReason) Valid() bool {
 	switch e {
+	case EXHAUSTED:
+		return true
 	case LINEEXHAUSTED:
 		return true
 	case POOLEXHAUSTED:
@@ -340,16 +343,16 @@ func (e ForceFinishResultSuccess) Valid() bool {
 
 // Defines values for GrantKind.
 const (
-	GRANT   GrantKind = "GRANT"
-	RELEASE GrantKind = "RELEASE"
+	GrantKindGRANT   GrantKind = "GRANT"
+	GrantKindRELEASE GrantKind = "RELEASE"
 )
 
 // Valid indicates whether the value is a known member of the GrantKind enum.
 func (e GrantKind) Valid() bool {
 	switch e {
-	case GRANT:
+	case GrantKindGRANT:
 		return true
-	case RELEASE:
+	case GrantKindRELEASE:
 		return true
 	default:
 		return false
@@ -1004,6 +1007,54 @@ func (e UsageReportUnit) Valid() bool {
 	}
 }
 
+// Defines values for VoidAnswerCode.
+const (
+	VoidAnswerCodeSUCCESS VoidAnswerCode = "SUCCESS"
+)
+
+// Valid indicates whether the value is a known member of the VoidAnswerCode enum.
+func (e VoidAnswerCode) Valid() bool {
+	switch e {
+	case VoidAnswerCodeSUCCESS:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VoidAnswerKind.
+const (
+	VoidAnswerKindGRANT   VoidAnswerKind = "GRANT"
+	VoidAnswerKindRELEASE VoidAnswerKind = "RELEASE"
+)
+
+// Valid indicates whether the value is a known member of the VoidAnswerKind enum.
+func (e VoidAnswerKind) Valid() bool {
+	switch e {
+	case VoidAnswerKindGRANT:
+		return true
+	case VoidAnswerKindRELEASE:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VoidAnswerSuccess.
+const (
+	VoidAnswerSuccessTrue VoidAnswerSuccess = true
+)
+
+// Valid indicates whether the value is a known member of the VoidAnswerSuccess enum.
+func (e VoidAnswerSuccess) Valid() bool {
+	switch e {
+	case VoidAnswerSuccessTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetUsageParamsGroupBy.
 const (
 	GetUsageParamsGroupByClient GetUsageParamsGroupBy = "client"
@@ -1231,19 +1282,24 @@ type Drawn struct {
 type Error struct {
 	Code ErrorCode `json:"code"`
 
-	// LineRemaining What the business line could be granted now (its dedicated part,
+	// LineRemaining What the business line's next apply of the same kind (non-critical,
+	// critical, continuation) could be granted now (its dedicated part,
 	// borrowing room, buffer lent and grants it may draw; less than it
-	// asked); for non-critical work what its watermark lets the next
-	// non-critical apply take (0 when it would refuse it), so asking
-	// that much is granted unless something changed in between; only
-	// with QUOTA_EXHAUSTED of an apply on a business line.
+	// asked), as its watermark lets that apply take it: 0 for
+	// non-critical work the watermark would refuse next, and for
+	// critical work on a GROWTH or EXPLORE line (refused from halfway
+	// between its watermark and 100 %) 0 when the watermark would
+	// refuse the next critical apply; critical work and continuations
+	// count the spare buffer that apply would move into the shared
+	// pool. Asking that much is granted unless something changed in
+	// between. Only with QUOTA_EXHAUSTED of an apply on a business line.
 	LineRemaining *int64 `json:"lineRemaining,omitempty"`
 	Message       string `json:"message"`
 
 	// NextResetAt When the period resets; only with QUOTA_EXHAUSTED on a policy that resets (Retry-After gives the seconds to it).
 	NextResetAt *time.Time `json:"nextResetAt,omitempty"`
 
-	// Reason Why a business line's apply was refused; only with QUOTA_EXHAUSTED on a resource with lines.
+	// Reason Why an apply that named a business line was refused (EXHAUSTED is the resource itself used up, its limit less what every line holds plus grants, whatever the line's pools, so no tier or kind of work passes); only with QUOTA_EXHAUSTED of an apply on a business line (a resource without lines answers none).
 	Reason *ErrorReason `json:"reason,omitempty"`
 
 	// RemainingQuota What remains in the period, as ApplyResponse.remainingQuota (with grants, their room added; never negative then); only with QUOTA_EXHAUSTED.
@@ -1260,7 +1316,7 @@ type Error struct {
 // ErrorCode defines model for Error.Code.
 type ErrorCode string
 
-// ErrorReason Why a business line's apply was refused; only with QUOTA_EXHAUSTED on a resource with lines.
+// ErrorReason Why an apply that named a business line was refused (EXHAUSTED is the resource itself used up, its limit less what every line holds plus grants, whatever the line's pools, so no tier or kind of work passes); only with QUOTA_EXHAUSTED of an apply on a business line (a resource without lines answers none).
 type ErrorReason string
 
 // ErrorSuccess defines model for Error.Success.
@@ -1376,11 +1432,14 @@ type Grant struct {
 	CreatedAt    *time.Time `json:"createdAt,omitempty"`
 	EffectiveAt  *time.Time `json:"effectiveAt,omitempty"`
 	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
-	Id           *string    `json:"id,omitempty"`
-	Kind         *GrantKind `json:"kind,omitempty"`
-	Reason       *string    `json:"reason,omitempty"`
-	Used         *int64     `json:"used,omitempty"`
-	VoidedAt     *time.Time `json:"voidedAt,omitempty"`
+
+	// Held Releases only (absent for grants). What the release's line (or the shared pool) still holds of it now; below amount once an apply's spare move lent the rest on into the shared pool; 0 once voided.
+	Held     *int64     `json:"held,omitempty"`
+	Id       *string    `json:"id,omitempty"`
+	Kind     *GrantKind `json:"kind,omitempty"`
+	Reason   *string    `json:"reason,omitempty"`
+	Used     *int64     `json:"used,omitempty"`
+	VoidedAt *time.Time `json:"voidedAt,omitempty"`
 }
 
 // GrantKind defines model for Grant.Kind.
@@ -1501,12 +1560,6 @@ type NotReady struct {
 
 // NotReadyStatus defines model for NotReady.Status.
 type NotReadyStatus string
-
-// Ok defines model for Ok.
-type Ok struct {
-	Code    *string `json:"code,omitempty"`
-	Success *bool   `json:"success,omitempty"`
-}
 
 // Period defines model for Period.
 type Period struct {
@@ -2177,6 +2230,27 @@ type UsageReportSuccess bool
 // UsageReportUnit defines model for UsageReport.Unit.
 type UsageReportUnit string
 
+// VoidAnswer defines model for VoidAnswer.
+type VoidAnswer struct {
+	Code VoidAnswerCode `json:"code"`
+
+	// Kind What was voided; absent when it had expired meanwhile.
+	Kind *VoidAnswerKind `json:"kind,omitempty"`
+
+	// Returned A release only. The buffer the void gave back (at most what its line still held of it; what sessions hold of the line's lent buffer stays lent).
+	Returned *int64            `json:"returned,omitempty"`
+	Success  VoidAnswerSuccess `json:"success"`
+}
+
+// VoidAnswerCode defines model for VoidAnswer.Code.
+type VoidAnswerCode string
+
+// VoidAnswerKind What was voided; absent when it had expired meanwhile.
+type VoidAnswerKind string
+
+// VoidAnswerSuccess defines model for VoidAnswer.Success.
+type VoidAnswerSuccess bool
+
 // ResourceNamePath 1 to 64 characters of [a-z0-9_.-], at least one of them a letter or digit.
 //
 // Example: llm_tokens
@@ -2707,6 +2781,13 @@ type ClientInterface interface {
 
 	// ListGrants Grants and buffer releases not yet expired.
 	//
+	// Each buffer release in force also gives `held`: what its line (or the
+	// shared pool) still holds of it now. An apply's spare move lends on
+	// the buffer a line was lent and does not hold (into the shared pool),
+	// so `held` may be below `amount`, down to 0; a line's lent buffer is
+	// counted against its releases oldest first (buffer the controller lent
+	// counts after them). A voided release holds 0.
+	//
 	// Corresponds with GET /admin/policies/{resourceName}/grants (the `ListGrants` operationId).
 	ListGrants(ctx context.Context, resourceName ResourceNamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2739,7 +2820,9 @@ type ClientInterface interface {
 	// VoidGrant Void a grant now.
 	//
 	// What sessions hold of it stays charged; voiding a buffer release gives
-	// back its buffer as far as it is not held (a RETURN pool event). Takes
+	// back what its line (or the shared pool) still holds of it (its `held`
+	// in the listing) as far as sessions do not hold that buffer now, and
+	// answers it as `returned` (a RETURN pool event when more than 0). Takes
 	// no body. Audited (grant.void, with the grant as it was and the reason).
 	//
 	// Corresponds with DELETE /admin/policies/{resourceName}/grants/{id} (the `VoidGrant` operationId).
@@ -3009,12 +3092,15 @@ type ClientInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -3054,12 +3140,15 @@ type ClientInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -3457,6 +3546,13 @@ func (c *Client) ReleaseBuffer(ctx context.Context, resourceName ResourceNamePat
 
 // ListGrants Grants and buffer releases not yet expired.
 //
+// Each buffer release in force also gives `held`: what its line (or the
+// shared pool) still holds of it now. An apply's spare move lends on
+// the buffer a line was lent and does not hold (into the shared pool),
+// so `held` may be below `amount`, down to 0; a line's lent buffer is
+// counted against its releases oldest first (buffer the controller lent
+// counts after them). A voided release holds 0.
+//
 // Corresponds with GET /admin/policies/{resourceName}/grants (the `ListGrants` operationId).
 func (c *Client) ListGrants(ctx context.Context, resourceName ResourceNamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListGrantsRequest(c.Server, resourceName)
@@ -3519,7 +3615,9 @@ func (c *Client) AddGrant(ctx context.Context, resourceName ResourceNamePath, bo
 // VoidGrant Void a grant now.
 //
 // What sessions hold of it stays charged; voiding a buffer release gives
-// back its buffer as far as it is not held (a RETURN pool event). Takes
+// back what its line (or the shared pool) still holds of it (its `held`
+// in the listing) as far as sessions do not hold that buffer now, and
+// answers it as `returned` (a RETURN pool event when more than 0). Takes
 // no body. Audited (grant.void, with the grant as it was and the reason).
 //
 // Corresponds with DELETE /admin/policies/{resourceName}/grants/{id} (the `VoidGrant` operationId).
@@ -4009,12 +4107,15 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
@@ -4064,12 +4165,15 @@ func (c *Client) ApplyQuotaWithBody(ctx context.Context, contentType string, bod
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
@@ -6117,6 +6221,13 @@ type ClientWithResponsesInterface interface {
 
 	// ListGrantsWithResponse Grants and buffer releases not yet expired.
 	//
+	// Each buffer release in force also gives `held`: what its line (or the
+	// shared pool) still holds of it now. An apply's spare move lends on
+	// the buffer a line was lent and does not hold (into the shared pool),
+	// so `held` may be below `amount`, down to 0; a line's lent buffer is
+	// counted against its releases oldest first (buffer the controller lent
+	// counts after them). A voided release holds 0.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /admin/policies/{resourceName}/grants (the `ListGrants` operationId).
@@ -6151,7 +6262,9 @@ type ClientWithResponsesInterface interface {
 	// VoidGrantWithResponse Void a grant now.
 	//
 	// What sessions hold of it stays charged; voiding a buffer release gives
-	// back its buffer as far as it is not held (a RETURN pool event). Takes
+	// back what its line (or the shared pool) still holds of it (its `held`
+	// in the listing) as far as sessions do not hold that buffer now, and
+	// answers it as `returned` (a RETURN pool event when more than 0). Takes
 	// no body. Audited (grant.void, with the grant as it was and the reason).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6449,12 +6562,15 @@ type ClientWithResponsesInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -6494,12 +6610,15 @@ type ClientWithResponsesInterface interface {
 	// is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 	// ({dedicated, shared, buffer, grant}: where the grant came from) and
 	// `quotaTight: true` while buffer is lent to the line; its 429 adds
-	// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+	// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+	// resource itself is used up: its limit less what every line holds,
+	// plus grants), with the
 	// period's `remainingQuota` (what status answers; other lines may still
-	// get it), the line's own `lineRemaining` (what it could be granted
-	// now) and a message with advice for the line's tier (a CORE line's
-	// critical work passes its watermark; on GROWTH and EXPLORE lines
-	// continuations pass). A resource with temporary grants answers `drawn` too.
+	// get it), the line's own `lineRemaining` (what its next apply of the
+	// same kind could be granted) and a message with advice for the line's
+	// tier (a CORE line's critical work passes its watermark; on GROWTH and
+	// EXPLORE lines continuations pass; when the resource is used up
+	// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 	// An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 	// line is being deleted"; continuations and critical work alike; a
 	// repeat of a session opened before answers as usual): the line then
@@ -7443,7 +7562,7 @@ type VoidGrantResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Ok
+	JSON200 *VoidAnswer
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *InvalidArgument
 	// JSON401 the response for an HTTP 401 `application/json` response
@@ -7461,7 +7580,7 @@ type VoidGrantResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r VoidGrantResponse) GetJSON200() *Ok {
+func (r VoidGrantResponse) GetJSON200() *VoidAnswer {
 	return r.JSON200
 }
 
@@ -9780,6 +9899,13 @@ func (c *ClientWithResponses) ReleaseBufferWithResponse(ctx context.Context, res
 
 // ListGrantsWithResponse Grants and buffer releases not yet expired.
 //
+// Each buffer release in force also gives `held`: what its line (or the
+// shared pool) still holds of it now. An apply's spare move lends on
+// the buffer a line was lent and does not hold (into the shared pool),
+// so `held` may be below `amount`, down to 0; a line's lent buffer is
+// counted against its releases oldest first (buffer the controller lent
+// counts after them). A voided release holds 0.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /admin/policies/{resourceName}/grants (the `ListGrants` operationId).
@@ -9832,7 +9958,9 @@ func (c *ClientWithResponses) AddGrantWithResponse(ctx context.Context, resource
 // VoidGrantWithResponse Void a grant now.
 //
 // What sessions hold of it stays charged; voiding a buffer release gives
-// back its buffer as far as it is not held (a RETURN pool event). Takes
+// back what its line (or the shared pool) still holds of it (its `held`
+// in the listing) as far as sessions do not hold that buffer now, and
+// answers it as `returned` (a RETURN pool event when more than 0). Takes
 // no body. Audited (grant.void, with the grant as it was and the reason).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10262,12 +10390,15 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
@@ -10313,12 +10444,15 @@ func (c *ClientWithResponses) ApplyQuotaWithBodyWithResponse(ctx context.Context
 // is a 400 naming it (leave the member out for its default). Its answer adds `drawn`
 // ({dedicated, shared, buffer, grant}: where the grant came from) and
 // `quotaTight: true` while buffer is lent to the line; its 429 adds
-// `reason`: LINE_EXHAUSTED, WATERMARK or POOL_EXHAUSTED, with the
+// `reason`: LINE_EXHAUSTED, WATERMARK, POOL_EXHAUSTED or EXHAUSTED (the
+// resource itself is used up: its limit less what every line holds,
+// plus grants), with the
 // period's `remainingQuota` (what status answers; other lines may still
-// get it), the line's own `lineRemaining` (what it could be granted
-// now) and a message with advice for the line's tier (a CORE line's
-// critical work passes its watermark; on GROWTH and EXPLORE lines
-// continuations pass). A resource with temporary grants answers `drawn` too.
+// get it), the line's own `lineRemaining` (what its next apply of the
+// same kind could be granted) and a message with advice for the line's
+// tier (a CORE line's critical work passes its watermark; on GROWTH and
+// EXPLORE lines continuations pass; when the resource is used up
+// nothing passes until the reset or a grant). A resource with temporary grants answers `drawn` too.
 // An apply on a line whose DELETE is deciding is 409 CONFLICT ("business
 // line is being deleted"; continuations and critical work alike; a
 // repeat of a session opened before answers as usual): the line then
@@ -11228,7 +11362,7 @@ func ParseVoidGrantResponse(rsp *http.Response) (*VoidGrantResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Ok
+		var dest VoidAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -68,9 +68,11 @@
 --   holds: "d", or its deadline not passed; a replay still answers) (4, 5, 6, 8, 9: nothing changed).
 --   remaining: what the line (or the resource) could still be granted after
 --   this apply; on a line, what its next apply of the same kind could be
---   granted (pools.lib nextRoom: recomputed after the grant; for
---   non-critical work 0 when the watermark would refuse the next one;
---   refused critical work: what it could be granted now); '' = the period's, limit − charged − reserved (a plain
+--   granted (pools.lib nextRoom: recomputed after the grant or from the
+--   state a refusal leaves; for non-critical work 0 when the watermark
+--   would refuse the next one; for critical work or a continuation with
+--   the spare buffer moved, 0 when the watermark would refuse GROWTH or
+--   EXPLORE critical work even so); '' = the period's, limit − charged − reserved (a plain
 --   refusal, a replay of a session restored from the ledger). limit,
 --   charged, reserved: the period's after the apply, as Redis holds them.
 --   tight: 1 when buffer is lent to the line now (elasticity saw its quota
@@ -226,9 +228,6 @@ else
   -- buffer into the shared pool (pools.Model.SpareToShared), but only if
   -- it then fits by capacity (pools.Model.fitsAfterSpare): an apply refused
   -- even after the move leaves the buffer where it was.
-  -- shown: what this apply could have had with the move (a refusal's
-  -- lineRemaining: asking that much moves the buffer and is granted).
-  local shown = 0
   if critical or cont then
     local aS = borrowRoom(math.max(0, num(p[8]) + sbuf - su), cap, us, exempt)
     local no = false
@@ -238,13 +237,13 @@ else
     end
     if no or not want(math.min(availD + aS + availB, room) + groom) then
       local aS2 = borrowRoom(math.max(0, num(p[8]) + spareToShared(line, true) - su), cap, us, exempt)
-      shown = math.min(availD + aS2 + availB, room) + groom
-      if want(shown) then
+      if want(math.min(availD + aS2 + availB, room) + groom) then
         sbuf = spareToShared(line, false)
       end
     end
   end
-  local free = math.max(0, num(p[8]) + sbuf - su)
+  local raw = num(p[8]) + sbuf - su
+  local free = math.max(0, raw)
   local availS = borrowRoom(free, cap, us, exempt)
   local fromPools = math.min(availD + availS + availB, room)
   local avail = fromPools + groom
@@ -252,18 +251,17 @@ else
   if not exempt then
     wmNo, acc = refusedByWatermark(line, ud + us + ub, own + buf + us + availS, num(p[4]), acc, critical)
   end
-  -- A refusal's lineRemaining: for non-critical work what its next apply
-  -- could be granted (nextRoom: 0 when the watermark would refuse it); for
-  -- critical work or a continuation what it could be granted now, or with
-  -- the spare buffer moved when that is more (pools.Model.refusedRoom).
+  -- A refusal's lineRemaining: what the line's next apply of this kind
+  -- could be granted, from the state this refusal leaves (nextRoom: for
+  -- non-critical work 0 when the watermark would refuse it; for critical
+  -- work or a continuation with the spare buffer moved, 0 when the
+  -- watermark would refuse GROWTH or EXPLORE critical work even so;
+  -- pools.Model.LineRoom).
   local function left()
-    if not critical and not cont then
-      return nextRoom(own, buf, ud, us, ub, free, cap, room, groom, num(p[4]), acc, critical, cont, exempt)
-    end
-    return math.max(avail, shown)
+    return nextRoom(line, own, buf, ud, us, ub, raw, cap, room, groom, num(p[4]), acc, critical, cont, exempt)
   end
   if wmNo then
-    return refuse('WATERMARK', (critical or cont) and avail or left())
+    return refuse('WATERMARK', left())
   end
   n = want(avail)
   if not n then
@@ -278,7 +276,7 @@ else
   d[4] = math.min(rest, availB)
   -- lineRemaining: recomputed after this grant (half of what the shared
   -- pool has free changes with it; pools.Model.LineRoom), not avail - n.
-  remaining = nextRoom(own, buf, ud + d[2], us + d[3], ub + d[4], math.max(0, free - d[3]), cap,
+  remaining = nextRoom(line, own, buf, ud + d[2], us + d[3], ub + d[4], raw - d[3], cap,
     room - d[2] - d[3] - d[4], groom - (n - math.min(n, fromPools)), num(p[4]), acc, critical, cont, exempt)
   redis.call('HINCRBY', KEYS[6], 'n:' .. line, fmt(n))
 end
