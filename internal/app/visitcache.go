@@ -36,6 +36,7 @@ type visitCache[T any] struct {
 
 type cachedRead[T any] struct {
 	v    T
+	at   time.Time // read
 	used time.Time // last answered
 }
 
@@ -63,6 +64,9 @@ func (c *visitCache[T]) get(ctx context.Context, resource string) (T, error) {
 		v, err, _ := b.wait(ctx, resource)
 		return v, err
 	}
+	if ok && now.Sub(a.at) < scrapeStatusTTL {
+		return a.v, nil // read for this scrape (its prefetch), as scrapeStatus reuses it
+	}
 	due, start := c.visits.Due(ctx, []string{resource})
 	if ok && len(due) == 0 {
 		c.mu.Lock()
@@ -75,7 +79,7 @@ func (c *visitCache[T]) get(ctx context.Context, resource string) (T, error) {
 		v, err := c.read(ctx, resource)
 		if err == nil {
 			c.mu.Lock()
-			c.m[resource] = cachedRead[T]{v: v, used: now}
+			c.m[resource] = cachedRead[T]{v: v, at: now, used: now}
 			c.mu.Unlock()
 			c.visits.Done(resource, start, -1)
 		}
