@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/quotacenter/quota-center/internal/pools"
@@ -205,4 +206,14 @@ func (g guardedLive) RenewLock(ctx context.Context, resource, name, token string
 
 func (g guardedLive) Unlock(ctx context.Context, resource, name, token string) error {
 	return g.s.Unlock(ctx, resource, name, token)
+}
+
+// PooledOf is the store's PooledOf behind the ledger's breaker;
+// errors.ErrUnsupported when the store has none.
+func (g guardedLedger) PooledOf(ctx context.Context, resources []string, since int64) (map[string]bool, error) {
+	u, ok := g.l.(PoolUsers)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return quota.Guard(g.b, func() (map[string]bool, error) { return u.PooledOf(ctx, resources, since) })
 }

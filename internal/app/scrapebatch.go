@@ -170,7 +170,7 @@ func (c *visitCache[T]) prefetch(ctx context.Context, names []string) {
 	for i, r := range mine {
 		b.v[r], b.err[r] = vs[i], errs[i]
 		if errs[i] == nil {
-			c.m[r] = cachedRead[T]{v: vs[i], used: now}
+			c.m[r] = cachedRead[T]{v: vs[i], at: now, used: now}
 		}
 		delete(c.flying, r)
 	}

@@ -109,3 +109,38 @@ func TestScrapeStatusPrefetchBatchesTheDueReads(t *testing.T) {
 		t.Fatalf("Status a (unchanged): %+v after %d single reads; want the kept 10, no read", st, singles)
 	}
 }
+
+// A visitCache's reads right after its prefetch take the prefetch's
+// answers even while the resources are still due (a change within
+// activity.ClockSkew before the batch started counts as after it, so a
+// resource in use stays due): before, each such get read its resource
+// again one by one, and a scrape during a load read every resource twice.
+func TestVisitCacheGetTakesThePrefetchOfItsScrape(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var singles, batches int
+	c := newVisitCache(&fakeVisits{}, func(context.Context, string) (int, error) { singles++; return 1, nil }) // always due
+	c.now = func() time.Time { return now }
+	c.readMany = func(_ context.Context, names []string) ([]int, []error) {
+		batches++
+		out := make([]int, len(names))
+		for i := range out {
+			out[i] = 10 + i
+		}
+		return out, make([]error, len(names))
+	}
+	ctx := context.Background()
+	names := []string{"a", "b", "c"}
+	c.prefetch(ctx, names)
+	for i, r := range names {
+		if v, err := c.get(ctx, r); err != nil || v != 10+i {
+			t.Fatalf("get %s: %d, %v; want the batch's %d", r, v, err, 10+i)
+		}
+	}
+	if singles != 0 || batches != 1 {
+		t.Fatalf("%d single reads and %d batches; want 0 and 1", singles, batches)
+	}
+	now = now.Add(scrapeStatusTTL) // the next scrape, without a prefetch: due, read again
+	if v, _ := c.get(ctx, "a"); v != 1 || singles != 1 {
+		t.Fatalf("get a a scrape later: %d after %d single reads; want a read of its own", v, singles)
+	}
+}

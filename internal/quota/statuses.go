@@ -32,9 +32,12 @@ type StatusResult struct {
 // resources read them one call each, ~31 rounds of 32), else one call
 // each. Each resource's read passes its own Redis breaker (on a cluster,
 // its master's); a balance that does not exist is seeded and read again
-// as Status does, one at a time. Errors, per resource: Status's.
+// as Status does, one at a time. The policies the cache has no fresh
+// answer for are read in one query first when the policy store is a
+// PolicyBatchReader. Errors, per resource: Status's.
 func (s *Service) Statuses(ctx context.Context, resources []string) []StatusResult {
 	out := make([]StatusResult, len(resources))
+	s.policies.warm(ctx, resources) // their policies in one query, not one refresh each
 	bb, ok := s.balances.(BalanceBatchReader)
 	if !ok {
 		for i, r := range resources {
