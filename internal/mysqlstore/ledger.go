@@ -400,37 +400,48 @@ func (s *Store) PeriodTotals(ctx context.Context, resource string, periodStart t
 		Reserved int64 `db:"reserved"`
 		Charged  int64 `db:"charged"`
 	}
-	err := s.db.GetContext(ctx, &t, periodTotalsSQL, periodTotalsArgs(resource, periodStart)...)
+	err := s.db.GetContext(ctx, &t, s.periodTotalsSQL(), periodTotalsArgs(resource, periodStart)...)
 	if err != nil {
 		return quota.PeriodTotals{}, translate(fmt.Sprintf("period totals %s@%d", resource, msOf(periodStart)), err)
 	}
 	return quota.PeriodTotals{Charged: t.Charged, Reserved: t.Reserved}, nil
 }
 
-// periodTotalsSQL is the period totals in one statement (one snapshot):
-// the raw rows of the period that started at or after the resource's
-// lifecycle watermark, plus the rolled-up sums of the period, which hold
-// exactly the rows before it (lifecycle.go; a rolled-up row is settled, so
-// it adds to charged only) but those listed in quota_usage_rollup_deferred,
-// read raw (lifecycledeferred.go: LEAKED or CANCELLED rows that may still
-// change). Arguments: periodTotalsArgs.
-const periodTotalsSQL = `SELECT
-	COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0)
-		+ (SELECT COALESCE(SUM(CASE WHEN q.status = 'USING' THEN q.charged_amount ELSE 0 END), 0)` + periodDeferred + `) AS reserved,
-	COALESCE(SUM(CASE WHEN status IN ('FINISHED', 'LEAKED') THEN charged_amount ELSE 0 END), 0)
-		+ (SELECT COALESCE(SUM(charged), 0) FROM quota_usage_rollup WHERE resource_name = ? AND period_start_ms = ?)
-		+ (SELECT COALESCE(SUM(CASE WHEN q.status IN ('FINISHED', 'LEAKED') THEN q.charged_amount ELSE 0 END), 0)` + periodDeferred + `) AS charged
-	FROM quota_usage WHERE resource_name = ? AND period_start_ms = ? AND start_ms >= (` + rolledToSQL + `)`
+// periodTotalsSQL is the store's period totals statement (the dialect's
+// periodTotals, built by periodTotalsQuery). Arguments: periodTotalsArgs.
+func (s *Store) periodTotalsSQL() string { return s.dialect.periodTotals }
 
-// periodDeferred is the FROM of periodTotalsSQL's sums of the listed rows
-// of a period still below the watermark (arguments resource, period ms,
-// resource): a range of the list's period index, so a period with none
-// listed (the current one never has any) reads no ledger row. An entry
-// counts only while its row starts where it was listed: a retried apply
-// that revives the row moves its start (and period) to the retry's.
-const periodDeferred = `
-		FROM quota_usage_rollup_deferred d JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
+// periodTotalsQuery builds the period totals in one statement (one
+// snapshot): the raw rows of the period that started at or after the
+// resource's lifecycle watermark, plus the rolled-up sums of the period,
+// which hold exactly the rows before it (lifecycle.go; a rolled-up row is
+// settled, so it adds to charged only) but those listed in
+// quota_usage_rollup_deferred, read raw (lifecycledeferred.go: LEAKED or
+// CANCELLED rows that may still change). hint(index) follows each table
+// that must be read through that index, whatever the optimizer estimates
+// (MySQL: FORCE INDEX; store.go, dialect.periodTotals): the ledger as a
+// range of idx_quota_usage_period (resource_name, period_start_ms,
+// start_ms) from the watermark, the rollups and the list by their
+// (resource_name, period_start_ms) indexes, so that each reads the period's
+// entries only (a period with none listed, like the current one, reads no
+// listed row). An entry of the list counts only while its row starts where
+// it was listed: a retried apply that revives the row moves its start (and
+// period) to the retry's. Arguments: periodTotalsArgs.
+func periodTotalsQuery(hint func(index string) string) string {
+	deferred := `
+		FROM quota_usage_rollup_deferred d` + hint("idx_quota_usage_rollup_deferred_period") + `
+		JOIN quota_usage q ON q.id = d.id AND q.start_ms = d.start_ms
 		WHERE d.resource_name = ? AND d.period_start_ms = ? AND q.start_ms < (` + rolledToSQL + `)`
+	return `SELECT
+	COALESCE(SUM(CASE WHEN status = 'USING' THEN charged_amount ELSE 0 END), 0)
+		+ (SELECT COALESCE(SUM(CASE WHEN q.status = 'USING' THEN q.charged_amount ELSE 0 END), 0)` + deferred + `) AS reserved,
+	COALESCE(SUM(CASE WHEN status IN ('FINISHED', 'LEAKED') THEN charged_amount ELSE 0 END), 0)
+		+ (SELECT COALESCE(SUM(charged), 0) FROM quota_usage_rollup` + hint("idx_quota_usage_rollup_period") + `
+			WHERE resource_name = ? AND period_start_ms = ?)
+		+ (SELECT COALESCE(SUM(CASE WHEN q.status IN ('FINISHED', 'LEAKED') THEN q.charged_amount ELSE 0 END), 0)` + deferred + `) AS charged
+	FROM quota_usage` + hint("idx_quota_usage_period") + `
+	WHERE resource_name = ? AND period_start_ms = ? AND start_ms >= (` + rolledToSQL + `)`
+}
 
 // periodTotalsArgs are the arguments of periodTotalsSQL.
 func periodTotalsArgs(resource string, periodStart time.Time) []any {

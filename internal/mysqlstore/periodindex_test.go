@@ -49,7 +49,7 @@ func TestPeriodTotalsOfARolledUpPeriodStartAtTheWatermark(t *testing.T) {
 			}
 		}
 		args := periodTotalsArgs(res, lcBase)
-		plan := explain(t, s, periodTotalsSQL, args)
+		plan := explain(t, s, s.periodTotalsSQL(), args)
 		t.Logf("period totals plan on %s:\n%s", s.dialect.name, plan)
 		if !strings.Contains(plan, "idx_quota_usage_period") {
 			t.Fatalf("the plan does not use idx_quota_usage_period:\n%s", plan)
@@ -73,7 +73,7 @@ func TestPeriodTotalsOfARolledUpPeriodStartAtTheWatermark(t *testing.T) {
 			Reserved int64 `db:"reserved"`
 			Charged  int64 `db:"charged"`
 		}
-		if err := conn.GetContext(testCtx(t), &tot, periodTotalsSQL, args...); err != nil || tot.Charged != 400*7 {
+		if err := conn.GetContext(testCtx(t), &tot, s.periodTotalsSQL(), args...); err != nil || tot.Charged != 400*7 {
 			t.Fatalf("period totals %+v, %v", tot, err)
 		}
 		var name string

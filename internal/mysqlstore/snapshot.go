@@ -35,7 +35,7 @@ func (s *Store) SeedSnapshot(ctx context.Context, resource string, periodStart t
 		Reserved int64 `db:"reserved"`
 		Charged  int64 `db:"charged"`
 	}
-	if err := tx.GetContext(ctx, &t, periodTotalsSQL, periodTotalsArgs(resource, periodStart)...); err != nil {
+	if err := tx.GetContext(ctx, &t, s.periodTotalsSQL(), periodTotalsArgs(resource, periodStart)...); err != nil {
 		return quota.PeriodTotals{}, nil, translate(fmt.Sprintf("seed snapshot totals %s@%d", resource, msOf(periodStart)), err)
 	}
 	var open []quota.UsageRecord

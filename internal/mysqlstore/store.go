@@ -114,6 +114,18 @@ type dialect struct {
 	// start_ms too, and MariaDB took it on small tables for the history's
 	// start_ms range, then sorted every row of the resource.
 	historyIndex string
+	// periodTotals is the period totals statement (periodTotalsQuery).
+	// MySQL's forces each table's index (FORCE INDEX): once a resource is
+	// rolled up to its current period's start, the watermark's `start_ms
+	// >= W` is a range of idx_quota_usage_start too, estimated at about the
+	// period's rows, and MariaDB 10.11 took that index as `ref` on
+	// resource_name alone and read every row the resource keeps (1 M rows
+	// for 73 k at 10 M rows, 24 s; past the one-minute timeout at 60 M);
+	// on idx_quota_usage_period it took `ref` on two columns and read a
+	// period rolled up partway whole; on the rollups it took their primary
+	// key's resource_name, every rollup row of the resource
+	// (docs/performance.md, TestPeriodTotalsReadThePeriodFromTheWatermarkOnly).
+	periodTotals string
 }
 
 const insertPolicyPrefix = `INSERT INTO quota_policy
@@ -130,6 +142,7 @@ var (
 		insertPolicyIfAbsent: insertPolicyPrefix + ` ON DUPLICATE KEY UPDATE id = id`,
 		lifecycle:            lifecycleMySQL,
 		historyIndex:         ` FORCE INDEX (idx_quota_usage_start)`,
+		periodTotals:         periodTotalsQuery(func(index string) string { return " FORCE INDEX (" + index + ")" }),
 	}
 )
 
