@@ -39,3 +39,44 @@ func TestLineRoomOfCriticalWorkFollowsTheWatermark(t *testing.T) {
 		t.Fatalf("a continuation's lineRemaining %d, want the capacity %d", got, 1000-m.Lines["x"].Used())
 	}
 }
+
+// An apply refused for lack of room (LINE_EXHAUSTED, POOL_EXHAUSTED,
+// EXHAUSTED) leaves the watermark's counter as it was: a refusal changes
+// nothing, and the lineRemaining it answered stays what the next apply
+// gets. Before, each such refusal added the share to RefuseAcc, so a
+// caller's too-large ask made the advised one refused WATERMARK (a review:
+// 12 of 150 probes; apply.lua the same, held to this by
+// TestPoolApplyMatchesTheModel).
+func TestAnApplyRefusedForRoomLeavesTheWatermarkCounter(t *testing.T) {
+	m := explore(t)
+	mustApply(t, m, ApplyReq{SessionID: "more", Line: "x", Amount: 250, Continuation: true})
+	l := m.Lines["x"]
+	share := RefuseShare(l.Used(), m.Reach(l), l.Watermark, true)
+	if share <= 0 || share >= 10000 {
+		t.Fatalf("the line's critical share %d: the test needs one between 0 and 10000", share)
+	}
+	rooms := 0
+	for i := range 30 {
+		before := l.RefuseAcc
+		d := mustApply(t, m, ApplyReq{SessionID: fmt.Sprintf("big%d", i), Line: "x", Amount: 1_000_000, Critical: true})
+		switch d.Reason {
+		case ReasonWatermark:
+			continue
+		case "":
+			t.Fatalf("apply %d of 1,000,000 granted %d", i, d.Granted)
+		}
+		rooms++
+		if l.RefuseAcc != before {
+			t.Fatalf("apply %d refused %s moved the watermark counter %d → %d", i, d.Reason, before, l.RefuseAcc)
+		}
+		if d.Remaining > 0 {
+			next := mustApply(t, m, ApplyReq{SessionID: fmt.Sprintf("ask%d", i), Line: "x", Amount: d.Remaining, Critical: true})
+			if next.Reason != "" {
+				t.Fatalf("apply %d: asked the advised %d, refused %s", i, d.Remaining, next.Reason)
+			}
+		}
+	}
+	if rooms == 0 {
+		t.Fatal("no apply was refused for lack of room: the test did not reach it")
+	}
+}

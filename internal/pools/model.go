@@ -394,6 +394,7 @@ func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 		m.SpareToShared(l.Name)
 	}
 	availS := m.BorrowRoom(l, r.Critical, r.Continuation)
+	acc0 := l.RefuseAcc // an apply refused for lack of room leaves it (apply.lua, the same)
 	if m.Watermarks && !exempt && refusedByWatermark(l, l.Used(), l.OwnDedicated()+l.Buffer+l.UsedShared+availS, r.Critical) {
 		return Decision{Reason: ReasonWatermark, Remaining: m.LineRoom(l, r)}
 	}
@@ -407,6 +408,7 @@ func (m *Model) applyLine(l *LineState, r ApplyReq) Decision {
 	fromPools := min(availD+availS+availB, m.LimitRoom())
 	n, ok := want(r, fromPools+availG)
 	if !ok {
+		l.RefuseAcc = acc0
 		// lineRemaining from the state the refusal left (LineRoom): with
 		// the spare buffer still in place, what asking that much would
 		// move and be granted.

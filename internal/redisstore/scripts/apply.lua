@@ -261,10 +261,14 @@ else
     return nextRoom(line, own, buf, ud, us, ub, raw, cap, room, groom, num(p[4]), acc, critical, cont, exempt)
   end
   if wmNo then
+    saveRefuseAcc(line, acc, num(p[10]))
     return refuse('WATERMARK', left())
   end
   n = want(avail)
   if not n then
+    -- Refused for lack of room: the watermark's counter stays as it was
+    -- (a refusal changes nothing), and lineRemaining is read from it.
+    acc = num(p[10])
     local left = left()
     if want(availD + availS + availB + groom) then return refuse('EXHAUSTED', left) end
     if want(availD + math.max(0, cap - us) + availB + groom) then return refuse('POOL_EXHAUSTED', left) end
@@ -278,6 +282,7 @@ else
   -- pool has free changes with it; pools.Model.LineRoom), not avail - n.
   remaining = nextRoom(line, own, buf, ud + d[2], us + d[3], ub + d[4], raw - d[3], cap,
     room - d[2] - d[3] - d[4], groom - (n - math.min(n, fromPools)), num(p[4]), acc, critical, cont, exempt)
+  saveRefuseAcc(line, acc, num(p[10]))
   redis.call('HINCRBY', KEYS[6], 'n:' .. line, fmt(n))
 end
 local rest = n - d[1] - d[2] - d[3] - d[4]
