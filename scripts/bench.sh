@@ -693,7 +693,7 @@ if [[ -n $gateway_md ]]; then
 		echo "scripts/bench-gateway.sh, run by make bench after the wrk scenarios on a freshly emptied Redis and a fresh ledger database: ghz against each server's gRPC endpoint, interleaved, one descriptor per request; quota-center writes one FINISHED ledger row per charged request, envoyproxy/ratelimit none."
 		echo
 		cat "$gateway_md"
-		awk -F'|' '$2 ~ /ratelimit/ {p[++np] = $3 + 0} $2 ~ /quota-center/ {q[++nq] = $3 + 0}
+		awk -F'|' '$3 !~ /^ *[0-9]+ *$/ {next} $2 ~ /ratelimit/ {p[++np] = $3 + 0} $2 ~ /quota-center/ {q[++nq] = $3 + 0}
 			function med(a, n,   i, j, t) {for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) {t = a[i]; a[i] = a[j]; a[j] = t} return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2}
 			END {if (np && nq) {r = med(q, nq) / med(p, np); printf "\nMedian req/s: quota-center %d, envoyproxy/ratelimit %d: %.2f× (target ≥ 0.9×: %s).\n", med(q, nq), med(p, np), r, (r >= 0.9 ? "pass" : "**FAIL**")}}' "$gateway_md"
 	} >>"$out"
