@@ -147,7 +147,7 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 // values computed in Lua only while every value is below 2^53 (exact as a
 // Lua number); past it, by HINCRBY, whose 64-bit arithmetic is exact. The
 // raw counters and the session's copies are checked to the unit. A plain
-// finish writes no fheld or froom (a replay reads them absent as ”), and
+// finish writes no fheld or froom (a replay reads an absent one as the empty string), and
 // its replay answers the first finish.
 func TestFinishPast2To53IsExact(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
