@@ -10,6 +10,9 @@
 #     PORT  a free port for a private redis-server under valgrind (default 17391)
 #     N1 N2 two runs' apply counts (default 500 2500)
 #   OLDARGS=1 sends ARGV[11] "0" (apply.lua before the fast path).
+#   FINISH=1 also finishes each session (finish.lua as Store.Finish sends it,
+#   actual 0, after all the applies): the figure is then per apply
+#   and its finish; the finish's alone is its difference from a run without.
 #
 # Each run starts redis-server under callgrind, seeds one balance, sends N
 # EVALSHA of new sessions through redis-cli --pipe and stops it; per apply is
@@ -28,9 +31,10 @@ def src(name):
         m = re.match(r"\s*-- include (\S+)\s*$", l)
         out.append(src(m.group(1)) + "\n" if m else l)
     return "".join(out)
-if sha == "src":
-    sys.stdout.write(src("apply.lua"))
+if sha in ("src", "finsrc"):
+    sys.stdout.write(src("apply.lua" if sha == "src" else "finish.lua"))
     sys.exit()
+fsha = sys.argv[4] if len(sys.argv) > 4 else ""
 def cmd(*a):
     s = "*%d\r\n" % len(a)
     for x in map(str, a):
@@ -46,6 +50,11 @@ for i in range(1, n + 1):
     if os.environ.get("OLDARGS"):
         args.append("0")
     w(cmd("EVALSHA", sha, 5, *keys, *args))
+for i in range(1, n + 1) if fsha else ():
+    sid = "%032x" % i
+    keys = ["qc:{%s}:s:%s" % (r, sid), "qc:{%s}:leases" % r, "qc:{%s}:limit" % r, "qc:{%s}:b:%s" % (r, per),
+            "qc:{%s}:gr" % r]
+    w(cmd("EVALSHA", fsha, 5, *keys, "0", "86400000", sid, "wrk", per))
 PY
 }
 run() { # run N: prints "total serverCron"
@@ -53,16 +62,21 @@ run() { # run N: prints "total serverCron"
 	valgrind --tool=callgrind --callgrind-out-file="$f" redis-server --port "$port" --save "" --appendonly no >/dev/null 2>&1 &
 	local vg=$!
 	for _ in $(seq 200); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.3; done
-	local sha
+	local sha fsha=
 	sha=$(redis-cli -p "$port" script load "$(drive 0 src)")
+	[[ -n ${FINISH:-} ]] && fsha=$(redis-cli -p "$port" script load "$(drive 0 finsrc)")
 	redis-cli -p "$port" set 'qc:{cpu-per-apply}:limit' 9007199254740991 >/dev/null
 	redis-cli -p "$port" hset 'qc:{cpu-per-apply}:b:1796312707686' charged 0 reserved 0 ep 1 >/dev/null
-	drive "$n" "$sha" | redis-cli -p "$port" --pipe >/dev/null
-	[[ $(redis-cli -p "$port" hget 'qc:{cpu-per-apply}:b:1796312707686' reserved) == "$n" ]] || echo "not all $n granted" >&2
+	drive "$n" "$sha" $fsha | redis-cli -p "$port" --pipe >/dev/null
+	if [[ -n $fsha ]]; then
+		[[ $(redis-cli -p "$port" hmget 'qc:{cpu-per-apply}:b:1796312707686' reserved charged | tr '\n' ' ') == "0 0 " ]] || echo "not all $n finished" >&2
+	else
+		[[ $(redis-cli -p "$port" hget 'qc:{cpu-per-apply}:b:1796312707686' reserved) == "$n" ]] || echo "not all $n granted" >&2
+	fi
 	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 	wait "$vg" || true
 	echo "$(grep -m1 '^summary:\|^totals:' "$f" | awk '{print $2}') $(callgrind_annotate --inclusive=yes "$f" | grep -m1 serverCron | awk '{gsub(",", "", $1); print $1}')"
 }
 read -r t1 c1 < <(run "$n1")
 read -r t2 c2 < <(run "$n2")
-echo "instructions per apply: $(((t2 - c2 - t1 + c1) / (n2 - n1))) (runs of $n1 and $n2; load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "instructions per apply${FINISH:+ and its finish}: $(((t2 - c2 - t1 + c1) / (n2 - n1))) (runs of $n1 and $n2; load $(cut -d' ' -f1-3 /proc/loadavg))"

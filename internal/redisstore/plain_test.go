@@ -140,3 +140,55 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 		}
 	})
 }
+
+// TestFinishPast2To53IsExact settles finishes whose balance is past 2^53
+// (an overage takes charged past the limit: finish.lua caps it at 9.0e18,
+// not at the limit). finish.lua writes charged and reserved by one HSET of
+// values computed in Lua only while every value is below 2^53 (exact as a
+// Lua number); past it, by HINCRBY, whose 64-bit arithmetic is exact. The
+// raw counters and the session's copies are checked to the unit. A plain
+// finish writes no fheld or froom (a replay reads an absent one as the empty string), and
+// its replay answers the first finish.
+func TestFinishPast2To53IsExact(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		const maxAmt = quota.MaxAmount // 2^53−1
+		per := e.current(t)
+		e.seed(t, per, maxAmt, quota.PeriodTotals{Charged: maxAmt - 10})
+		e.grant(t, e.cmd("a", 4, 0, per), 4)
+		e.grant(t, e.cmd("b", 6, 0, per), 6)
+		raw := func() map[string]string {
+			m, err := e.rdb.HGetAll(ctxT(t), balanceKey(e.res, per.ID())).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		// charged 2^53 − 11 + 1000 = 2^53 + 989: the new value is past 2^53.
+		if f := e.finish(t, "a", 1000); f.Charged != 1000 || f.Overage != 996 || f.Replayed {
+			t.Fatalf("finish a %+v", f)
+		}
+		if m := raw(); m["charged"] != "9007199254741981" || m["reserved"] != "6" {
+			t.Fatalf("balance after a: %v", m)
+		}
+		// charged is past 2^53 when read: 9007199254741981 + 3.
+		if f := e.finish(t, "b", 3); f.Charged != 3 || f.Refunded != 3 {
+			t.Fatalf("finish b %+v", f)
+		}
+		if m := raw(); m["charged"] != "9007199254741984" || m["reserved"] != "0" {
+			t.Fatalf("balance after b: %v", m)
+		}
+		s := e.session(t, "b")
+		if s["fcharged"] != "9007199254741984" || s["freserved"] != "0" || s["flimit"] != "9007199254740991" {
+			t.Fatalf("session b %v", s)
+		}
+		if _, ok := s["fheld"]; ok {
+			t.Fatalf("a plain finish wrote fheld: %v", s)
+		}
+		if _, ok := s["froom"]; ok {
+			t.Fatalf("a plain finish wrote froom: %v", s)
+		}
+		if f := e.finish(t, "b", 3); !f.Replayed || f.Charged != 3 || f.Refunded != 3 || f.Granted != 6 {
+			t.Fatalf("replay of b %+v", f)
+		}
+	})
+}

@@ -94,18 +94,23 @@
 -- reserved past 2^53) falls through to the general path before any write:
 -- it decides again from scratch.
 if not ARGV[11] and ARGV[10] ~= '' and ARGV[9] ~= '' and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then
+  -- Decimal strings become numbers by arithmetic (x + 0, a - b): one strtod
+  -- each, where tonumber(x) makes two (Lua 5.1's lua_isnumber, then
+  -- lua_tonumber). Every string converted here is a decimal one (TIME, the
+  -- caller's arguments, the counters these scripts write); a malformed one
+  -- is a script error either way.
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
   local limitStr = redis.call('GET', KEYS[1])
   local b = redis.call('HMGET', KEYS[2], 'charged', 'reserved', 'ep')
   local charged, held = b[1], b[2]
-  if (ARGV[8] == '1' or now >= tonumber(ARGV[4])) and (ARGV[5] == '0' or now < tonumber(ARGV[5]))
+  if (ARGV[8] == '1' or now >= ARGV[4] + 0) and (ARGV[5] == '0' or now < ARGV[5] + 0)
       and limitStr and charged and held and b[3] then
-    local amount, cur = tonumber(ARGV[1]), tonumber(held)
-    local base = tonumber(limitStr) - tonumber(charged) - cur
+    local amount, cur = ARGV[1] + 0, held + 0
+    local base = limitStr - charged - cur
     local n, granted = amount, ARGV[1]
     if base < amount then
-      local min = tonumber(ARGV[2])
+      local min = ARGV[2] + 0
       if not (min > 0 and base >= min) then
         return {3, 0, '', 0, 0, 0, now, limitStr, charged, held, 'EXHAUSTED', 0, 0, 0, 0, 0, 0, ''}
       end
@@ -115,7 +120,7 @@ if not ARGV[11] and ARGV[10] ~= '' and ARGV[9] ~= '' and redis.call('EXISTS', KE
       if n ~= 0 then
         redis.call('HINCRBY', KEYS[2], 'reserved', granted)
       end
-      local ls = string.format('%d', now + tonumber(ARGV[6]))
+      local ls = string.format('%d', now + ARGV[6])
       redis.call('HSET', KEYS[3], 'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', granted,
         'remaining', string.format('%d', base - n), 'lease', ls, 'start', string.format('%d', now),
         'period', ARGV[4], 'status', 'USING', 'att', ARGV[9], 'bep', b[3])

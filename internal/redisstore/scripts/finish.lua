@@ -24,21 +24,27 @@
 -- An error reply QCNEGATIVE (nothing written) when the settlement would
 -- leave the balance's charged or reserved below zero.
 -- include grantroom.lib
--- One read of the session: its state, and (15-20) what a pools session drew,
--- for settlePools (nothing below writes those fields before it reads them).
-local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start',
-  'actual', 'refunded', 'overage', 'end', 'leaked', 'flimit', 'fcharged', 'freserved', 'bep',
-  'line', 'dd', 'ds', 'db', 'dg', 'gl', 'fheld', 'froom')
+-- The session's state in one read: what every finish needs, and 'dd' (set
+-- on a session applied with pools). What only a replay answers, and the
+-- rest of what a pools session drew, are read when needed: each field
+-- HMGET asks for is a walk of the session's listpack, and a field the
+-- session does not have (a plain or USING one's) is a walk of all of it.
+-- (Decimal strings become numbers by arithmetic, x + 0: one strtod each,
+-- where tonumber(x) makes two; each string converted so is a decimal one:
+-- TIME, the caller's arguments, the fields these scripts write.)
+local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start', 'bep', 'dd')
 if not s[1] or s[1] == 'CANCELLED' or (ARGV[4] ~= '' and s[4] ~= ARGV[4]) then
   return {0}
 end
 if s[1] == 'FINISHED' then
-  if s[6] ~= ARGV[1] then
+  local f = redis.call('HMGET', KEYS[1], 'actual', 'refunded', 'overage', 'end', 'leaked',
+    'flimit', 'fcharged', 'freserved', 'fheld', 'froom')
+  if f[1] ~= ARGV[1] then
     return {6}
   end
-  return {2, tonumber(s[2]), tonumber(s[6]), tonumber(s[7]), tonumber(s[8]), 0,
-    tonumber(s[3]), tonumber(s[5]), tonumber(s[9]), tonumber(s[10]), s[4], s[11] or '', s[12] or '', s[13] or '',
-    s[21] or '', s[22] or ''}
+  return {2, tonumber(s[2]), tonumber(f[1]), tonumber(f[2]), tonumber(f[3]), 0,
+    tonumber(s[3]), tonumber(s[5]), tonumber(f[4]), tonumber(f[5]), s[4], f[6] or '', f[7] or '', f[8] or '',
+    f[9] or '', f[10] or ''}
 end
 if s[3] ~= ARGV[5] then
   return {8, s[3]}
@@ -51,12 +57,15 @@ end
 -- without lines). The session keeps what it stays charged to (dd, ds, db,
 -- dg, gl), for the ledger. Counters of a period not yet seeded (ps) are not
 -- touched: the seed rebuilds them from the ledger.
-local function settlePools(sk, bkey, gkey, granted, actual)
-  local p = {s[15], s[16], s[17], s[18], s[19], s[20]} -- line, dd, ds, db, dg, gl
-  if not p[2] then return end
+local function settlePools(sk, bkey, gkey, granted, actual, ps)
+  if not s[7] then return end
+  -- The session's fields are as apply.lua wrote them: the balance's writes
+  -- above do not touch them, and this function writes them only below.
+  local q = redis.call('HMGET', sk, 'line', 'ds', 'db', 'dg', 'gl')
+  local p = {q[1], s[7], q[2], q[3], q[4], q[5]} -- line, dd, ds, db, dg, gl
   local line = p[1] or ''
   local d, sh, b, g = tonumber(p[2]), tonumber(p[3]), tonumber(p[4]), tonumber(p[5])
-  local live = redis.call('HGET', bkey, 'ps') == '1'
+  local live = ps == '1'
   local function add(field, n)
     if live and n ~= 0 then redis.call('HINCRBY', bkey, field, string.format('%d', n)) end
   end
@@ -98,9 +107,9 @@ local function settlePools(sk, bkey, gkey, granted, actual)
 end
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local granted = tonumber(s[2])
-local actual = tonumber(ARGV[1])
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local granted = s[2] + 0
+local actual = ARGV[1] + 0
 local refunded = 0
 local overage = 0
 if actual < granted then refunded = granted - actual else overage = actual - granted end
@@ -109,16 +118,18 @@ if s[1] == 'LEAKED' then leaked = 1 end
 
 local bkey = KEYS[4]
 local bl, bc, br = '', '', ''
--- The balance's charged and epoch in one read; a balance without either
--- field still exists when EXISTS says so (then charged counts as 0).
-local bh = redis.call('HMGET', bkey, 'charged', 'ep', 'reserved')
+-- The balance's charged and epoch in one read, with reserved and ps (its
+-- pool counters seeded: settlePools and grantRoom read it from here; this
+-- script does not write it); a balance without either of the first two
+-- still exists when EXISTS says so (then charged counts as 0).
+local bh = redis.call('HMGET', bkey, 'charged', 'ep', 'reserved', 'ps')
 local ep = bh[2]
 -- What the session's hash gets besides its settlement: the balance's epoch.
 local extra = {}
 if bh[1] or ep or redis.call('EXISTS', bkey) == 1 then
   -- Refuse, before any write, a usage that would overflow the period's
   -- 64-bit counter (HINCRBY would fail halfway through this script).
-  local c = tonumber(bh[1] or '0')
+  local c = (bh[1] or 0) + 0
   if c + actual > 9.0e18 then
     return {7}
   end
@@ -126,7 +137,7 @@ if bh[1] or ep or redis.call('EXISTS', bkey) == 1 then
   -- (seed.lua); one rebuilt since from a ledger without the session's open
   -- row (its row landed after the rebuild read it) holds no reservation of
   -- it to take back: it gets the actual only (issue 11, G7).
-  local counted = not s[14] or s[14] == ep
+  local counted = not s[6] or s[6] == ep
   -- Never below zero (issue 22 §1): refused before any write.
   local dc, dr = actual, 0
   if leaked == 1 then
@@ -134,39 +145,59 @@ if bh[1] or ep or redis.call('EXISTS', bkey) == 1 then
   elseif counted then
     dr = -granted
   end
-  if c + dc < 0 or tonumber(bh[3] or '0') + dr < 0 then
+  local r = (bh[3] or 0) + 0
+  if c + dc < 0 or r + dr < 0 then
     return redis.error_reply('QCNEGATIVE finish.lua: charged ' .. string.format('%d', c) .. ' + ' ..
       string.format('%d', dc) .. ', reserved ' .. (bh[3] or '0') .. ' + ' .. string.format('%d', dr) ..
       ' of session ' .. ARGV[3] .. ' would go below zero')
   end
-  if leaked == 1 then
-    redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual - granted))
-  else
-    if counted then
-      redis.call('HINCRBY', bkey, 'reserved', string.format('%d', -granted))
+  -- charged always gets dc; reserved gets dr only for a USING session the
+  -- balance counts (as HINCRBY by 0 would, it is written even when dr is 0).
+  -- Below 2^53 (every value read and written exact as a Lua number) the
+  -- new values are written by one HSET and answered as written; past it,
+  -- by HINCRBY's 64-bit arithmetic, then read back.
+  local writeR = leaked ~= 1 and counted
+  local nc, nr = c + dc, r + dr
+  if c < 9007199254740992 and r < 9007199254740992 and nc < 9007199254740992 and nr < 9007199254740992 then
+    bc, br = string.format('%d', nc), bh[3]
+    if writeR then
+      br = string.format('%d', nr)
+      redis.call('HSET', bkey, 'charged', bc, 'reserved', br)
+    else
+      redis.call('HSET', bkey, 'charged', bc)
     end
-    redis.call('HINCRBY', bkey, 'charged', string.format('%d', actual))
+  else
+    if writeR then
+      redis.call('HINCRBY', bkey, 'reserved', string.format('%d', dr))
+    end
+    redis.call('HINCRBY', bkey, 'charged', string.format('%d', dc))
+    local b = redis.call('HMGET', bkey, 'charged', 'reserved')
+    bc, br = b[1], b[2]
   end
-  if ep then
+  if ep and ep ~= s[6] then
     extra = {'bep', ep}
   end
-  local b = redis.call('HMGET', bkey, 'charged', 'reserved')
-  bl, bc, br = redis.call('GET', KEYS[3]) or '0', b[1], b[2]
+  bl = redis.call('GET', KEYS[3]) or '0'
 end
 
-settlePools(KEYS[1], bkey, KEYS[5], granted, actual)
+settlePools(KEYS[1], bkey, KEYS[5], granted, actual, bh[4])
 -- With pools, what the grants add to remainingQuota after the settlement
 -- (grantroom.lib; '' for a plain resource or a balance gone), kept for a
--- replay as fheld and froom.
+-- replay as fheld and froom (not written when '': a replay reads an
+-- absent one as '', so a plain resource's finish adds two fields fewer).
 local gh, gr = '', ''
-if bl ~= '' then
+if bl ~= '' and bh[4] == '1' then
   local h, r = grantRoom(bkey, KEYS[5], now)
-  if h then gh, gr = h, r end
+  if h then
+    gh, gr = h, r
+    local k = #extra
+    extra[k + 1], extra[k + 2], extra[k + 3], extra[k + 4] = 'fheld', h, 'froom', r
+  end
 end
 redis.call('HSET', KEYS[1], 'status', 'FINISHED', 'actual', ARGV[1],
   'refunded', string.format('%d', refunded), 'overage', string.format('%d', overage),
-  'flimit', bl, 'fcharged', bc, 'freserved', br, 'fheld', gh, 'froom', gr,
+  'flimit', bl, 'fcharged', bc, 'freserved', br,
   'end', string.format('%d', now), 'leaked', leaked, unpack(extra))
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, granted, actual, refunded, overage, 0, tonumber(s[3]), tonumber(s[5]), now, leaked, s[4], bl, bc, br, gh, gr}
+return {1, granted, actual, refunded, overage, 0, s[3] + 0, s[5] + 0, now, leaked, s[4], bl, bc, br, gh, gr}
