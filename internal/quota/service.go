@@ -83,6 +83,7 @@ type Options struct {
 type Service struct {
 	balances BalanceStore
 	ledger   Ledger
+	inserter DeadlineSessionWriter // ledger's, when it has one (insertSession)
 	sched    Scheduler
 	policies *policyCache
 	store    PolicyStore // writes and lists; reads go through policies
@@ -120,8 +121,9 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 	if opt.CloseMarksWait == 0 {
 		opt.CloseMarksWait = closeMarksWait
 	}
+	inserter, _ := l.(DeadlineSessionWriter)
 	return &Service{
-		balances: b, ledger: l, sched: s, store: p, opt: opt,
+		balances: b, ledger: l, inserter: inserter, sched: s, store: p, opt: opt,
 		redis: opt.Breakers.Balances, mysql: opt.Breakers.Ledger,
 		comp:     compensations{wake: make(chan struct{}, 1)},
 		policies: newPolicyCache(p, opt.Pools.Config, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.LedgerTimeout, opt.Now),
