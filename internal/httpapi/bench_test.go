@@ -59,7 +59,7 @@ func (benchLedger) InsertSession(context.Context, quota.UsageRecord) error { ret
 func (benchLedger) FinishSession(context.Context, quota.UsageRecord) error { return nil }
 
 // InsertSessionBefore: the ledger's insert with a deadline of its own, as
-// *mysqlstore.Store has it (quota.DeadlineSessionWriter).
+// *mysqlstore.Store has it (app.Serve sets quota.Options.InsertSessionBefore).
 func (benchLedger) InsertSessionBefore(context.Context, time.Time, quota.UsageRecord) error {
 	return nil
 }
@@ -79,7 +79,7 @@ func benchHandler(b *testing.B) (http.Handler, string) {
 		ResourceName: res, QuotaType: "COUNT", TotalLimit: quota.MaxAmount, Timezone: "UTC",
 		LeakThresholdSeconds: 300, CreatedAt: time.Now().Add(-time.Hour), UpdatedAt: time.Now().Add(-time.Hour),
 	}
-	svc := quota.NewService(benchBalances{}, benchLedger{}, benchPolicies{p: pol}, &period.Scheduler{}, quota.Options{})
+	svc := quota.NewService(benchBalances{}, benchLedger{}, benchPolicies{p: pol}, &period.Scheduler{}, quota.Options{InsertSessionBefore: benchLedger{}.InsertSessionBefore})
 	reg := prometheus.NewRegistry()
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(reg), Gatherer: reg})
 	return srv.Handler(), res

@@ -82,7 +82,7 @@ func (s *Store) InsertSession(ctx context.Context, rec quota.UsageRecord) error 
 }
 
 // InsertSessionBefore is InsertSession with a deadline of the caller's own
-// besides ctx's (quota.DeadlineSessionWriter): if deadline passes before
+// besides ctx's (quota.Options.InsertSessionBefore): if deadline passes before
 // the row is sent, it returns an error wrapping context.DeadlineExceeded
 // and the row is not written; once sent, it waits for the outcome. It
 // costs no derived context (quota.Service's Options.LedgerTimeout per

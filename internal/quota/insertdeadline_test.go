@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// deadlineStubs is the stubs' ledger with InsertSessionBefore
-// (DeadlineSessionWriter), as *mysqlstore.Store has it: it records the
-// deadline and context of each insert and answers err.
+// deadlineStubs is an Options.InsertSessionBefore, as *mysqlstore.Store
+// has it: it records the deadline and context of each insert and answers
+// err.
 type deadlineStubs struct {
 	*stubs
 	deadlines []time.Time
@@ -24,8 +24,8 @@ func (d *deadlineStubs) InsertSessionBefore(ctx context.Context, deadline time.T
 	return d.err
 }
 
-// TestApplyInsertsWithTheLedgersOwnDeadline: with a ledger that takes a
-// deadline (DeadlineSessionWriter), an apply's row is written through it,
+// TestApplyInsertsWithTheLedgersOwnDeadline: with an insert that takes a
+// deadline (Options.InsertSessionBefore), an apply's row is written through it,
 // with the deadline LedgerTimeout from now and the request's own context
 // (no derived one), and never through InsertSession; when that insert
 // fails with the deadline's error, the apply fails with it and its
@@ -34,7 +34,8 @@ func TestApplyInsertsWithTheLedgersOwnDeadline(t *testing.T) {
 	st := &stubs{}
 	d := &deadlineStubs{stubs: st}
 	const timeout = 1500 * time.Millisecond
-	svc := NewService(st, d, st, daySched{}, Options{Now: func() time.Time { return testEpoch.Add(time.Hour) }, LedgerTimeout: timeout})
+	svc := NewService(st, st, st, daySched{}, Options{Now: func() time.Time { return testEpoch.Add(time.Hour) }, LedgerTimeout: timeout,
+		InsertSessionBefore: d.InsertSessionBefore})
 	ctx := context.Background()
 	before := time.Now()
 	res, err := svc.Apply(ctx, ApplyRequest{ResourceName: "r", Amount: 5, ClientID: "c1", SessionID: "s-1"})

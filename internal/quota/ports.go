@@ -348,18 +348,6 @@ type SessionWriter interface {
 	ReviveSession(ctx context.Context, rec UsageRecord) (bool, error)
 }
 
-// DeadlineSessionWriter is a Ledger whose insert takes a deadline of the
-// caller's own besides ctx's (*mysqlstore.Store): the Service then bounds
-// an apply's insert by Options.LedgerTimeout without deriving a context for
-// it (a context, a timer and a registration with the request's context per
-// apply). A Ledger without it gets a derived context.
-type DeadlineSessionWriter interface {
-	// InsertSessionBefore is InsertSession that gives up, as when ctx
-	// ends, at deadline (zero: never) while the row is not sent: the error
-	// then wraps context.DeadlineExceeded and the row is not written.
-	InsertSessionBefore(ctx context.Context, deadline time.Time, rec UsageRecord) error
-}
-
 // SessionReader reads one ledger row.
 type SessionReader interface {
 	// Session reads one row by session id. Errors: ErrSessionNotFound.

@@ -199,10 +199,10 @@ func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 // insertSession writes a new ledger row, through the ledger's breaker,
 // within Options.LedgerTimeout.
 func (s *Service) insertSession(ctx context.Context, rec UsageRecord) error {
-	if w := s.inserter; w != nil {
+	if insert := s.inserter; insert != nil {
 		// The deadline as a time: no derived context per apply.
 		deadline := time.Now().Add(s.opt.LedgerTimeout)
-		return GuardErr(s.mysql, func() error { return w.InsertSessionBefore(ctx, deadline, rec) })
+		return GuardErr(s.mysql, func() error { return insert(ctx, deadline, rec) })
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
 	defer cancel()
