@@ -25,6 +25,9 @@ type touching struct {
 
 // used says whether a request answered with err used its resource.
 func used(err error) bool {
+	if err == nil {
+		return true // before errors.As, whose target would escape per call
+	}
 	var ve *quota.ValidationError
 	return !errors.Is(err, quota.ErrResourceNotFound) && !errors.As(err, &ve)
 }

@@ -202,9 +202,12 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	ann := announcingLedger{Store: b.ledger, bus: bus, forget: func(r string) { svc.ForgetPolicy(r) }, act: tracker}
 	svc = quota.NewService(rs, b.ledger, ann, sched, quota.Options{
 		PolicyCacheTTL: cfg.Quota.PolicyCacheTTL, FinishedRetention: cfg.Quota.FinishedRetention,
-		LedgerTimeout:    cfg.MySQL.Timeout,
-		GlobalSessionIDs: cfg.Quota.GlobalSessionIDs,
-		Audit:            b.ledger, Breakers: brk,
+		LedgerTimeout: cfg.MySQL.Timeout,
+		// The ledger given to the Service is this store itself (no wrapper
+		// whose InsertSession this would bypass).
+		InsertSessionBefore: b.ledger.InsertSessionBefore,
+		GlobalSessionIDs:    cfg.Quota.GlobalSessionIDs,
+		Audit:               b.ledger, Breakers: brk,
 		// The pools are part of the balance: the Service reads them into
 		// its policy+pools cache and writes them back in its seed step.
 		Pools:   quota.PoolStores{Config: ann, Balances: rs}, // ann: a limit change (UpdatePolicyLocked) is announced

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -57,6 +58,12 @@ type benchLedger struct{ quota.Ledger }
 func (benchLedger) InsertSession(context.Context, quota.UsageRecord) error { return nil }
 func (benchLedger) FinishSession(context.Context, quota.UsageRecord) error { return nil }
 
+// InsertSessionBefore: the ledger's insert with a deadline of its own, as
+// *mysqlstore.Store has it (app.Serve sets quota.Options.InsertSessionBefore).
+func (benchLedger) InsertSessionBefore(context.Context, time.Time, quota.UsageRecord) error {
+	return nil
+}
+
 type benchPolicies struct {
 	quota.PolicyStore
 	p quota.Policy
@@ -72,7 +79,7 @@ func benchHandler(b *testing.B) (http.Handler, string) {
 		ResourceName: res, QuotaType: "COUNT", TotalLimit: quota.MaxAmount, Timezone: "UTC",
 		LeakThresholdSeconds: 300, CreatedAt: time.Now().Add(-time.Hour), UpdatedAt: time.Now().Add(-time.Hour),
 	}
-	svc := quota.NewService(benchBalances{}, benchLedger{}, benchPolicies{p: pol}, &period.Scheduler{}, quota.Options{})
+	svc := quota.NewService(benchBalances{}, benchLedger{}, benchPolicies{p: pol}, &period.Scheduler{}, quota.Options{InsertSessionBefore: benchLedger{}.InsertSessionBefore})
 	reg := prometheus.NewRegistry()
 	srv := httpapi.New(httpapi.Deps{Service: svc, Logger: zap.NewNop(), Metrics: httpapi.NewMetrics(reg), Gatherer: reg})
 	return srv.Handler(), res
@@ -114,5 +121,54 @@ func BenchmarkHandlerFinish(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		serve(b, h, "/quota/finish", []byte(`{"resourceName":"`+res+`","sessionId":"s-`+strconv.Itoa(i)+`","actualUsedAmount":1}`))
+	}
+}
+
+// benchWriter is a ResponseWriter reused across ops (its header map
+// cleared, its body dropped), so that allocs/op count none of its own.
+type benchWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (w *benchWriter) Header() http.Header { return w.h }
+
+func (w *benchWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *benchWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.n += len(p)
+	return len(p), nil
+}
+
+// BenchmarkHandlerApplyAsWrk: the apply scripts/wrk/apply.lua sends (a
+// clientId; the server makes the session id), with the request and the
+// ResponseWriter reused across ops, so that B/op and allocs/op are the
+// handler path's own (router, middleware, decoding, validation,
+// quota.Service, metrics, the answer) and not httptest's. Load-independent
+// figures for docs/performance.md (issue 23 §3 (a)).
+func BenchmarkHandlerApplyAsWrk(b *testing.B) {
+	h, res := benchHandler(b)
+	body := []byte(`{"resourceName":"` + res + `","applyAmount":1,"clientId":"wrk"}`)
+	req := httptest.NewRequest(http.MethodPost, "/quota/apply", nil)
+	req.Header.Set("Content-Type", "application/json")
+	rd := bytes.NewReader(body)
+	rc := io.NopCloser(rd)
+	w := &benchWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.Reset(body)
+		req.Body, req.ContentLength = rc, int64(len(body))
+		clear(w.h)
+		w.status = 0
+		h.ServeHTTP(w, req)
+		if w.status != http.StatusOK {
+			b.Fatalf("POST /quota/apply: %d", w.status)
+		}
 	}
 }

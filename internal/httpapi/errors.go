@@ -167,11 +167,7 @@ var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &
 // appendJSON when it has one, else by encoding/json (the same bytes).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	if a, ok := v.(jsonAppender); ok {
-		bp := answerBufs.Get().(*[]byte)
-		b := append(a.appendJSON((*bp)[:0]), '\n')
-		writeBody(w, status, b)
-		*bp = b
-		answerBufs.Put(bp)
+		writeAppended(w, status, a)
 		return
 	}
 	if eb, ok := v.(errorBody); ok {
@@ -184,6 +180,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b = []byte(`{"success":false,"code":"INTERNAL_ERROR","message":"encode response"}`)
 	}
 	writeBody(w, status, append(b, '\n'))
+}
+
+// writeAppended is writeJSON of an answer that writes its own JSON. The
+// hot-path handlers call it with their answer's own type, which is then
+// not boxed into an interface (an allocation of the whole answer).
+func writeAppended[A jsonAppender](w http.ResponseWriter, status int, a A) {
+	bp := answerBufs.Get().(*[]byte)
+	b := append(a.appendJSON((*bp)[:0]), '\n')
+	writeBody(w, status, b)
+	*bp = b
+	answerBufs.Put(bp)
 }
 
 // WriteError writes the error body {success:false, code, message} with

@@ -111,7 +111,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 				s.writeRefused(w, res, msg, req.BusinessLine != "")
 				return
 			}
-			writeJSON(w, http.StatusOK, applyResponse{
+			writeAppended(w, http.StatusOK, applyResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
 				RemainingQuota: res.Remaining, LineRemaining: res.LineRemaining, LeaseExpiresAt: ts(res.LeaseExpiresAt),
 				HeartbeatIntervalSeconds: res.HeartbeatIntervalSeconds, FailOpen: res.FailOpen,
@@ -193,7 +193,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		res, err = s.svc.Heartbeat(r.Context(), body.ResourceName, body.SessionID, clientID)
 		if err == nil {
 			s.metrics.observeHeartbeat(body.ResourceName)
-			writeJSON(w, http.StatusOK, heartbeatResponse{
+			writeAppended(w, http.StatusOK, heartbeatResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID,
 				Status: string(res.Status), LeaseExpiresAt: ts(res.LeaseExpiresAt), PolicyVersion: res.PolicyVersion,
 			})
@@ -242,7 +242,7 @@ func (s *Server) handleFinish(w http.ResponseWriter, r *http.Request) {
 		})
 		if err == nil {
 			s.metrics.observeFinish(body.ResourceName, res)
-			writeJSON(w, http.StatusOK, finishResponse{
+			writeAppended(w, http.StatusOK, finishResponse{
 				Success: true, Code: CodeSuccess, SessionID: res.SessionID, GrantedAmount: res.Granted,
 				ChargedAmount: res.Charged, RefundedAmount: res.Refunded, OverageAmount: res.Overage,
 				RemainingQuota: res.Remaining,

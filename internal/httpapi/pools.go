@@ -264,7 +264,9 @@ func drawnOf(d quota.PoolSplit) *quota.PoolSplit {
 	if !d.Pooled() {
 		return nil
 	}
-	return &d // only a pools' grant puts one on the heap
+	p := new(quota.PoolSplit) // only a pools' grant puts one on the heap (&d would move d there on every call)
+	*p = d
+	return p
 }
 
 var refusalMessage = map[quota.RefusalReason]string{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/quotacenter/quota-center/internal/group"
@@ -41,10 +42,13 @@ type batchOp[T any] struct {
 
 // batchReq is one call waiting for its item to be committed.
 type batchReq[T any] struct {
-	ctx  context.Context
-	item T
-	by   *batcher[T] // whose op writes item (batchers may share a loop)
-	done chan error  // buffered(1): the batcher never blocks on a caller
+	ctx context.Context
+	// deadline, when not zero, is the caller's own deadline besides ctx's
+	// (doBefore): past it the item is not sent.
+	deadline time.Time
+	item     T
+	by       *batcher[T] // whose op writes item (batchers may share a loop)
+	done     chan error  // buffered(1): the batcher never blocks on a caller
 }
 
 // batcher group-commits one operation with a group.Loop: a group is written
@@ -72,11 +76,41 @@ func (b *batcher[T]) stop() { b.loop.Stop() }
 // before the batcher takes the item, or while the item waits for company,
 // it returns ctx's error and the item is not written.
 func (b *batcher[T]) do(ctx context.Context, item T) error {
-	req := &batchReq[T]{ctx: ctx, item: item, by: b, done: make(chan error, 1)}
+	return b.doBefore(ctx, time.Time{}, item)
+}
+
+// expiryTimers are doBefore's timers, reused: a pooled timer's Reset and
+// Stop cost no allocation, where a context derived with the deadline costs
+// a context, a timer and a registration with the caller's context per call.
+var expiryTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// doBefore is do that also gives up at deadline (zero: never) as it does
+// when ctx ends: if deadline passes before the batcher takes the item, or
+// while the item waits for company, it returns an error wrapping
+// context.DeadlineExceeded and the item is not written. Once the item is
+// sent, it waits for the outcome, as do does.
+func (b *batcher[T]) doBefore(ctx context.Context, deadline time.Time, item T) error {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return b.ctxError(item, context.DeadlineExceeded)
+		}
+		t := expiryTimers.Get().(*time.Timer)
+		t.Reset(wait)
+		// Stop: no stale tick for the timer's next user (Go ≥ 1.23 timers).
+		defer func() { t.Stop(); expiryTimers.Put(t) }()
+		expired = t.C
+	}
+	req := &batchReq[T]{ctx: ctx, deadline: deadline, item: item, by: b, done: make(chan error, 1)}
 	// Join: the row that starts a group writes it from this goroutine; if
-	// ctx ends while it waits for the slot, the row is not written (flush
-	// skips a request whose context ended).
-	if err := b.loop.Join(ctx, nil, req); err != nil {
+	// ctx ends (or deadline passes) while it waits for the slot, the row is
+	// not written (flush skips a request whose caller gave up).
+	if err := b.loop.Join(ctx, expired, req); err != nil {
 		if errors.Is(err, group.ErrStopped) {
 			return fmt.Errorf("%s %s: %w: %w", b.op.name, b.op.id(item), quota.ErrUnavailable, errClosed)
 		}
@@ -98,8 +132,18 @@ func (b *batcher[T]) flush(batch []*batchReq[T]) { b.write(b.live(batch)) }
 // waited for company (those items are not sent) and returns the others.
 func (b *batcher[T]) live(batch []*batchReq[T]) []*batchReq[T] {
 	live := batch[:0:0]
+	var now time.Time // read once, if a request has a deadline
 	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
+		err := r.ctx.Err()
+		if err == nil && !r.deadline.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if !now.Before(r.deadline) {
+				err = context.DeadlineExceeded
+			}
+		}
+		if err != nil {
 			r.done <- b.ctxError(r.item, err)
 			continue
 		}

@@ -81,6 +81,16 @@ func (s *Store) InsertSession(ctx context.Context, rec quota.UsageRecord) error 
 	return s.inserts.do(ctx, rec)
 }
 
+// InsertSessionBefore is InsertSession with a deadline of the caller's own
+// besides ctx's (quota.Options.InsertSessionBefore): if deadline passes before
+// the row is sent, it returns an error wrapping context.DeadlineExceeded
+// and the row is not written; once sent, it waits for the outcome. It
+// costs no derived context (quota.Service's Options.LedgerTimeout per
+// apply). A zero deadline is none. Errors: InsertSession's.
+func (s *Store) InsertSessionBefore(ctx context.Context, deadline time.Time, rec quota.UsageRecord) error {
+	return s.inserts.doBefore(ctx, deadline, rec)
+}
+
 // insertColumns and insertValues are one row of the group-commit INSERT.
 const (
 	insertColumns = `INSERT INTO quota_usage (resource_name, client_id, session_id, period_start_ms,

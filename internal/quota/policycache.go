@@ -46,6 +46,9 @@ func newPolicyCache(store PolicyStore, pools PoolConfig, sched Scheduler, mysql 
 // get returns a resource's policy (see staleCache.get). Errors:
 // ErrResourceNotFound, ErrUnavailable, ErrCircuitOpen.
 func (c *policyCache) get(ctx context.Context, resource string) (Policy, error) {
+	if p, ok := c.policies.fresh(resource); ok {
+		return p, nil // as get answers it, without making its read closure
+	}
 	return c.policies.get(ctx, resource, func(ctx context.Context) (Policy, error) { return c.read(ctx, resource) })
 }
 
@@ -54,6 +57,9 @@ func (c *policyCache) get(ctx context.Context, resource string) (Policy, error) 
 func (c *policyCache) poolsOf(ctx context.Context, resource string) (PoolUse, error) {
 	if c.pools == nil {
 		return PoolUse{}, nil
+	}
+	if v, ok := c.uses.fresh(resource); ok {
+		return v.use, nil // as get answers it, without making its read closure
 	}
 	v, err := c.uses.get(ctx, resource, func(ctx context.Context) (poolView, error) {
 		return readPools(ctx, c.pools, c.mysql, resource, c.now().UnixMilli())

@@ -72,7 +72,8 @@ func (s *Service) record(ctx context.Context, pol Policy, cmd ApplyCmd, res Appl
 			// retry replays it (same start time) and keeps the row. A
 			// give-back that fails now is made once Redis answers
 			// (compensation, issue 11 §3.1), and the mark follows it.
-			s.cancel(pol, cmd, func() { s.markCancelled(rec) })
+			marked := rec // captured by a closure that outlives the call: the heap copy is made here only
+			s.cancel(pol, cmd, func() { s.markCancelled(marked) })
 		}
 		return ApplyResponse{}, fmt.Errorf("apply %s: record session: %w", cmd.ResourceName, err)
 	}
@@ -198,6 +199,11 @@ func (s *Service) cancel(pol Policy, cmd ApplyCmd, givenBack func()) {
 // insertSession writes a new ledger row, through the ledger's breaker,
 // within Options.LedgerTimeout.
 func (s *Service) insertSession(ctx context.Context, rec UsageRecord) error {
+	if insert := s.inserter; insert != nil {
+		// The deadline as a time: no derived context per apply.
+		deadline := time.Now().Add(s.opt.LedgerTimeout)
+		return GuardErr(s.mysql, func() error { return insert(ctx, deadline, rec) })
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opt.LedgerTimeout)
 	defer cancel()
 	return GuardErr(s.mysql, func() error { return s.ledger.InsertSession(ctx, rec) })

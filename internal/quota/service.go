@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -72,6 +73,17 @@ type Options struct {
 	// §5). A resource's cached policy and pools are served without waiting,
 	// stale while they are read again (policycache.go).
 	LedgerTimeout time.Duration
+	// InsertSessionBefore, when set, is the Ledger's InsertSession with a
+	// deadline of the caller's own besides ctx's (*mysqlstore.Store's
+	// method of that name): it gives up, as when ctx ends, at deadline while
+	// the row is not sent, with an error wrapping
+	// context.DeadlineExceeded. An apply's row is then written with it,
+	// bounded by LedgerTimeout without a context derived per apply (a
+	// context, a timer and a registration with the request's context).
+	// It must be the method of the very Ledger given to NewService, not of
+	// a store that Ledger wraps: a wrapper's own InsertSession would be
+	// bypassed. nil: InsertSession under a derived context.
+	InsertSessionBefore func(ctx context.Context, deadline time.Time, rec UsageRecord) error
 }
 
 // Service applies the accounting rules: check-and-reserve on apply, lease
@@ -83,6 +95,7 @@ type Options struct {
 type Service struct {
 	balances BalanceStore
 	ledger   Ledger
+	inserter func(ctx context.Context, deadline time.Time, rec UsageRecord) error // Options.InsertSessionBefore
 	sched    Scheduler
 	policies *policyCache
 	store    PolicyStore // writes and lists; reads go through policies
@@ -121,7 +134,7 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 		opt.CloseMarksWait = closeMarksWait
 	}
 	return &Service{
-		balances: b, ledger: l, sched: s, store: p, opt: opt,
+		balances: b, ledger: l, inserter: opt.InsertSessionBefore, sched: s, store: p, opt: opt,
 		redis: opt.Breakers.Balances, mysql: opt.Breakers.Ledger,
 		comp:     compensations{wake: make(chan struct{}, 1)},
 		policies: newPolicyCache(p, opt.Pools.Config, s, opt.Breakers.Ledger, opt.PolicyCacheTTL, opt.LedgerTimeout, opt.Now),

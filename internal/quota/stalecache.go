@@ -168,6 +168,18 @@ func (c *staleCache[V]) invalidate(key string) {
 	c.m[key] = e
 }
 
+// fresh returns key's cached answer if it has one that is neither
+// invalidated nor expired: the answer get would give without starting a
+// read. Callers try it before get, whose read function is a closure made
+// (on the heap) per call.
+func (c *staleCache[V]) fresh(key string) (V, bool) {
+	now := c.now()
+	c.mu.Lock()
+	e := c.m[key]
+	c.mu.Unlock()
+	return e.v, e.has && !e.invalid && now.Before(e.expires)
+}
+
 // peek returns key's cached answer if it has one that is not invalidated,
 // fresh or not.
 func (c *staleCache[V]) peek(key string) (V, bool) {
