@@ -37,6 +37,15 @@
 #   QC_BENCH_WRK_DURATION  measured time of each wrk run           (default 8s)
 #   QC_BENCH_WRK_WARMUP    unmeasured wrk load before each run     (default 2s)
 #   QC_BENCH_WRK_THREADS   wrk threads                             (default 2)
+#   QC_BENCH_WRK_SETTLE    pause between a wrk warm-up and its measured run,
+#                          for every server alike (default 6s, as
+#                          scripts/cpu-per-apply.sh): quota-center's catch-up
+#                          reads the rows opened since a balance was seeded
+#                          5 s after its first apply (internal/quota
+#                          catchup.go), and the give-backs of requests wrk
+#                          cut off run for 3 s; without it they landed in
+#                          quota-center's first measured rep (0.69 rows read
+#                          per answer, owncpu's measurement of 4 December)
 #   QC_BENCH_PEER_RATELIMIT path of an envoyproxy/ratelimit binary built from
 #                         its source (github.com/envoyproxy/ratelimit,
 #                         src/service_cmd; never part of this repository): it
@@ -106,6 +115,7 @@ scenarios=${QC_BENCH_SCENARIOS-"apply session heartbeat-session heartbeat"}
 wrk_scenarios=${QC_BENCH_WRK_SCENARIOS-"apply session heartbeat pools"}
 wrk_duration=${QC_BENCH_WRK_DURATION:-8s}
 wrk_warmup=${QC_BENCH_WRK_WARMUP:-2s}
+wrk_settle=${QC_BENCH_WRK_SETTLE:-6s}
 wrk_threads=${QC_BENCH_WRK_THREADS:-2}
 peer_bin=${QC_BENCH_PEER_RATELIMIT:-}
 peer_port=${QC_BENCH_PEER_PORT:-18083}
@@ -411,7 +421,7 @@ else
 	meta note "redis-server ($redis) and mariadbd ($mysql_hostport) are servers of this benchmark alone: their CPU is the servers' under test, plus quota-center's background work (group commits still in flight, the sweeper)."
 fi
 meta gobench "internal/app/bench_test.go, \`go test -run '^\$' -bench . -benchtime $gobench ./internal/app/\`, run after the servers above were stopped: the full HTTP stack of app.Serve over loopback, one request at a time, on dev mode (miniredis + SQLite) and on the real Redis and MariaDB; B/op and allocs/op are the whole process's (client and server) per operation."
-meta command "make bench    # = bash scripts/bench.sh; QC_BENCH_REPS=$reps QC_BENCH_CONNECTIONS=\"$conns_list\" QC_BENCH_WRK_SCENARIOS=\"$wrk_scenarios\" QC_BENCH_WRK_DURATION=$wrk_duration QC_BENCH_WRK_WARMUP=$wrk_warmup QC_BENCH_SCENARIOS=\"$scenarios\" QC_BENCH_DURATION=$duration QC_BENCH_WARMUP=$warmup${peer_bin:+ QC_BENCH_PEER_RATELIMIT=$peer_bin}"
+meta command "make bench    # = bash scripts/bench.sh; QC_BENCH_REPS=$reps QC_BENCH_CONNECTIONS=\"$conns_list\" QC_BENCH_WRK_SCENARIOS=\"$wrk_scenarios\" QC_BENCH_WRK_DURATION=$wrk_duration QC_BENCH_WRK_WARMUP=$wrk_warmup QC_BENCH_WRK_SETTLE=$wrk_settle QC_BENCH_SCENARIOS=\"$scenarios\" QC_BENCH_DURATION=$duration QC_BENCH_WARMUP=$warmup${peer_bin:+ QC_BENCH_PEER_RATELIMIT=$peer_bin}"
 meta command "QC_ADMIN_TOKENS=bench:<random> bin/quota-center ${qc_flags[*]}"
 meta command "bin/qc-baseline --addr 127.0.0.1:$base_port --redis-addr $redis --resource $base_res --lease ${leak_threshold}s"
 floor_meta
@@ -452,6 +462,7 @@ wrk_run() {
 	esac
 	kill -0 "$pid" 2>/dev/null || die "$server exited; see $work/$server.log"
 	wrk -t "$wrk_threads" -c "$c" -d "$wrk_warmup" -s "$script" "$url" -- "$@" >/dev/null 2>&1 || die "wrk warm-up ($server $scen) failed"
+	sleep "$wrk_settle"
 	local s0 r0 m0 b0 s1 r1 m1 b1 w
 	s0=$(cpu_ticks "$pid") r0=$(cpu_ticks "${redis_pid:-0}") m0=$(cpu_ticks "${mariadb_pid:-0}") b0=$(busy_ticks)
 	# The subshell's `times` gives the CPU of its only child, wrk.
@@ -546,7 +557,7 @@ if [[ -n $peer_bin && $gateway_on != 0 ]]; then
 	fi
 fi
 if [[ -n $wrk_scenarios ]]; then
-	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
+	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections and a $wrk_settle pause, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
 	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run. pools (issue 13 §8): the apply of 1 on a resource with 12 business lines (3 CORE, 4 GROWTH, 5 EXPLORE, pools at their defaults), round robin over the lines, interleaved with the same script's apply on the plain resource (quota-center-plain)."
 	meta wrkhow "Servers: quota-center (durable ledger row per apply, group commit and Redis auto-pipelining at their defaults), qc-baseline (cmd/qc-baseline: net/http and one EVALSHA of the same apply/heartbeat/finish scripts per request, no ledger)$([[ -n $floor_ran ]] && echo ", baseline+ledger (qc-baseline --mysql-dsn: the same EVALSHA, auto-pipelined as quota-center's, then the session's ledger row, and for a finish its settling update, through quota-center's own group commit, answered once committed: the floor of a durable row; apply and session scenarios only)")$([[ -n $peer_bin ]] && echo ", and envoyproxy/ratelimit ($(cd "$(dirname "$peer_bin")" 2>/dev/null && git describe --always 2>/dev/null || echo "built from source"); its HTTP /json endpoint, one descriptor per request, INCRBY + EXPIRE per request and no ledger; REDIS_POOL_SIZE, pipelining and local cache at its defaults) on the same Redis, apply scenario only")."
 	meta wrkhow "CPU per answer: utime+stime from /proc/<pid>/stat of the server under test, redis-server and mariadbd over the measured run, and wrk's own (bash \`times\` of its subshell), divided by the 2xx answers; \"machine\" divides the busy CPU of the whole machine (/proc/stat minus idle and iowait) the same way, and so includes any other work. CPU per answer moves much less than req/s when the machine is shared; p99 is wrk's (every request of the run)."
