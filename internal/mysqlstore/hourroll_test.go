@@ -39,23 +39,16 @@ func TestALateRowBelowTheWatermarkIsListedAndCountedOnce(t *testing.T) {
 		if _, st := lcRollup(t, s, res, w, w, 1000); !st.Done {
 			t.Fatalf("rollup to %s: %+v", w, st)
 		}
-		// The late session started at 03:00, below the watermark (08:00);
+		// The late session started at 03:02:30, below the watermark (08:00);
 		// another at 09:00, above it.
 		rec := quota.UsageRecord{ResourceName: res, ClientID: "fo", SessionID: res + "-late", PeriodStart: period,
-			ApplyAmount: 50, GrantedAmount: 50, ChargedAmount: 50, StartTime: period.Add(3 * time.Hour), Status: quota.StatusUsing}
+			ApplyAmount: 50, GrantedAmount: 50, ChargedAmount: 50, StartTime: period.Add(3*time.Hour + 150*time.Second), Status: quota.StatusUsing}
 		above := rec
-		above.SessionID, above.StartTime = res+"-above", period.Add(9*time.Hour)
+		above.SessionID, above.StartTime = res+"-above", period.Add(9*time.Hour+150*time.Second)
 		for _, r := range []quota.UsageRecord{rec, above} {
 			if err := s.InsertSession(testCtx(t), r); err != nil {
 				t.Fatal(err)
 			}
-		}
-		lateID, _ := lcRowAt(t, s, res, rec.StartTime)
-		if got := lcListed(t, s, res); !slices.Equal(got, []int64{lateID}) {
-			t.Fatalf("listed %v; want the late row %d only (the other is above the watermark)", got, lateID)
-		}
-		if err := s.InsertSession(testCtx(t), rec); !errors.Is(err, quota.ErrDuplicateSession) {
-			t.Fatalf("the late session again: %v; want ErrDuplicateSession", err)
 		}
 		check := func(when string, wantReserved int64) {
 			t.Helper()
@@ -85,6 +78,13 @@ func TestALateRowBelowTheWatermarkIsListedAndCountedOnce(t *testing.T) {
 			}
 		}
 		check("open", 100)
+		lateID, _ := lcRowAt(t, s, res, rec.StartTime)
+		if got := lcListed(t, s, res); !slices.Equal(got, []int64{lateID}) {
+			t.Fatalf("listed %v; want the late row %d only (the other is above the watermark)", got, lateID)
+		}
+		if err := s.InsertSession(testCtx(t), rec); !errors.Is(err, quota.ErrDuplicateSession) {
+			t.Fatalf("the late session again: %v; want ErrDuplicateSession", err)
+		}
 		// A pass while it is open keeps it listed and sums nothing twice.
 		if n, st := lcRollup(t, s, res, w, w, 1000); n != 0 || !st.Done {
 			t.Fatalf("a pass with the late row open summed %d (%+v)", n, st)
