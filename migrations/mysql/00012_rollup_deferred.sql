@@ -20,7 +20,8 @@
 --   watermark that is not in the rollups. Usage reads it by (resource_name,
 --   start_ms), the period totals by (resource_name, period_start_ms): a
 --   period with no listed row (the current one, which every rebuild reads,
---   never has any) costs one index dive. Retention deletes no listed row.
+--   seldom has any: a late fail-open row, internal/mysqlstore lateinsert.go)
+--   costs one index dive. Retention deletes no listed row.
 
 -- +goose Up
 CREATE TABLE quota_usage_rollup_deferred (
