@@ -12,7 +12,7 @@
 //     raw (Config.ClosedPeriodsOnly stops it at the current period's
 //     start, as before). A row written later with an older start (a
 //     fail-open session recorded by reconciliation) is listed as below
-//     (internal/mysqlstore, LateInsertAfter). An open (USING) session stops the
+//     (internal/mysqlstore, InsertLateSession). An open (USING) session stops the
 //     rollup there until it is settled. A LEAKED or CANCELLED row settled
 //     less than RollupAfter ago may still change (a late finish may true a
 //     leaked one up, an apply retry revive a cancelled one): the watermark

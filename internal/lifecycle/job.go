@@ -258,10 +258,10 @@ func (j *Job) Resource(ctx context.Context, pol quota.Policy) (Report, error) {
 // writer that lands rows later, reconciliation recording a fail-open
 // session once MySQL answers again (internal/reconcile failopen.go, hours
 // later after a long outage), goes through the store's late path
-// (mysqlstore.LateInsertAfter): a row older than that is written under the
+// (mysqlstore.Store.InsertLateSession): the row is written under the
 // watermark's lock and listed in quota_usage_rollup_deferred when it lands
-// below it. RecentRows leaves 50 minutes above LateInsertAfter for a
-// statement in flight and for clocks that disagree between instances.
+// below it. RecentRows leaves the rest of the hour for a statement in
+// flight and for clocks that disagree between instances.
 const RecentRows = time.Hour
 
 // target is where pol's rollup may go now: now − RecentRows, down to the

@@ -16,13 +16,13 @@ import (
 )
 
 // TestALateRowBelowTheWatermarkIsListedAndCountedOnce: a row written with a
-// start older than LateInsertAfter (a fail-open session that reconciliation
+// start hours old (a fail-open session that reconciliation
 // records once MySQL answers again, internal/reconcile failopen.go) may
 // land below the lifecycle's watermark, which since the hourly rollup of
 // the current period is an hour or two behind now. It is listed in
 // quota_usage_rollup_deferred, so the period totals (a rebuild's), the
 // seed snapshot and GET /admin/usage count it, open (reserved) then
-// settled, and a later pass sums it once. On main such a row was in no
+// settled, and a later pass sums it once (InsertLateSession). On main such a row was in no
 // reader's range: the rebuild's totals lost its grant.
 func TestALateRowBelowTheWatermarkIsListedAndCountedOnce(t *testing.T) {
 	forEachBackend(t, Options{}, func(t *testing.T, s *Store) {
@@ -46,7 +46,7 @@ func TestALateRowBelowTheWatermarkIsListedAndCountedOnce(t *testing.T) {
 		above := rec
 		above.SessionID, above.StartTime = res+"-above", period.Add(9*time.Hour+150*time.Second)
 		for _, r := range []quota.UsageRecord{rec, above} {
-			if err := s.InsertSession(testCtx(t), r); err != nil {
+			if err := s.InsertLateSession(testCtx(t), r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -82,7 +82,7 @@ func TestALateRowBelowTheWatermarkIsListedAndCountedOnce(t *testing.T) {
 		if got := lcListed(t, s, res); !slices.Equal(got, []int64{lateID}) {
 			t.Fatalf("listed %v; want the late row %d only (the other is above the watermark)", got, lateID)
 		}
-		if err := s.InsertSession(testCtx(t), rec); !errors.Is(err, quota.ErrDuplicateSession) {
+		if err := s.InsertLateSession(testCtx(t), rec); !errors.Is(err, quota.ErrDuplicateSession) {
 			t.Fatalf("the late session again: %v; want ErrDuplicateSession", err)
 		}
 		// A pass while it is open keeps it listed and sums nothing twice.

@@ -4,34 +4,25 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"time"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 )
 
-// LateInsertAfter is how old a session's start may be for InsertSession to
-// write its row through the group commit: a row that started longer ago
-// is a late one (a fail-open session that reconciliation records once
-// MySQL answers again, internal/reconcile failopen.go) and may land below
-// the ledger lifecycle's watermark, which moves inside the current period
-// up to lifecycle.RecentRows (1 h) behind now. Such a row is written by
-// insertLate. An apply's own row is written within its insert deadline
-// (QC_MYSQL_TIMEOUT, seconds) of its start; 10 minutes leave that, and
-// clocks that disagree between instances by a few minutes, on the group
-// commit, and 50 minutes under RecentRows.
-const LateInsertAfter = 10 * time.Minute
-
-// insertLate writes the USING row of rec, a session that started more than
-// LateInsertAfter ago, in one transaction that holds the resource's
-// lifecycle row lock (as every rollup step does, lifecycle.go): when the
-// row starts below the watermark, which no rollup step can move
-// meanwhile, it is listed in quota_usage_rollup_deferred, so that the
-// readers of the rolled-up range read it raw (usage, period totals) and a
-// later pass sums it once it can no longer change, exactly once (an
-// unlisted row below the watermark would be in no reader's range, and its
-// grant lost from a rebuild's totals). A row at or above the watermark is
-// rolled up by a later step as any other. Errors: as InsertSession's.
-func (s *Store) insertLate(ctx context.Context, rec quota.UsageRecord) (err error) {
+// InsertLateSession writes the USING row of rec, as InsertSession does,
+// for a session that may have started long ago (an apply's own row is
+// written within its insert deadline, seconds, of its start; a fail-open
+// session recorded by reconciliation after an outage, hours), in
+// one transaction that holds the resource's lifecycle row lock (as every
+// rollup step does, lifecycle.go): when the row starts below the
+// watermark, which no rollup step can move meanwhile, it is listed in
+// quota_usage_rollup_deferred, so that the readers of the rolled-up range
+// read it raw (usage, period totals) and a later pass sums it once it can
+// no longer change, exactly once (an unlisted row below the watermark
+// would be in no reader's range, and its grant lost from a rebuild's
+// totals). A row at or above the watermark is rolled up by a later step
+// as any other. It costs three statements and the lock, not a share of a
+// group commit. Errors: as InsertSession's.
+func (s *Store) InsertLateSession(ctx context.Context, rec quota.UsageRecord) (err error) {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	tx, err := s.db.BeginTxx(ctx, nil)

@@ -74,18 +74,14 @@ func (r usageRow) record() quota.UsageRecord {
 // is committed. If ctx is done before the row is sent, it returns ctx's error
 // and the row is not written; once sent, it waits for the outcome.
 //
-// A row whose start is more than LateInsertAfter old (a fail-open session
-// recorded by reconciliation) is written alone, under the ledger
-// lifecycle's lock, and listed if it lands below the rollup's watermark
-// (insertLate, lateinsert.go).
+// A row that may start below the ledger lifecycle's watermark (a
+// fail-open session recorded by reconciliation) is written by
+// InsertLateSession instead (lateinsert.go).
 //
 // Errors: one wrapping quota.ErrDuplicateSession when the session id is
 // already in the ledger (the existing row is unchanged), quota.ErrUnavailable
 // when the database cannot be reached or the store is closed.
 func (s *Store) InsertSession(ctx context.Context, rec quota.UsageRecord) error {
-	if s.now().Sub(rec.StartTime) > LateInsertAfter {
-		return s.insertLate(ctx, rec)
-	}
 	return s.inserts.do(ctx, rec)
 }
 

@@ -168,9 +168,6 @@ type Store struct {
 	// insertStmts, finishStmts and chargeStmts run the statements of
 	// inserts, finishes and charges (prepared on MySQL).
 	insertStmts, finishStmts, chargeStmts *groupStmts
-	// now is the clock InsertSession tells late rows by (time.Now; tests
-	// set their simulated clock).
-	now func() time.Time
 	// turns: on SQLite, a *sync.Mutex per resource that ChangePools and
 	// InPoolsTurn hold around their Redis writes (poolturn.go).
 	turns sync.Map
@@ -213,7 +210,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sqlx.DB, d dialect, opts Options) (*Store, error) {
-	s := &Store{db: db, dialect: d, timeout: opts.QueryTimeout, now: time.Now}
+	s := &Store{db: db, dialect: d, timeout: opts.QueryTimeout}
 	prepare := d.name == dialectMySQL.name
 	s.insertStmts = newGroupStmts(db.DB, prepare, insertSQL)
 	s.finishStmts = newGroupStmts(db.DB, prepare, finishSQL)

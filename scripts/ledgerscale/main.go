@@ -291,17 +291,8 @@ func format(b [16]byte) string {
 // measureWrites applies n sessions, one at a time (each its own group
 // commit: one INSERT of one row), then finishes them the same way, once
 // with random ids and once with time-ordered ones.
-//
-// Their starts are T − 1 min: when that is more than
-// mysqlstore.LateInsertAfter ago (a fill measured long after its T), the
-// store writes each through its late path, not the group commit (a note
-// says so on stderr), and the apply figures are not the hot path's.
 func measureWrites(ctx context.Context, m *meter, s *mysqlstore.Store, n int, resource string, tEnd time.Time) error {
 	period := tEnd.Truncate(24 * time.Hour)
-	if time.Since(tEnd.Add(-time.Minute)) > mysqlstore.LateInsertAfter {
-		fmt.Fprintf(os.Stderr, "note: T − 1 min is older than %s: the applies take the store's late path (not the hot path)\n",
-			mysqlstore.LateInsertAfter)
-	}
 	for _, style := range []string{"uuid4", "uuid7"} {
 		recs := make([]quota.UsageRecord, n)
 		for i := range recs {
