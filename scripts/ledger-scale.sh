@@ -55,6 +55,13 @@
 #                    then builds the indexes on what it has     (default: none)
 #   QC_SCALE_BATCH   QC_LEDGER_ROLLUP_BATCH of the rollup       (default 10000)
 #   QC_SCALE_RESOURCE resource rolled up and measured ("" rolls up all) (default res-0)
+#   QC_SCALE_SPAN_DAYS days of starts the fill spans (default 120); with
+#                    QC_SCALE_ROWS scaled by the same factor (100 M × days
+#                    / 120) it keeps the 100 M run's density per resource
+#   QC_SCALE_TEND    a `date -d` time: the fill's hour T (default now);
+#                    21:00 UTC of a past day gives the 100 M run's current
+#                    period (21 h of rows). `ledgerscale rollup` then rolls
+#                    up at T + 10 min (ledgerscale/rollup.go)
 #
 #   QC_SCALE_MIN_FREE_GB the fill stops before a chunk when the server's
 #                    disk has less free (a local server only)   (default 15)
@@ -81,6 +88,7 @@ batch=${QC_SCALE_BATCH:-10000}
 resource=${QC_SCALE_RESOURCE-res-0}
 dsn="root@tcp($hostport)/$db"
 bin=${QC_SCALE_BIN:-/tmp/ledger-scale-quota-center}
+gen=${QC_SCALE_GEN:-/tmp/ledgerscale} # the ledgerscale binary that fill and measure build
 
 say() { printf '==> %s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 sql() { mariadb --protocol=tcp -h"$host" -P"$port" -uroot "$@"; }
@@ -124,10 +132,10 @@ fill() {
 	sql -e "CREATE DATABASE IF NOT EXISTS $db"
 	QC_MYSQL_DSN=$dsn "$bin" migrate >&2
 	sql "$db" -e "CREATE TABLE IF NOT EXISTS scale_meta (t_end_ms BIGINT NOT NULL, rows_total BIGINT NOT NULL)"
-	local t_end span=$((120 * 86400000))
+	local t_end span=$((${QC_SCALE_SPAN_DAYS:-120} * 86400000))
 	t_end=$(sql -N "$db" -e "SELECT t_end_ms FROM scale_meta WHERE rows_total = $rows")
 	if [ -z "$t_end" ]; then # a new fill (a resumed one keeps its T)
-		t_end=$(($(date -u +%s) / 3600 * 3600 * 1000))
+		t_end=$(($(date -u ${QC_SCALE_TEND:+-d "$QC_SCALE_TEND"} +%s) / 3600 * 3600 * 1000))
 		sql "$db" -e "DELETE FROM scale_meta; INSERT INTO scale_meta VALUES ($t_end, $rows)"
 	fi
 	# One policy per resource, daily periods: the lifecycle job looks after
@@ -151,9 +159,9 @@ fill() {
 		done <<<"$defs"
 		sql "$db" -e "ALTER TABLE quota_usage $drops"
 	fi
-	go build -o /tmp/ledgerscale ./scripts/ledgerscale
+	go build -o "$gen" ./scripts/ledgerscale
 	say "fill: $rows rows by LOAD DATA in chunks of $chunk (primary key only), T = $t_end"
-	fill_load "$t_end"
+	fill_load "$t_end" "$span"
 	local adds
 	adds=$(sql -N -r "$db" -e "SELECT def FROM scale_indexes" | sed 's/^/ADD /' | paste -sd, -)
 	if [ -n "$adds" ]; then
@@ -176,7 +184,7 @@ fill() {
 # the binary log. A chunk is one statement, one transaction: present whole
 # or not at all, so a stopped fill resumes.
 fill_load() {
-	local t_end=$1
+	local t_end=$1 span=$2
 	local last=$(((rows + chunk - 1) / chunk - 1))
 	local k off n t0 free_gb datadir min_free=${QC_SCALE_MIN_FREE_GB:-15}
 	local fifo until=""
@@ -200,9 +208,9 @@ fill_load() {
 		fi
 		t0=$SECONDS
 		mkfifo "$fifo"
-		/tmp/ledgerscale gen -total "$rows" -from $((off + 1)) -to $((off + n)) -tend "$t_end" >"$fifo" &
+		"$gen" gen -total "$rows" -from $((off + 1)) -to $((off + n)) -tend "$t_end" -span "$span" >"$fifo" &
 		sql --local-infile=1 "$db" -e "SET SESSION unique_checks = 0, foreign_key_checks = 0, sql_log_bin = 0;
-			LOAD DATA LOCAL INFILE '$fifo' INTO TABLE quota_usage ($(/tmp/ledgerscale gen -columns))"
+			LOAD DATA LOCAL INFILE '$fifo' INTO TABLE quota_usage ($("$gen" gen -columns))"
 		wait $!
 		rm -f "$fifo"
 		say "fill: chunk $k ($((off + n)) rows) in $((SECONDS - t0)) s"
@@ -232,16 +240,16 @@ measure() {
 	local slow
 	slow=$(sql -N -e "SELECT @@slow_query_log_file")
 	case $slow in /*) ;; *) slow=$(sql -N -e "SELECT @@datadir")/$slow ;; esac
-	go build -o /tmp/ledgerscale ./scripts/ledgerscale
+	go build -o "$gen" ./scripts/ledgerscale
 	# Durable commits, as in production (a stopped fill left them at 2).
 	sql -e "SET GLOBAL innodb_flush_log_at_trx_commit = 1"
 	sql -e "SELECT table_rows, ROUND(data_length/1e9, 1) AS data_gb, ROUND(index_length/1e9, 1) AS index_gb
 		FROM information_schema.tables WHERE table_schema = '$db' AND table_name = 'quota_usage'"
 	sql -e "DROP DATABASE IF EXISTS qc_scale_empty; CREATE DATABASE qc_scale_empty"
 	QC_MYSQL_DSN="root@tcp($hostport)/qc_scale_empty" "$bin" migrate >&2
-	/tmp/ledgerscale -dsn "root@tcp($hostport)/qc_scale_empty" -slowlog "$slow" -label "empty ledger" -resource "${resource:-res-0}"
+	"$gen" -dsn "root@tcp($hostport)/qc_scale_empty" -slowlog "$slow" -label "empty ledger" -resource "${resource:-res-0}"
 	sql -e "DROP DATABASE qc_scale_empty"
-	/tmp/ledgerscale -dsn "$dsn" -slowlog "$slow" -label "filled ledger ($db)" -resource "${resource:-res-0}"
+	"$gen" -dsn "$dsn" -slowlog "$slow" -label "filled ledger ($db)" -resource "${resource:-res-0}"
 }
 
 drop() {

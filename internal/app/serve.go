@@ -482,5 +482,6 @@ func (m *groupMetrics) pipeline(calls int) { m.pipelineCalls.Observe(float64(cal
 // lifecycleConfig is the ledger lifecycle job's configuration.
 func lifecycleConfig(l config.Ledger) lifecycle.Config {
 	return lifecycle.Config{Interval: l.Interval, RollupAfter: l.RollupAfter, Retention: l.Retention,
-		Batch: l.Batch, DeleteBatch: l.DeleteBatch, Pause: l.Pause, DryRun: l.DryRun}
+		Batch: l.Batch, DeleteBatch: l.DeleteBatch, Pause: l.Pause, DryRun: l.DryRun,
+		ClosedPeriodsOnly: l.ClosedPeriodsOnly}
 }

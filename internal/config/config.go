@@ -139,6 +139,8 @@ type Ledger struct {
 	DeleteBatch int           // rows per delete step
 	Pause       time.Duration // between two steps
 	DryRun      bool          // report what a pass would do, write nothing
+	// ClosedPeriodsOnly: no rollup inside the current period (lifecycle.Config).
+	ClosedPeriodsOnly bool
 }
 
 // Log configures zap.

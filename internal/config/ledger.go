@@ -16,6 +16,8 @@ func ledgerFlags(fs *flag.FlagSet, l *Ledger) {
 	fs.IntVar(&l.Batch, "ledger-rollup-batch", l.Batch, "ledger rows summed per rollup step (one transaction)")
 	fs.IntVar(&l.DeleteBatch, "ledger-delete-batch", l.DeleteBatch, "ledger rows deleted per delete step (one transaction)")
 	fs.DurationVar(&l.Pause, "ledger-pause", l.Pause, "pause between two rollup or delete steps")
+	fs.BoolVar(&l.ClosedPeriodsOnly, "ledger-closed-periods-only", l.ClosedPeriodsOnly,
+		"the ledger rollup stops at each resource's current period's start (the rule before the hourly rollup of the current period): reads of the current period then read all its raw rows")
 	fs.BoolVar(&l.DryRun, "ledger-dry-run", l.DryRun, "the lifecycle job only logs what it would roll up and delete")
 }
 

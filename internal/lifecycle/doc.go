@@ -6,9 +6,13 @@
 //  1. rolls settled rows up, oldest first, into per-hour, per-period,
 //     per-client, per-line sums (quota_usage_rollup) behind a watermark:
 //     every row that started before it is summed exactly once. A row is
-//     rolled up only when it started before the resource's current period
-//     (a closed period is rolled up as soon as none of its rows may change)
-//     and more than RecentRows ago. An open (USING) session stops the
+//     rolled up once it started more than RecentRows ago, up to a whole
+//     UTC hour: the past hours of the current period too, so that a read
+//     of the current period (every rebuild's) reads the last hour or two
+//     raw (Config.ClosedPeriodsOnly stops it at the current period's
+//     start, as before). A row written later with an older start (a
+//     fail-open session recorded by reconciliation) is listed as below
+//     (internal/mysqlstore, InsertLateSession). An open (USING) session stops the
 //     rollup there until it is settled. A LEAKED or CANCELLED row settled
 //     less than RollupAfter ago may still change (a late finish may true a
 //     leaked one up, an apply retry revive a cancelled one): the watermark

@@ -33,6 +33,13 @@ type Config struct {
 	Pause              time.Duration
 	// DryRun writes nothing: each pass reports what it would do.
 	DryRun bool
+	// ClosedPeriodsOnly keeps the rollup out of each resource's current
+	// period (the rule before issue 23 §2's hourly rollup of the current
+	// period): the watermark stops at the period's start, and every read of
+	// the current period (a rebuild's totals, GET /admin/usage) reads its
+	// raw rows. False (the default) lets it move up to the hour before
+	// now − RecentRows, inside the current period.
+	ClosedPeriodsOnly bool
 	// Now is the job's clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -241,25 +248,39 @@ func (j *Job) Resource(ctx context.Context, pol quota.Policy) (Report, error) {
 }
 
 // RecentRows is how recent a row's start may be and the rollup still
-// pass it: none that started in the last hour is rolled up. A row is
-// written within its apply's insert deadline (QC_MYSQL_TIMEOUT, seconds) of
-// its start, and a revived one (quota.Service.revive) takes the retry's
-// start, so no row lands below a watermark that stays this far behind.
+// pass it: none that started in the last hour is rolled up, and the
+// watermark stays between RecentRows and RecentRows + 1 h behind now (it
+// moves by whole UTC hours). It is the grace of every write that lands a
+// row with a start in the past: an apply's row is written within its
+// insert deadline (QC_MYSQL_TIMEOUT, seconds) of its start, a gateway
+// charge's within a second of it (its start is the request's time), and a
+// revived one (quota.Service.revive) takes the retry's start. The one
+// writer that lands rows later, reconciliation recording a fail-open
+// session once MySQL answers again (internal/reconcile failopen.go, hours
+// later after a long outage), goes through the store's late path
+// (mysqlstore.Store.InsertLateSession): the row is written under the
+// watermark's lock and listed in quota_usage_rollup_deferred when it lands
+// below it. RecentRows leaves the rest of the hour for a statement in
+// flight and for clocks that disagree between instances.
 const RecentRows = time.Hour
 
-// target is where pol's rollup may go now: the start of its current
-// period (a closed period is rolled up as soon as no row of it may change;
-// the current one, which every apply's rebuild reads, never is), or
-// now − RecentRows if earlier, down to the UTC hour. Which rows may still
-// change is RollupStep's check (Config.RollupAfter).
+// target is where pol's rollup may go now: now − RecentRows, down to the
+// UTC hour, inside the current period too (the period's past hours are
+// rolled up, so that a read of the current period, as every rebuild's,
+// reads its last hour or two raw: docs/performance.md); with
+// Config.ClosedPeriodsOnly no further than the current period's start.
+// Which rows may still change is RollupStep's check (Config.RollupAfter);
+// an open (USING) row stops the rollup, as in a closed period.
 func (j *Job) target(pol quota.Policy, now time.Time) (time.Time, error) {
-	cur, err := j.sched.PeriodAt(pol, now)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("ledger lifecycle %s: period: %w", pol.ResourceName, err)
-	}
 	t := now.Add(-RecentRows)
-	if cur.Start.Before(t) {
-		t = cur.Start
+	if j.cfg.ClosedPeriodsOnly {
+		cur, err := j.sched.PeriodAt(pol, now)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("ledger lifecycle %s: period: %w", pol.ResourceName, err)
+		}
+		if cur.Start.Before(t) {
+			t = cur.Start
+		}
 	}
 	return t.UTC().Truncate(time.Hour), nil
 }

@@ -96,14 +96,17 @@ func job(t *testing.T, cfg lifecycle.Config, s lifecycle.Store, p policies, reg 
 	return j
 }
 
-// TestTargetIsTheCurrentPeriodsStartAndLeavesRecentRows: a closed period
-// may be rolled up at once (RollupStep then waits at any row of it that may
-// still change), the current one never, nor a row that started within
-// RecentRows (issue 23 §2 (a): before, the target also stayed 8 days back,
-// so a usage window over the last 30 days read 8 days of raw rows).
-func TestTargetIsTheCurrentPeriodsStartAndLeavesRecentRows(t *testing.T) {
+// TestTargetIsTheHourBeforeRecentRows: rows are rolled up to the UTC hour
+// before now − RecentRows, inside the current period too (issue 23 §2: the
+// current period's totals, which every rebuild reads, then read an hour or
+// two of raw rows); with Config.ClosedPeriodsOnly (main's rule before) a
+// closed period may be rolled up at once (RollupStep then waits at any row
+// of it that may still change), the current one never, nor a row that
+// started within RecentRows (issue 23 §2 (a): before, the target also
+// stayed 8 days back, so a usage window over the last 30 days read 8 days
+// of raw rows).
+func TestTargetIsTheHourBeforeRecentRows(t *testing.T) {
 	created := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	rec := &recorder{targets: map[string]time.Time{}}
 	reset := pol("reset", "0 0 * * *", created)
 	reset.ResetAt = now.Add(-2 * time.Hour)
 	early := pol("early", "30 9 * * *", created)
@@ -115,25 +118,36 @@ func TestTargetIsTheCurrentPeriodsStartAndLeavesRecentRows(t *testing.T) {
 		reset, // reset 2 h ago (08:30): its current period starts there
 		early, // its period started at 09:30, within RecentRows: now − 1 h, down to the hour
 	}
-	rec.names = p.names()
-	reg := prometheus.NewRegistry()
-	reps, err := job(t, lifecycle.Defaults(), rec, p, reg).Pass(context.Background())
-	if err != nil || len(reps) != len(p) {
-		t.Fatalf("pass: %v, %d reports", err, len(reps))
-	}
-	want := map[string]time.Time{
-		"daily":   time.Date(2025, 3, 20, 0, 0, 0, 0, time.UTC),
-		"monthly": time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
-		"never":   created,
-		"young":   time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC),
-		"reset":   time.Date(2025, 3, 20, 8, 0, 0, 0, time.UTC),
-		"early":   time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC),
-	}
-	if !reflect.DeepEqual(rec.targets, want) {
-		t.Fatalf("targets %v\nwant    %v", rec.targets, want)
-	}
-	if got := counter(t, reg, "quota_ledger_lifecycle_last_run_timestamp_seconds"); got == 0 {
-		t.Fatal("last run not set")
+	hour := time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC) // now (10:30) − 1 h, down to the hour
+	for _, tc := range []struct {
+		closedOnly bool
+		want       map[string]time.Time
+	}{
+		{false, map[string]time.Time{"daily": hour, "monthly": hour, "never": hour, "young": hour, "reset": hour, "early": hour}},
+		{true, map[string]time.Time{
+			"daily":   time.Date(2025, 3, 20, 0, 0, 0, 0, time.UTC),
+			"monthly": time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
+			"never":   created,
+			"young":   hour,
+			"reset":   time.Date(2025, 3, 20, 8, 0, 0, 0, time.UTC),
+			"early":   hour,
+		}},
+	} {
+		rec := &recorder{targets: map[string]time.Time{}}
+		rec.names = p.names()
+		reg := prometheus.NewRegistry()
+		cfg := lifecycle.Defaults()
+		cfg.ClosedPeriodsOnly = tc.closedOnly
+		reps, err := job(t, cfg, rec, p, reg).Pass(context.Background())
+		if err != nil || len(reps) != len(p) {
+			t.Fatalf("pass: %v, %d reports", err, len(reps))
+		}
+		if !reflect.DeepEqual(rec.targets, tc.want) {
+			t.Fatalf("closed periods only %v: targets %v\nwant    %v", tc.closedOnly, rec.targets, tc.want)
+		}
+		if got := counter(t, reg, "quota_ledger_lifecycle_last_run_timestamp_seconds"); got == 0 {
+			t.Fatal("last run not set")
+		}
 	}
 }
 
@@ -235,12 +249,12 @@ func TestDryRunReportsWhatAPassThenDoes(t *testing.T) {
 	if err != nil || dry[0].Error != "" {
 		t.Fatalf("dry run: %v %+v", err, dry)
 	}
-	// Target 2025-03-20 00:00 (the start of the current period); rows
+	// Target 2025-03-20 09:00 (now − 1 h, down to the hour); rows
 	// start at :07 each hour, FINISHED but the USING one of 2025-03-14
 	// 05:07, where the rollup stops: 13 days and 5 hours are rolled up;
 	// those before 2025-03-10 10:30 (now − 10 days) are deleted: 9 days
 	// and 11 hours (227 rows).
-	want := lifecycle.Report{Resource: "res", Target: time.Date(2025, 3, 20, 0, 0, 0, 0, time.UTC),
+	want := lifecycle.Report{Resource: "res", Target: time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC),
 		RolledTo: time.Date(2025, 3, 14, 5, 7, 0, 0, time.UTC), Blocked: true, RowsRolled: 13*24 + 5,
 		RowsDeleted: 9*24 + 11, DryRun: true}
 	if !reflect.DeepEqual(dry[0], want) {

@@ -74,6 +74,10 @@ func (r usageRow) record() quota.UsageRecord {
 // is committed. If ctx is done before the row is sent, it returns ctx's error
 // and the row is not written; once sent, it waits for the outcome.
 //
+// A row that may start below the ledger lifecycle's watermark (a
+// fail-open session recorded by reconciliation) is written by
+// InsertLateSession instead (lateinsert.go).
+//
 // Errors: one wrapping quota.ErrDuplicateSession when the session id is
 // already in the ledger (the existing row is unchanged), quota.ErrUnavailable
 // when the database cannot be reached or the store is closed.
@@ -427,14 +431,15 @@ func (s *Store) periodTotalsSQL() string { return s.dialect.periodTotals }
 // which hold exactly the rows before it (lifecycle.go; a rolled-up row is
 // settled, so it adds to charged only) but those listed in
 // quota_usage_rollup_deferred, read raw (lifecycledeferred.go: LEAKED or
-// CANCELLED rows that may still change). hint(index) follows each table
+// CANCELLED rows that may still change; lateinsert.go: rows written late
+// below the watermark, a USING one counted as reserved). hint(index) follows each table
 // that must be read through that index, whatever the optimizer estimates
 // (MySQL: FORCE INDEX; store.go, dialect.periodTotals): the ledger as a
 // range of idx_quota_usage_period (resource_name, period_start_ms,
 // start_ms) from the watermark, the rollups and the list by their
 // (resource_name, period_start_ms) indexes, so that each reads the period's
-// entries only (a period with none listed, like the current one, reads no
-// listed row). An entry of the list counts only while its row starts where
+// entries only (a period with none listed, as the current one mostly is,
+// reads no listed row). An entry of the list counts only while its row starts where
 // it was listed: a retried apply that revives the row moves its start (and
 // period) to the retry's. Arguments: periodTotalsArgs.
 func periodTotalsQuery(hint func(index string) string) string {

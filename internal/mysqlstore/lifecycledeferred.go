@@ -15,6 +15,9 @@ import (
 // periodTotalsSQL), and the last step of a later visit sums each once it
 // can no longer change (settleDeferred). Before, such a row stopped the
 // rollup, and the watermark of a resource with leaks stayed a day behind.
+// A row written late below the watermark (insertLate, lateinsert.go: a
+// fail-open session recorded by reconciliation) is listed too, USING or
+// settled, and handled the same way.
 
 // settledLongAgo holds for a row that can no longer change, of a range
 // without USING rows (argument settled-before ms): FINISHED (a finish never

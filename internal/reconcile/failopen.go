@@ -155,7 +155,7 @@ func (r *Reconciler) recordFailOpenSession(ctx context.Context, resource, id str
 	if st.FailOpenDrawn != nil {
 		rec.Drawn = *st.FailOpenDrawn
 	}
-	err := r.mysql(func() error { return r.ledger.InsertSession(ctx, rec) })
+	err := r.mysql(func() error { return r.insertLate(ctx, rec) })
 	if errors.Is(err, quota.ErrDuplicateSession) {
 		again, rerr := r.sessionsByID(ctx, []string{id})
 		if rerr != nil {
@@ -181,4 +181,22 @@ func (r *Reconciler) recordFailOpenSession(ctx context.Context, resource, id str
 		}})
 	}
 	return err == nil, err
+}
+
+// lateInserter is a ledger that writes rows that may start below its
+// lifecycle's watermark (mysqlstore.Store.InsertLateSession): a fail-open
+// session's start is as old as the outage, and the watermark moves up to
+// an hour or two behind now (internal/lifecycle).
+type lateInserter interface {
+	InsertLateSession(ctx context.Context, rec quota.UsageRecord) error
+}
+
+// insertLate writes a fail-open session's row through the ledger's late
+// path when it has one (listed if it lands below the watermark, so that
+// the period totals count it), else through InsertSession.
+func (r *Reconciler) insertLate(ctx context.Context, rec quota.UsageRecord) error {
+	if l, ok := r.ledger.(lateInserter); ok {
+		return l.InsertLateSession(ctx, rec)
+	}
+	return r.ledger.InsertSession(ctx, rec)
 }

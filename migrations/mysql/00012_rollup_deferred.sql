@@ -20,7 +20,8 @@
 --   watermark that is not in the rollups. Usage reads it by (resource_name,
 --   start_ms), the period totals by (resource_name, period_start_ms): a
 --   period with no listed row (the current one, which every rebuild reads,
---   never has any) costs one index dive. Retention deletes no listed row.
+--   seldom has any: a late fail-open row, internal/mysqlstore lateinsert.go)
+--   costs one index dive. Retention deletes no listed row.
 
 -- +goose Up
 CREATE TABLE quota_usage_rollup_deferred (
@@ -35,7 +36,10 @@ CREATE TABLE quota_usage_rollup_deferred (
 -- +goose Down
 -- A version without the list reads every row below the watermark through
 -- the rollups: the listed rows are summed in as they are now (a later
--- change of one of them is then not seen there).
+-- change of one of them is then not seen there). A listed USING row (a
+-- fail-open session written late below the watermark, internal/mysqlstore
+-- lateinsert.go, not yet settled) is not: check there is none first
+-- (docs/operations.md, "Rolling back").
 INSERT INTO quota_usage_rollup
     (resource_name, hour_ms, period_start_ms, client_id, business_line,
      sessions, leaked, granted, charged, refunded, overage)

@@ -19,6 +19,7 @@ func genMain(args []string) {
 	to := fs.Int64("to", 0, "last row, inclusive (default -total)")
 	tEnd := fs.Int64("tend", 0, "the fill's hour T, Unix ms (required)")
 	columns := fs.Bool("columns", false, "print the TSV's column list (for LOAD DATA) and exit")
+	fs.Int64Var(&spanMs, "span", spanMs, "ms of starts the fill spans, ending at -tend (default 120 days)")
 	_ = fs.Parse(args)
 	if *columns {
 		fmt.Println(genColumns)
@@ -42,8 +43,10 @@ const genColumns = "id, resource_name, client_id, session_id, period_start_ms, a
 	"granted_amount, charged_amount, refunded_amount, overage_amount, start_ms, end_ms, status, " +
 	"leak_recovered, business_line, drawn_shared"
 
-// spanMs is the fill's 120 days of session starts, in ms.
-const spanMs = 120 * 86400000
+// spanMs is the fill's span of session starts, in ms: 120 days unless
+// -span (QC_SCALE_SPAN_DAYS) says otherwise; with the rows scaled by the
+// same factor a shorter fill has the 100 M run's density per resource.
+var spanMs int64 = 120 * 86400000
 
 // writeRows writes rows from…to (1-based, inclusive) of a fill of total
 // rows ending at the hour tEndMs (Unix ms) as LOAD DATA's default TSV

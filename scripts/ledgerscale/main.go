@@ -17,7 +17,10 @@
 //	go run ./scripts/ledgerscale -dsn 'root@tcp(127.0.0.1:13906)/qc_scale' -slowlog /tmp/qc-6/slow.log
 //
 // `ledgerscale gen -total N -from A -to B -tend MS` writes the fill's rows
-// A…B as TSV for LOAD DATA (gen.go; ledger-scale.sh fill).
+// A…B as TSV for LOAD DATA (gen.go; ledger-scale.sh fill). `ledgerscale
+// rollup` runs the lifecycle job on one resource at the fill's clock
+// (rollup.go). -only-totals measures the current period's totals only (the
+// first call on a freshly started server is the cold one).
 package main
 
 import (
@@ -45,11 +48,16 @@ func main() {
 		genMain(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "rollup" {
+		rollupMain(os.Args[2:])
+		return
+	}
 	dsn := flag.String("dsn", "", "DSN of the ledger's database (required)")
 	slowLog := flag.String("slowlog", "", "the server's slow query log file, readable here (required)")
 	n := flag.Int("n", 1000, "sessions applied and finished per id style")
 	resource := flag.String("resource", "res-0", "resource of the sessions and of the reads")
 	label := flag.String("label", "", "name of this run in the output (e.g. the table's size)")
+	flag.BoolVar(&onlyTotals, "only-totals", false, "read the current period's totals only (twice: cold, then warm)")
 	flag.Parse()
 	if *dsn == "" || *slowLog == "" || *n < 1 {
 		flag.Usage()
@@ -131,6 +139,23 @@ func run(dsn, slowLog string, n int, resource, label string) error {
 		return err
 	}
 	report(os.Stdout, label, rows, m.phases, entries)
+	return nil
+}
+
+// onlyTotals: -only-totals.
+var onlyTotals bool
+
+// measureCurrentTotals reads the current period's totals twice.
+func measureCurrentTotals(ctx context.Context, m *meter, s *mysqlstore.Store, resource string, tEnd time.Time) error {
+	p, err := m.start(ctx, "period totals, current period")
+	if err != nil {
+		return err
+	}
+	for range 2 {
+		if err := p.time(func() error { _, err := s.PeriodTotals(ctx, resource, tEnd.Truncate(24*time.Hour)); return err }); err != nil {
+			return fmt.Errorf("period totals: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -306,6 +331,9 @@ func measureWrites(ctx context.Context, m *meter, s *mysqlstore.Store, n int, re
 // 30 days back, the seed snapshot and the walk over the open sessions.
 func measureReads(ctx context.Context, m *meter, s *mysqlstore.Store, resource string, tEnd time.Time) error {
 	const day = 24 * time.Hour
+	if onlyTotals {
+		return measureCurrentTotals(ctx, m, s, resource, tEnd)
+	}
 	// Windows in days before T (the last ones end an hour after T, so they
 	// hold the open sessions); "ending 9 days back" and "the previous
 	// period" (yesterday, UTC: the data's periods are daily) lie below the
