@@ -212,3 +212,63 @@ func TestVisitsAskedOneAtATimeKeepEachOther(t *testing.T) {
 		}
 	}
 }
+
+// An instance that died before it published its last changes (its
+// heartbeat stops without a clean leave) makes every resource due once on
+// the other instances, InstanceDeadAfter after its last heartbeat; one
+// that stopped cleanly (Run ended: flushed, then left) makes nothing due.
+// Without this, such a loss waited for the full visit (DefaultFullVisit).
+func TestVisitsAfterAnInstanceDied(t *testing.T) {
+	a, b, c, _ := newPair(t)
+	ctx := context.Background()
+	v := b.NewVisits(time.Hour)
+	if err := a.heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	visitAll(t, v, "r1", "r2")
+	c.t = c.t.Add(5 * time.Second)
+	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
+		t.Fatalf("quiet, a alive: %v due", got)
+	}
+	a.Mutated("r1") // a dies before its next Flush: the change is never published
+	c.t = c.t.Add(InstanceDeadAfter - 7*time.Second) // a's heartbeat 8 s old
+	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
+		t.Fatalf("a's heartbeat 8 s old: %v due, want none yet", got)
+	}
+	c.t = c.t.Add(5 * time.Second)
+	if got := visitAll(t, v, "r1", "r2"); !slices.Equal(got, []string{"r1", "r2"}) {
+		t.Fatalf("a dead: %v due, want every resource", got)
+	}
+	c.t = c.t.Add(5 * time.Second)
+	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
+		t.Fatalf("a still dead, already seen: %v due, want none", got)
+	}
+	// A third instance runs and stops cleanly: its last change is
+	// published, it leaves, nothing else is due.
+	d := New(a.rdb, Options{Window: 10 * time.Minute, Now: c.now})
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(rctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if n, _ := a.rdb.ZScore(ctx, InstancesKey, d.token).Result(); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("d's heartbeat never written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.Mutated("r2")
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.rdb.ZCard(ctx, InstancesKey).Result(); n != 1 { // a's, dead
+		t.Fatalf("%d instances in %s after d left, want 1 (a's)", n, InstancesKey)
+	}
+	c.t = c.t.Add(InstanceDeadAfter + time.Second)
+	if got := visitAll(t, v, "r1", "r2"); !slices.Equal(got, []string{"r2"}) {
+		t.Fatalf("after d's clean stop: %v due, want r2 (its published change) only", got)
+	}
+}
