@@ -230,7 +230,7 @@ func TestVisitsAfterAnInstanceDied(t *testing.T) {
 	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
 		t.Fatalf("quiet, a alive: %v due", got)
 	}
-	a.Mutated("r1") // a dies before its next Flush: the change is never published
+	a.Mutated("r1")                                  // a dies before its next Flush: the change is never published
 	c.t = c.t.Add(InstanceDeadAfter - 7*time.Second) // a's heartbeat 8 s old
 	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
 		t.Fatalf("a's heartbeat 8 s old: %v due, want none yet", got)
