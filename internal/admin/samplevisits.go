@@ -120,7 +120,9 @@ func (s *Service) sampleOne(ctx context.Context, r string, res quota.StatusResul
 		return err
 	}
 	ttl := BurnWindow + time.Minute
-	if known && last.held.After(last.at) && last.period.Equal(st.Period.Start) {
+	// The held value, unless it is the new sample's own (a full visit that
+	// found nothing changed: the new sample says the same from last.at on).
+	if known && last.held.After(last.at) && last.period.Equal(st.Period.Start) && last.consumed != st.Used+st.Reserved {
 		err = s.d.Live.RecordBurn(ctx, r, quota.BurnSample{At: last.held, PeriodStart: last.period, Consumed: last.consumed}, ttl)
 	}
 	if err == nil {

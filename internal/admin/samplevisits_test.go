@@ -199,3 +199,36 @@ type noStatus struct{ admin.Quota }
 func (noStatus) Status(context.Context, string) (quota.StatusResponse, error) {
 	return quota.StatusResponse{}, errors.New("Quota.Status called: the sampler should read in one batch")
 }
+
+// A quiet resource's full visit (each minute) writes one sample: the held
+// value (the last tick that found it unchanged) is the new sample's own and
+// is not written too; after a change it is (the forecast's base).
+func TestQuietFullVisitWritesOneSample(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)}
+	s := newSampler(t, clk, true)
+	tick := func() {
+		sample(t, s.ops)
+		clk.Add(admin.DefaultSampleInterval)
+	}
+	if _, err := s.svc.Apply(ctx(t), quota.ApplyRequest{ResourceName: "burn", Amount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	tick() // may sample once more (changed in the ms of the last visit)
+	before := s.samples(t)
+	for range 6 { // a minute: one full visit
+		tick()
+	}
+	if got := s.samples(t) - before; got != 1 {
+		t.Fatalf("a quiet minute wrote %d samples, want 1 (the full visit's)", got)
+	}
+	tick()
+	before = s.samples(t)
+	if _, err := s.svc.Apply(ctx(t), quota.ApplyRequest{ResourceName: "burn", Amount: 4}); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	if got := s.samples(t) - before; got != 2 {
+		t.Fatalf("a change after quiet ticks wrote %d samples, want 2 (the held value and the new one)", got)
+	}
+}
