@@ -54,10 +54,12 @@ type Tracker struct {
 	chReadT, resetAt        int64
 	epoch                   string
 	readMu                  sync.Mutex // one change-log read at a time
-	// token names this instance in InstancesKey; dead = the instances
-	// found dead at the last read of the log (token → heartbeat, Unix ms).
+	// token names this instance in InstancesKey, beat = its last
+	// heartbeat's score; peers = the other instances' heartbeats at the
+	// last read of the log (instances.go).
 	token string
-	dead  map[string]int64
+	beat  int64
+	peers map[string]peer
 }
 
 // set is one sorted set and what this instance knows of it.

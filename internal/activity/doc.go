@@ -38,8 +38,10 @@
 // change the log missed and nothing detected), or all of them when the
 // log was lost (EpochKey gone: Redis restarted; Tracker.Reset on a
 // failover), an instance died with changes it may not have published (its
-// heartbeat in InstancesKey stopped without a clean leave: instances.go),
-// or the log cannot be read.
+// heartbeat in InstancesKey stopped moving, for InstanceDeadAfter of the
+// reader's own clock, without a clean leave: instances.go; the instances'
+// clocks are never compared, so a skewed clock is not a death), or the
+// log cannot be read.
 //
 // It imports go-redis and zap; never quota (a resource is its name).
 package activity
