@@ -54,6 +54,12 @@ type Tracker struct {
 	chReadT, resetAt        int64
 	epoch                   string
 	readMu                  sync.Mutex // one change-log read at a time
+	// token names this instance in InstancesKey, beat = its last
+	// heartbeat's score; peers = the other instances' heartbeats at the
+	// last read of the log (instances.go).
+	token string
+	beat  int64
+	peers map[string]peer
 }
 
 // set is one sorted set and what this instance knows of it.
@@ -81,7 +87,7 @@ func New(rdb redis.UniversalClient, o Options) *Tracker {
 		o.Now = time.Now
 	}
 	return &Tracker{rdb: rdb, window: o.Window, log: o.Log, now: o.Now, all: newSet(Key), used: newSet(UsedKey),
-		pending: map[string]int64{}, local: map[string]int64{}, changes: map[string]int64{}}
+		pending: map[string]int64{}, local: map[string]int64{}, changes: map[string]int64{}, token: newToken()}
 }
 
 // Window is the tracker's window.
@@ -164,7 +170,7 @@ func (t *Tracker) flush(ctx context.Context, s *set) error {
 func (t *Tracker) Trim(ctx context.Context) error {
 	now := strconv.FormatInt(t.now().UnixMilli(), 10)
 	return errors.Join(t.rdb.ZRemRangeByScore(ctx, Key, "-inf", now).Err(),
-		t.rdb.ZRemRangeByScore(ctx, UsedKey, "-inf", now).Err(), t.trimChanges(ctx))
+		t.rdb.ZRemRangeByScore(ctx, UsedKey, "-inf", now).Err(), t.trimChanges(ctx), t.trimInstances(ctx))
 }
 
 // Active returns the active resources (used or changed), sorted: those
@@ -213,16 +219,19 @@ func (t *Tracker) Run(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastTrim := time.Time{}
+	_ = t.heartbeat(ctx) // before the first change to publish
 	for {
 		select {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = t.Flush(fctx) // what this instance touched last
+			if t.Flush(fctx) == nil { // what this instance touched last
+				_ = t.leave(fctx) // all published: not a death
+			}
 			cancel()
 			return nil
 		case <-tick.C:
 		}
-		if err := t.Flush(ctx); err != nil && ctx.Err() == nil {
+		if err := errors.Join(t.Flush(ctx), t.heartbeat(ctx)); err != nil && ctx.Err() == nil {
 			t.log.Debug("active resources not written (retried next second)", zap.Error(err))
 		}
 		if time.Since(lastTrim) >= time.Minute {

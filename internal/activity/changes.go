@@ -102,9 +102,11 @@ func (t *Tracker) trimChanges(ctx context.Context) error {
 }
 
 // readChanges reads the changes published since the last read (less
-// ClockSkew) and the epoch, at most once per changeReadEvery: one MULTI of
-// three commands on the {active} slot, whatever the number of resources.
-// A different epoch than the last read's sets resetAt. Errors: Redis's
+// ClockSkew), the epoch and the instances' heartbeats (InstancesKey), at most
+// once per changeReadEvery: one MULTI of four commands on the {active}
+// slot, whatever the number of resources. A different epoch than the last
+// read's, or an instance newly found dead (its heartbeat unchanged for
+// InstanceDeadAfter of this clock), sets resetAt. Errors: Redis's
 // (the caller then treats every resource as changed).
 func (t *Tracker) readChanges(ctx context.Context) error {
 	// One read at a time: concurrent callers (the scrape's workers) wait
@@ -123,11 +125,12 @@ func (t *Tracker) readChanges(ctx context.Context) error {
 	}
 	t.mu.Unlock()
 	var get *redis.StringCmd
-	var rng *redis.ZSliceCmd
+	var rng, inst *redis.ZSliceCmd
 	_, err := t.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SetNX(ctx, EpochKey, newToken(), 0) // a fresh token each time: a lost key comes back different
 		get = p.Get(ctx, EpochKey)
 		rng = p.ZRangeByScoreWithScores(ctx, ChangedKey, &redis.ZRangeBy{Min: strconv.FormatInt(from, 10), Max: "+inf"})
+		inst = queueInstances(ctx, p)
 		return nil
 	})
 	if err != nil {
@@ -143,6 +146,7 @@ func (t *Tracker) readChanges(ctx context.Context) error {
 		}
 		t.epoch = ep
 	}
+	t.noteInstances(inst.Val(), now)
 	for _, z := range rng.Val() {
 		r, _ := z.Member.(string)
 		if at := int64(z.Score); at > t.changes[r] {

@@ -33,9 +33,15 @@
 // ChangedKey, and a Visits (one per loop) reads that log at most once a
 // second and tells which resources are due: changed since their last
 // clean visit, past a time the visit named (a lease's end, a period's
-// end), unvisited for a minute (DefaultFullVisit, the bound on a change
-// the log missed), or all of them when the log was lost (EpochKey gone:
-// Redis restarted; Tracker.Reset on a failover) or cannot be read.
+// end), unvisited for the loop's full-visit interval (DefaultFullVisit, 5
+// minutes, or MinuteVisit for the loops that need it: the bound on a
+// change the log missed and nothing detected), or all of them when the
+// log was lost (EpochKey gone: Redis restarted; Tracker.Reset on a
+// failover), an instance died with changes it may not have published (its
+// heartbeat in InstancesKey stopped moving, for InstanceDeadAfter of the
+// reader's own clock, without a clean leave: instances.go; the instances'
+// clocks are never compared, so a skewed clock is not a death), or the
+// log cannot be read.
 //
 // It imports go-redis and zap; never quota (a resource is its name).
 package activity

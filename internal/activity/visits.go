@@ -8,10 +8,22 @@ import (
 
 // DefaultFullVisit is how long a resource may go unvisited by a loop that
 // skips unchanged resources (Visits) when Visits is made with 0: the bound
-// on how long a change the log missed (an instance that died before it
-// published its last second, a Redis failover that lost it, clocks apart by
-// more than ClockSkew) can go unseen.
-const DefaultFullVisit = time.Minute
+// on how long a change the log missed can go unseen. The losses the log
+// detects make every resource due at once (a Redis restart or failover:
+// EpochKey, Tracker.Reset; an instance that died before it published its
+// last second: InstancesKey), so what is left to this bound is what
+// nothing detects: clocks apart by more than ClockSkew, a change made
+// past Tracker.Mutated. It was 1 minute before the instances' heartbeats
+// (issue 23 §1: ~1,000 quiet used resources then cost ~360 Redis
+// commands/s of full visits); it must stay within the window. Loops with
+// a reason of their own to visit more often pass their own interval (the
+// burn-rate sampler, whose samples must stay within admin.BurnWindow; the
+// pool controller, whose settings change in MySQL only).
+const DefaultFullVisit = 5 * time.Minute
+
+// MinuteVisit is the full-visit interval of the loops that visit a quiet
+// resource every minute for a reason of their own (see DefaultFullVisit).
+const MinuteVisit = time.Minute
 
 // Visits is what one background loop (the sweeper, the burn-rate sampler,
 // the scrape's balance reads) remembers of its visits, so that it skips a

@@ -212,3 +212,186 @@ func TestVisitsAskedOneAtATimeKeepEachOther(t *testing.T) {
 		}
 	}
 }
+
+// An instance that died before it published its last changes (its
+// heartbeat stops without a clean leave) makes every resource due once on
+// the other instances, InstanceDeadAfter after its last heartbeat; one
+// that stopped cleanly (Run ended: flushed, then left) makes nothing due.
+// Without this, such a loss waited for the full visit (DefaultFullVisit).
+func TestVisitsAfterAnInstanceDied(t *testing.T) {
+	a, b, c, _ := newPair(t)
+	ctx := context.Background()
+	v := b.NewVisits(time.Hour)
+	if err := a.heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	visitAll(t, v, "r1", "r2")
+	c.t = c.t.Add(5 * time.Second)
+	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
+		t.Fatalf("quiet, a alive: %v due", got)
+	}
+	a.Mutated("r1")                                  // a dies before its next Flush: the change is never published
+	c.t = c.t.Add(InstanceDeadAfter - 7*time.Second) // a's heartbeat 8 s old
+	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
+		t.Fatalf("a's heartbeat 8 s old: %v due, want none yet", got)
+	}
+	c.t = c.t.Add(5 * time.Second)
+	if got := visitAll(t, v, "r1", "r2"); !slices.Equal(got, []string{"r1", "r2"}) {
+		t.Fatalf("a dead: %v due, want every resource", got)
+	}
+	c.t = c.t.Add(5 * time.Second)
+	if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
+		t.Fatalf("a still dead, already seen: %v due, want none", got)
+	}
+	// A third instance runs and stops cleanly: its last change is
+	// published, it leaves, nothing else is due.
+	d := New(a.rdb, Options{Window: 10 * time.Minute, Now: c.now})
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(rctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if n, _ := a.rdb.ZScore(ctx, InstancesKey, d.token).Result(); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("d's heartbeat never written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.Mutated("r2")
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.rdb.ZCard(ctx, InstancesKey).Result(); n != 1 { // a's, dead
+		t.Fatalf("%d instances in %s after d left, want 1 (a's)", n, InstancesKey)
+	}
+	c.t = c.t.Add(InstanceDeadAfter + time.Second)
+	if got := visitAll(t, v, "r1", "r2"); !slices.Equal(got, []string{"r2"}) {
+		t.Fatalf("after d's clean stop: %v due, want r2 (its published change) only", got)
+	}
+}
+
+// Liveness does not compare clocks across instances: instances
+// heartbeating every second with clocks 30 s behind and 30 s ahead of the
+// reader's (and one 30 minutes behind, past the window) make nothing due
+// after the first visit, read after read; once one of them stops (no
+// leave), every resource is due once, InstanceDeadAfter of the reader's
+// clock later, then never again. Trim drops that dead instance's entry
+// after the window, and none of the live ones however far behind.
+// Before: an instance more than InstanceDeadAfter behind was "dead" with
+// a new score at every read, and every resource was due every second.
+func TestVisitsIgnoreSkewedClocksOfLiveInstances(t *testing.T) {
+	_, b, c, _ := newPair(t)
+	ctx := context.Background()
+	skewed := func(d time.Duration) *Tracker {
+		return New(b.rdb, Options{Window: 10 * time.Minute, Now: func() time.Time { return c.now().Add(d) }})
+	}
+	behind, ahead, far := skewed(-30*time.Second), skewed(30*time.Second), skewed(-30*time.Minute)
+	beat := func(ts ...*Tracker) {
+		t.Helper()
+		for _, x := range ts {
+			if err := x.heartbeat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	v := b.NewVisits(time.Hour)
+	beat(behind, ahead, far)
+	if got := visitAll(t, v, "r1", "r2"); len(got) != 2 {
+		t.Fatalf("first visit: %v due, want both", got)
+	}
+	for i := range 20 {
+		c.t = c.t.Add(time.Second)
+		beat(behind, ahead, far)
+		if got := visitAll(t, v, "r1", "r2"); len(got) != 0 {
+			t.Fatalf("read %d, every instance alive: %v due, want none", i+1, got)
+		}
+	}
+	// behind dies (no leave): due once, after InstanceDeadAfter.
+	dueReads := 0
+	for range 30 {
+		c.t = c.t.Add(time.Second)
+		beat(ahead, far)
+		if got := visitAll(t, v, "r1", "r2"); len(got) > 0 {
+			if !slices.Equal(got, []string{"r1", "r2"}) {
+				t.Fatalf("behind dead: %v due, want every resource", got)
+			}
+			dueReads++
+		}
+	}
+	if dueReads != 1 {
+		t.Fatalf("behind dead: every resource due at %d reads, want 1", dueReads)
+	}
+	// Past the window: Trim drops behind's entry, keeps the live ones.
+	for range 11 {
+		c.t = c.t.Add(time.Minute)
+		beat(ahead, far)
+		visitAll(t, v, "r1", "r2")
+	}
+	if err := b.Trim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left, err := b.rdb.ZRange(ctx, InstancesKey, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(left)
+	want := []string{ahead.token, far.token}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Fatalf("after Trim: %v in %s, want %v (the live ones)", left, InstancesKey, want)
+	}
+}
+
+// A heartbeat's score grows at every heartbeat even when the instance's
+// clock stands still or goes back, so a live instance never looks dead.
+func TestHeartbeatScoreAlwaysGrows(t *testing.T) {
+	a, _, c, _ := newPair(t)
+	ctx := context.Background()
+	var last float64
+	for i, step := range []time.Duration{0, 0, -time.Minute, time.Second} {
+		c.t = c.t.Add(step)
+		if err := a.heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s, err := a.rdb.ZScore(ctx, InstancesKey, a.token).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && s <= last {
+			t.Fatalf("heartbeat %d: score %v after %v", i, s, last)
+		}
+		last = s
+	}
+}
+
+// Trim keeps an instance the reader saw dead when it heartbeated again
+// since (its score moved: it came back), and reports Redis's error.
+func TestTrimKeepsAnInstanceThatCameBack(t *testing.T) {
+	a, b, c, mr := newPair(t)
+	ctx := context.Background()
+	v := b.NewVisits(time.Hour)
+	if err := a.heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	visitAll(t, v, "r1")
+	c.t = c.t.Add(11 * time.Minute) // past the window, unchanged: dead to b
+	visitAll(t, v, "r1")
+	c.t = c.t.Add(11 * time.Minute)
+	visitAll(t, v, "r1")
+	if err := a.heartbeat(ctx); err != nil { // back, after b's last read
+		t.Fatal(err)
+	}
+	if err := b.Trim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.rdb.ZScore(ctx, InstancesKey, a.token).Result(); err != nil {
+		t.Fatalf("a, back, trimmed: %v", err)
+	}
+	mr.Close()
+	if err := b.trimInstances(ctx); err == nil {
+		t.Fatal("trimInstances with Redis down: no error")
+	}
+}

@@ -67,40 +67,62 @@ func (s *Service) sampleChanged(ctx context.Context, pols []quota.Policy) error 
 			keep[r] = l
 		}
 	}
-	s.memo.m = keep // resources no longer sampled are forgotten
-	s.memo.mu.Unlock()
-	var first error
+	s.memo.m = keep   // resources no longer sampled are forgotten
+	var read []string // due, or never sampled
 	for _, r := range names {
+		if _, ok := s.memo.m[r]; isDue[r] || !ok {
+			read = append(read, r)
+		}
+	}
+	s.memo.mu.Unlock()
+	sts := s.statuses(ctx, read)
+	var first error
+	for i, r := range read {
 		s.memo.mu.Lock()
 		last, ok := s.memo.m[r]
 		s.memo.mu.Unlock()
-		if !isDue[r] && ok {
-			continue
-		}
-		if err := s.sampleOne(ctx, r, last, ok, start, now); err != nil && first == nil {
+		if err := s.sampleOne(ctx, r, sts[i], last, ok, start, now); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-// sampleOne reads resource's status and records its sample (after the
+// statuses reads the statuses of resources: through Deps.SampleStatuses
+// (one batch) when set, else Quota.Status of each.
+func (s *Service) statuses(ctx context.Context, resources []string) []quota.StatusResult {
+	if len(resources) == 0 {
+		return nil
+	}
+	if s.d.SampleStatuses != nil {
+		return s.d.SampleStatuses(ctx, resources)
+	}
+	out := make([]quota.StatusResult, len(resources))
+	for i, r := range resources {
+		out[i].Status, out[i].Err = s.d.Quota.Status(ctx, r)
+	}
+	return out
+}
+
+// sampleOne records resource's sample from its status read res (after the
 // held value of last, when last is known and was found unchanged since),
-// then tells SampleVisits. A failure forgets last: the next tick samples
-// the resource again.
-func (s *Service) sampleOne(ctx context.Context, r string, last lastSample, known bool, start, now time.Time) error {
+// then tells SampleVisits. A failure (of the read or the write) forgets
+// last: the next tick samples the resource again.
+func (s *Service) sampleOne(ctx context.Context, r string, res quota.StatusResult, last lastSample, known bool, start, now time.Time) error {
 	forget := func() {
 		s.memo.mu.Lock()
 		delete(s.memo.m, r)
 		s.memo.mu.Unlock()
 	}
-	st, err := s.d.Quota.Status(ctx, r)
+	st, err := res.Status, res.Err
 	if err != nil {
 		forget()
 		return err
 	}
 	ttl := BurnWindow + time.Minute
-	if known && last.held.After(last.at) && last.period.Equal(st.Period.Start) {
+	// The held value, unless it is the new sample's own (a full visit that
+	// found nothing changed: the new sample says the same from last.at on).
+	if known && last.held.After(last.at) && last.period.Equal(st.Period.Start) && last.consumed != st.Used+st.Reserved {
 		err = s.d.Live.RecordBurn(ctx, r, quota.BurnSample{At: last.held, PeriodStart: last.period, Consumed: last.consumed}, ttl)
 	}
 	if err == nil {

@@ -67,6 +67,13 @@ type Deps struct {
 	// issue 23 §1; see Service.sampleChanged). nil: every resource is
 	// read and sampled each tick.
 	SampleVisits Visits
+	// SampleStatuses, when set, is the sampler's read of the statuses
+	// of the resources a tick samples (with SampleVisits: the due ones),
+	// the i-th result resources[i]'s; nil: Quota.Status of each, one at a
+	// time. quota-center serve reads them in one batch and keeps them for
+	// the scrape's balance and forecast gauges (issue 23 §1: one status
+	// read per change, or per full visit, serves both).
+	SampleStatuses func(ctx context.Context, resources []string) []quota.StatusResult
 }
 
 // Service answers the operators' reads and carries out their actions. It

@@ -96,6 +96,7 @@ type monitor struct {
 	mu    sync.Mutex
 	n     int
 	first string
+	lines []string        // the commands counted
 	seen  map[string]bool // marks echoed through this monitor
 }
 
@@ -128,6 +129,7 @@ func monitorRedis(t *testing.T, addr, needle string) *monitor {
 					m.first = line
 				}
 				m.n++
+				m.lines = append(m.lines, line)
 			}
 			m.mu.Unlock()
 		}

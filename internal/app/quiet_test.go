@@ -23,8 +23,15 @@ import (
 // returns the server, the resource and the Redis's address.
 func quietResource(t *testing.T) (*testenv.Server, string, string) {
 	t.Helper()
+	return quietResourceWith(t, "--reconcile-interval", "5s")
+}
+
+// quietResourceWith is quietResource with these serve flags instead of
+// the reconciliation's every 5 s.
+func quietResourceWith(t *testing.T, args ...string) (*testenv.Server, string, string) {
+	t.Helper()
 	addr := privateRedis(t)
-	s := testenv.Start(t, testenv.Real, "--sweep-interval", "100ms", "--reconcile-interval", "5s", "--redis-addr", addr)
+	s := testenv.Start(t, testenv.Real, append([]string{"--sweep-interval", "100ms", "--redis-addr", addr}, args...)...)
 	r := testenv.Resource(t)
 	putPolicy(t, s, r, map[string]any{"quotaType": "COUNT", "totalLimit": 1000})
 	code, out, _ := call(t, s, "POST", "/quota/apply", map[string]any{"resourceName": r, "clientId": "c", "applyAmount": 1})

@@ -182,3 +182,60 @@ func (c *visitCache[T]) prefetch(ctx context.Context, names []string) {
 		}
 	}
 }
+
+// Refresh reads the statuses of names afresh, in one batch (readMany;
+// one Status read each without it), keeps each answer for the scrape's
+// Status and Prefetch as a read of their own (issue 23 §1: the burn-rate
+// sampler's reads of the resources that changed, or are due their full
+// visit, serve the next scrape, which then reads none of them again), and
+// returns them, the i-th names[i]'s. Status calls for these resources
+// meanwhile wait for it. Errors are returned and not kept.
+func (s *scrapeStatus) Refresh(ctx context.Context, names []string) []quota.StatusResult {
+	out := make([]quota.StatusResult, len(names))
+	if len(names) == 0 {
+		return out
+	}
+	start := s.now()
+	s.mu.Lock()
+	b, mine := s.flying.claim(names)
+	s.mu.Unlock()
+	var res []quota.StatusResult
+	if s.readMany != nil {
+		res = s.readMany(ctx, mine)
+	} else {
+		res = make([]quota.StatusResult, len(mine))
+		for i, r := range mine {
+			res[i].Status, res[i].Err = s.read(ctx, r)
+		}
+	}
+	now := s.now()
+	got := make(map[string]quota.StatusResult, len(mine))
+	s.mu.Lock()
+	for i, r := range mine {
+		got[r] = res[i]
+		b.v[r], b.err[r] = res[i].Status, res[i].Err
+		if res[i].Err == nil {
+			s.m[r] = scrapeAnswer{st: res[i].Status, at: start, used: now}
+		}
+		delete(s.flying, r)
+	}
+	s.mu.Unlock()
+	close(b.done)
+	if s.visits != nil {
+		for _, r := range mine {
+			if g := got[r]; g.Err == nil {
+				s.visits.Done(r, start, periodLeft(g.Status, start))
+			}
+		}
+	}
+	for i, r := range names {
+		if g, ok := got[r]; ok {
+			out[i] = g
+			continue
+		}
+		// Another batch was reading it (a scrape's prefetch, begun before
+		// this call): a fresh read of its own, not that batch's answer.
+		out[i].Status, out[i].Err = s.read(ctx, r)
+	}
+	return out
+}

@@ -144,3 +144,58 @@ func TestVisitCacheGetTakesThePrefetchOfItsScrape(t *testing.T) {
 		t.Fatalf("get a a scrape later: %d after %d single reads; want a read of its own", v, singles)
 	}
 }
+
+// Refresh (the burn-rate sampler's reads) reads every name afresh in one
+// batch, even one read for this scrape already, records each clean read as
+// a visit, and the scrape's Prefetch and Status that follow take its
+// answers while the resources are not due (no read of their own); a
+// failed read is returned, not kept, and not recorded as a visit.
+func TestScrapeStatusRefreshServesTheScrape(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var singles int
+	var batches [][]string
+	s := newScrapeStatus(func(_ context.Context, r string) (quota.StatusResponse, error) {
+		singles++
+		return quota.StatusResponse{Used: 1}, nil
+	})
+	s.now = func() time.Time { return now }
+	v := &fakeVisits{due: map[string]bool{}} // nothing due unless said
+	s.visits = v
+	read := 0
+	s.readMany = func(_ context.Context, names []string) []quota.StatusResult {
+		batches = append(batches, slices.Clone(names))
+		read++
+		out := make([]quota.StatusResult, len(names))
+		for i, r := range names {
+			if r == "bad" {
+				out[i].Err = quota.ErrUnavailable
+			} else {
+				out[i].Status = quota.StatusResponse{Used: int64(100*read + i)}
+			}
+		}
+		return out
+	}
+	ctx := context.Background()
+	names := []string{"a", "b", "bad"}
+	res := s.Refresh(ctx, names)
+	if len(batches) != 1 || !slices.Equal(batches[0], names) || res[0].Status.Used != 100 || res[1].Status.Used != 101 || res[2].Err == nil {
+		t.Fatalf("Refresh: batches %v, results %+v; want one batch of %v, 100, 101 and bad's error", batches, res, names)
+	}
+	if !slices.Equal(v.done, []string{"a", "b"}) {
+		t.Fatalf("visits done %v; want a and b (bad failed)", v.done)
+	}
+	now = now.Add(10 * time.Second) // the next scrape: a and b unchanged
+	s.Prefetch(ctx, []string{"a", "b"})
+	for i, r := range []string{"a", "b"} {
+		if st, err := s.Status(ctx, r); err != nil || st.Used != int64(100+i) {
+			t.Fatalf("Status %s after Refresh: %+v, %v; want the refresh's %d", r, st, err, 100+i)
+		}
+	}
+	if len(batches) != 1 || singles != 0 {
+		t.Fatalf("the scrape after Refresh read: batches %v, %d single reads; want none", batches, singles)
+	}
+	// Refresh reads again even what this scrape read a moment ago.
+	if res := s.Refresh(ctx, []string{"a"}); len(batches) != 2 || res[0].Status.Used != 200 {
+		t.Fatalf("a second Refresh: batches %v, result %+v; want a read of its own (200)", batches, res)
+	}
+}

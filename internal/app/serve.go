@@ -244,8 +244,12 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 	scrapePl = newScrapePools(tracker.NewVisits(activity.DefaultFullVisit), poolAdmin)
 	httpapi.NewPoolCollector(reg, active, scrapePl, 2*time.Second)
 	ops := admin.New(admin.Deps{Quota: svc, Live: rs, Ledger: ann, Audit: b.ledger, Sched: sched, Active: active.ListPolicies,
-		SampleVisits: tracker.NewVisits(activity.DefaultFullVisit)})
-	scrapeBn := newScrapeBurns(tracker.NewVisits(activity.DefaultFullVisit), rs.BurnSamples)
+		// Each minute at least: a forecast needs samples within admin.BurnWindow.
+		SampleVisits: tracker.NewVisits(activity.MinuteVisit),
+		// The sampler's reads, in one batch, are the scrape's too.
+		SampleStatuses: scrapeSt.Refresh})
+	// The samples kept must stay within admin.BurnWindow: read each minute.
+	scrapeBn := newScrapeBurns(tracker.NewVisits(activity.MinuteVisit), rs.BurnSamples)
 	scrapeBn.c.readMany = func(ctx context.Context, names []string) ([][]quota.BurnSample, []error) {
 		return rs.BurnSamplesOf(ctx, names, time.Now().Add(-admin.BurnWindow))
 	}
@@ -265,7 +269,9 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		Visits: tracker.NewVisits(time.Duration(reconcile.DefaultFullEvery) * cfg.Reconcile.Interval),
 	}, rs, b.ledger, active, sched, log.Named("reconcile"), reg)
 	poolRunner := poolctl.New(activePools{poolLedger, active}, poolLive, poolLedger, sched, log, reg, 0, nil)
-	poolRunner.Visits = tracker.NewVisits(activity.DefaultFullVisit) // controllers at rest skipped until a change
+	// Controllers at rest skipped until a change; a pool settings change
+	// is in MySQL only, so each minute at least.
+	poolRunner.Visits = tracker.NewVisits(activity.MinuteVisit)
 	api := httpapi.New(httpapi.Deps{
 		Service: used, Logger: log.Named("http"), Metrics: metrics, Gatherer: reg, Lines: svc,
 		Pools:        httpapi.PoolAdmin{Lines: poolAdmin, Grants: poolAdmin, Reclaims: poolAdmin},

@@ -84,11 +84,12 @@ func (s *Store) LiveCount(ctx context.Context, resource string) (int64, error) {
 }
 
 // RecordBurn adds a consumption sample of resource to qc:{r}:burn (a sorted
-// set by sample time): one ZADD. At most once a minute of sample time per
-// resource and instance (burnTrimEvery) the same pipeline also drops the
-// samples older than keep and sets the set's TTL to keep plus a minute: a
-// set may hold up to a minute of samples older than keep, which BurnSamples
-// (read from a time within keep) never returns. The set is small: one
+// set by sample time): one ZADD. At most once per burnTrimEvery (4
+// minutes) of sample time per resource and instance the same pipeline also
+// drops the samples older than keep and sets the set's TTL to keep plus
+// burnTrimEvery plus a minute: a set may hold up to burnTrimEvery of
+// samples older than keep, which BurnSamples (read from a time within
+// keep) never returns. The set is small: one
 // sample per sampling interval per instance within keep. Before, each
 // sample was a MULTI of ZADD, ZREMRANGEBYSCORE and PEXPIRE (5 commands;
 // issue 23 §1). Errors: one wrapping quota.ErrUnavailable.
@@ -103,7 +104,7 @@ func (s *Store) RecordBurn(ctx context.Context, resource string, smp quota.BurnS
 		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			p.ZAdd(ctx, burnKey(resource), redis.Z{Score: float64(at), Member: member})
 			p.ZRemRangeByScore(ctx, burnKey(resource), "-inf", "("+strconv.FormatInt(at-keep.Milliseconds(), 10))
-			p.PExpire(ctx, burnKey(resource), keep+time.Minute)
+			p.PExpire(ctx, burnKey(resource), keep+burnTrimEvery+time.Minute)
 			return nil
 		})
 	}
@@ -114,11 +115,16 @@ func (s *Store) RecordBurn(ctx context.Context, resource string, smp quota.BurnS
 }
 
 // burnTrimEvery is how often, in sample time, RecordBurn trims a resource's
-// samples and sets their TTL. It must be below the TTL's extra minute: a
-// set whose TTL was last set a burnTrimEvery ago still outlives its newest
-// sample by keep, and a set that expired (its resource unsampled for keep
-// plus a minute) is trimmed, so given a TTL, by its first new sample.
-const burnTrimEvery = 50 * time.Second
+// samples and sets their TTL. The TTL's extra (burnTrimEvery plus a
+// minute) is above it: a set whose TTL was last set a burnTrimEvery ago
+// still outlives its newest sample by keep, and a set that expired (its
+// resource unsampled that long) is trimmed, so given a TTL, by its first
+// new sample. It was 50 s, when a quiet resource was sampled once a
+// minute: each of its samples then also sent the trim and the TTL (2 of
+// its 4 commands a minute; issue 23 §1, the quiet phase of
+// scripts/bench-many-policies.sh). A few more old samples are kept instead
+// (a sample per instance per 10 s at most: ≤ 24 per resource and instance).
+const burnTrimEvery = 4 * time.Minute
 
 // burnTrims remembers when RecordBurn last trimmed each resource (sample
 // time, ms); safe for concurrent use. Entries of resources no longer

@@ -78,9 +78,10 @@ func TestBurnSamplesKeepTheWindow(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		t0 := e.now(t)
 		per := time.UnixMilli(1_700_000_000_000).UTC()
+		keep := burnTrimEvery + 30*time.Second // samples burnTrimEvery apart: each trims
 		for i, c := range []int64{10, 20, 35} {
-			smp := quota.BurnSample{At: t0.Add(time.Duration(i) * time.Minute), PeriodStart: per, Consumed: c}
-			if err := e.s.RecordBurn(ctxT(t), e.res, smp, 90*time.Second); err != nil {
+			smp := quota.BurnSample{At: t0.Add(time.Duration(i) * burnTrimEvery), PeriodStart: per, Consumed: c}
+			if err := e.s.RecordBurn(ctxT(t), e.res, smp, keep); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -88,15 +89,15 @@ func TestBurnSamplesKeepTheWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The third sample trimmed the first (older than 90 s before it).
+		// The third sample trimmed the first (older than keep before it).
 		want := []quota.BurnSample{
-			{At: t0.Add(time.Minute), PeriodStart: per, Consumed: 20},
-			{At: t0.Add(2 * time.Minute), PeriodStart: per, Consumed: 35},
+			{At: t0.Add(burnTrimEvery), PeriodStart: per, Consumed: 20},
+			{At: t0.Add(2 * burnTrimEvery), PeriodStart: per, Consumed: 35},
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("samples %+v, want %+v", got, want)
 		}
-		got, err = e.s.BurnSamples(ctxT(t), e.res, t0.Add(90*time.Second))
+		got, err = e.s.BurnSamples(ctxT(t), e.res, t0.Add(burnTrimEvery+30*time.Second))
 		if err != nil || len(got) != 1 || got[0].Consumed != 35 {
 			t.Fatalf("samples since t0+90s: %+v, %v", got, err)
 		}
@@ -148,10 +149,11 @@ func (h *cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 
 // Sampling every 10 s for two minutes sends one ZADD per sample and trims
-// (ZREMRANGEBYSCORE and PEXPIRE) once per burnTrimEvery: 19 commands where
-// a MULTI per sample sent 65; the samples read back and the TTL are those
-// of trimming every time.
-func TestRecordBurnTrimsOnceAMinute(t *testing.T) {
+// (ZREMRANGEBYSCORE and PEXPIRE) once per burnTrimEvery (4 min): 15
+// commands where a MULTI per sample sent 65 (and a trim each 50 s, 19);
+// the samples read back are those of trimming every time, the TTL outlives
+// the newest sample by keep until the next trim, which drops the old ones.
+func TestRecordBurnTrimsOncePerTrimInterval(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		hook := &cmdHook{n: map[string]int{}}
 		rdb := e.sameClient(t)
@@ -166,7 +168,7 @@ func TestRecordBurnTrimsOnceAMinute(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		want := map[string]int{"zadd": 13, "zremrangebyscore": 3, "pexpire": 3} // at 0, 50 and 100 s
+		want := map[string]int{"zadd": 13, "zremrangebyscore": 1, "pexpire": 1} // at 0 s (then every burnTrimEvery, 4 min)
 		if !maps.Equal(hook.n, want) {
 			t.Fatalf("commands %v; want %v", hook.n, want)
 		}
@@ -174,8 +176,16 @@ func TestRecordBurnTrimsOnceAMinute(t *testing.T) {
 		if err != nil || len(got) != 10 || got[0].Consumed != 3 || got[9].Consumed != 12 {
 			t.Fatalf("samples within keep of the last: %+v, %v; want the 10 from 30 s on", got, err)
 		}
-		if ttl := e.rdb.PTTL(ctxT(t), burnKey(e.res)).Val(); ttl <= keep || ttl > keep+time.Minute {
-			t.Fatalf("TTL %s; want within (keep, keep+1m]", ttl)
+		if ttl := e.rdb.PTTL(ctxT(t), burnKey(e.res)).Val(); ttl <= keep+burnTrimEvery || ttl > keep+burnTrimEvery+time.Minute {
+			t.Fatalf("TTL %s; want within (keep+burnTrimEvery, keep+burnTrimEvery+1m]", ttl)
+		}
+		// A sample burnTrimEvery later trims: the 13 above are older than keep.
+		smp := quota.BurnSample{At: t0.Add(burnTrimEvery), PeriodStart: per, Consumed: 13}
+		if err := s.RecordBurn(ctxT(t), e.res, smp, keep); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.rdb.ZCard(ctxT(t), burnKey(e.res)).Val(); n != 1 || hook.n["zremrangebyscore"] != 2 {
+			t.Fatalf("after a sample %s later: %d samples kept, %d trims; want 1 and 2", burnTrimEvery, n, hook.n["zremrangebyscore"])
 		}
 	})
 }
