@@ -52,7 +52,7 @@ func dialRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, erro
 // hotStore is the Store of quota-center's hot path on rdb: apply, heartbeat
 // and finish auto-pipelined (c.PipelineMaxCalls calls a pipeline, 0 = one
 // round trip each; redisstore.DefaultPipelining.InFlight pipelines at once,
-// 4 on a Redis Cluster),
+// 2 with WAIT for replicas, 4 on a Redis Cluster),
 // each pipeline given the client's own read timeout (c.Timeout, or
 // go-redis's 3s default for the dev-mode client). onPipeline (nil: none) is
 // told each pipeline's calls. No WAIT (see Store.WithWait). Close the Store
@@ -62,17 +62,29 @@ func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls i
 	if cl, ok := rdb.(*redis.Client); ok && cl.Options().ReadTimeout > 0 {
 		timeout = cl.Options().ReadTimeout
 	}
-	inFlight := redisstore.DefaultPipelining.InFlight
+	return redisstore.NewPipelined(rdb, redisstore.Pipelining{
+		MaxCalls: c.PipelineMaxCalls, InFlight: hotInFlight(rdb, c),
+		Timeout: timeout, OnPipeline: onPipeline,
+	})
+}
+
+// hotInFlight is how many hot-path pipelines are out at once on rdb:
+// redisstore.DefaultPipelining.InFlight (1) on one server or a
+// Sentinel-managed master, 2 with WAIT for replicas, 4 on a Redis Cluster.
+func hotInFlight(rdb redis.UniversalClient, c config.Redis) int {
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		// A cluster keeps 4: a pipeline stuck on one master (a slot moving,
 		// a master failing over) must leave slots for the others' calls
 		// (TestMovingOneSlotLeavesResourcesOnOtherMastersServed).
-		inFlight = 4
+		return 4
 	}
-	return redisstore.NewPipelined(rdb, redisstore.Pipelining{
-		MaxCalls: c.PipelineMaxCalls, InFlight: inFlight,
-		Timeout: timeout, OnPipeline: onPipeline,
-	})
+	if c.WaitReplicas > 0 {
+		// A pipeline followed by WAIT is out for a replica's
+		// acknowledgement too (up to QC_REDIS_WAIT_TIMEOUT): a second one
+		// lets the next calls run meanwhile.
+		return 2
+	}
+	return redisstore.DefaultPipelining.InFlight
 }
 
 // newRedisBreaker is the circuit breaker in front of the balance store: on a

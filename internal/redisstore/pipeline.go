@@ -24,7 +24,7 @@ type Pipelining struct {
 	// MaxCalls is the most script calls in one pipeline; 0 turns
 	// auto-pipelining off (one EVALSHA round trip per call).
 	MaxCalls int
-	// InFlight is the most pipelines sent at once (default 2). While all
+	// InFlight is the most pipelines sent at once (default 1). While all
 	// are in flight, new calls gather into the next pipeline.
 	InFlight int
 	// Timeout is the client's per-command timeout (default 500ms;
@@ -43,11 +43,17 @@ type Pipelining struct {
 	OnPipeline func(calls int)
 }
 
-// DefaultPipelining is what quota-center serve uses unless configured.
-// InFlight 2 rather than 4 (issue 23 §3): calls per pipeline 4.2 -> 7-8 at
-// 50 connections, and Redis's CPU per apply ~20% lower (a read, a write and
-// an event-loop pass per pipeline, not per call; docs/performance-notes.md).
-var DefaultPipelining = Pipelining{MaxCalls: 128, InFlight: 2, Timeout: 500 * time.Millisecond}
+// DefaultPipelining is what quota-center serve uses unless configured
+// (a Redis Cluster client keeps 4: internal/app hotStore).
+// InFlight 1 (issue 23 §3; was 4, then 2): Redis pays a read, a write and
+// an event-loop pass per pipeline, not per call. On a quiet machine, apply
+// at 50 connections: calls per pipeline 3.6-3.8 with 2 in flight, 7.1-7.3
+// with 1, Redis CPU per apply 28-30 -> 26 µs (docs/performance.md, "One
+// pipeline in flight"). A call that arrives while the pipeline is out waits
+// for its reply (one round trip, ~0.1-0.3 ms under load) and goes in the
+// next; a pipeline grows with the load up to MaxCalls, so one in flight
+// does not cap the rate below what one Redis serves.
+var DefaultPipelining = Pipelining{MaxCalls: 128, InFlight: 1, Timeout: 500 * time.Millisecond}
 
 // scriptCall is one script call waiting for its pipeline's reply.
 type scriptCall struct {
