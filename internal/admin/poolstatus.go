@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/quotacenter/quota-center/internal/pools"
+	"github.com/quotacenter/quota-center/internal/scrape"
 )
 
 // PoolStatus is a resource's pools now: the layout, each line in the current
@@ -59,26 +60,28 @@ type PoolUsers interface {
 
 // StatusOf is Status of each of resources (the i-th answers are
 // resources[i]'s): which of them use pools is read in one batch
-// (PoolUsers: one query per 500 names), and only those are read one by one
-// (Status), so a scrape of many used resources without lines or grants
-// costs a query per 500 of them, not ~7 each (issue 23 §1). A resource
-// absent from the store (deleted) is answered as one without pools. When
-// the store has no batch read each resource is read with Status. Errors,
-// per resource: Status's; the batch read's error (quota.ErrUnavailable,
-// quota.ErrCircuitOpen) for every resource when it fails.
+// (PoolUsers: one query per 500 names), and only those are read one
+// resource at a time (Status), ScrapeWorkers of them at once, so a scrape
+// of many used resources without lines or grants costs a query per 500 of
+// them, not ~7 each, and n pooled ones ~n/ScrapeWorkers rounds of their
+// reads, not n (issue 23 §1). A resource absent from the store (deleted)
+// is answered as one without pools. When the store has no batch read each
+// resource is read with Status. Errors, per resource: Status's; the batch
+// read's error (quota.ErrUnavailable, quota.ErrCircuitOpen) for every
+// resource when it fails.
 func (a *Pools) StatusOf(ctx context.Context, resources []string) (sts []PoolStatus, oks []bool, errs []error) {
 	sts, oks, errs = make([]PoolStatus, len(resources)), make([]bool, len(resources)), make([]error, len(resources))
 	users, err := a.pooledOf(ctx, resources)
+	var each []int // the resources read one at a time: those using pools
 	for i, r := range resources {
 		switch {
-		case errors.Is(err, errors.ErrUnsupported):
-			sts[i], oks[i], errs[i] = a.Status(ctx, r)
+		case errors.Is(err, errors.ErrUnsupported), err == nil && users[r]:
+			each = append(each, i)
 		case err != nil:
 			errs[i] = err
-		case users[r]:
-			sts[i], oks[i], errs[i] = a.Status(ctx, r)
 		}
 	}
+	scrape.Each(each, func(i int) { sts[i], oks[i], errs[i] = a.Status(ctx, resources[i]) })
 	return sts, oks, errs
 }
 

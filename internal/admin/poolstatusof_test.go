@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quotacenter/quota-center/internal/admin"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
@@ -106,5 +107,65 @@ func TestStatusOfReadsOnlyPooledResourcesOneByOne(t *testing.T) {
 	}
 	if gs := sts[7].Grants; len(gs) != 1 || gs[0].ID != "g1" {
 		t.Fatalf("%s's grants: %+v", granted, gs)
+	}
+}
+
+// gatedGrants is the policy store whose grants read of each resource
+// waits in an InFlight: reads made one after another never get past the
+// first (it fails at the context's deadline).
+type gatedGrants struct {
+	*mysqlstore.Store
+	f *testenv.InFlight
+}
+
+func (g gatedGrants) Grants(ctx context.Context, r string, since int64) ([]pools.GrantRecord, error) {
+	if err := g.f.Enter(ctx); err != nil {
+		return nil, err
+	}
+	return g.Store.Grants(ctx, r, since)
+}
+
+// StatusOf reads the resources that use pools concurrently (at most
+// admin.ScrapeWorkers at once), not one after another: a scrape right
+// after a load of n pooled resources waited for n rounds of their ~7 reads.
+// Four resources with a grant each: their grants reads must all be in
+// flight at once before any answers.
+func TestStatusOfReadsPooledResourcesConcurrently(t *testing.T) {
+	w := testenv.NewPoolWorld(t, pools.ElasticityOff)
+	f := testenv.NewInFlight(4)
+	a := admin.NewPools(gatedGrants{Store: w.DB, f: f}, w.RS, w.Quota(quota.Breakers{}), w, w.Now)
+	var names []string
+	for i := range 6 {
+		p := w.Pol
+		p.ResourceName = fmt.Sprintf("plain-%d", i)
+		if _, _, err := w.DB.PutPolicy(w.Ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.ResourceName)
+		if i%3 == 0 {
+			continue // plain-0 and plain-3 use no pools
+		}
+		g := pools.GrantRecord{Grant: pools.Grant{ID: "g" + p.ResourceName, Amount: 10, EffectiveMs: 1,
+			ExpiresMs: w.Now().UnixMilli() + 60_000}, Kind: pools.KindGrant, CreatedMs: 1}
+		if err := w.DB.InsertGrant(w.Ctx, p.ResourceName, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(w.Ctx, 10*time.Second)
+	defer cancel()
+	sts, oks, errs := a.StatusOf(ctx, names)
+	for i, r := range names {
+		if errs[i] != nil {
+			t.Fatalf("%s: %v (read one after another, the first grants read waits for the others)", r, errs[i])
+		}
+		if want := i%3 != 0; oks[i] != want {
+			t.Fatalf("%s: ok = %v, want %v", r, oks[i], want)
+		}
+		if oks[i] && (len(sts[i].Grants) != 1 || sts[i].Grants[0].ID != "g"+r) {
+			t.Fatalf("%s's grants: %+v", r, sts[i].Grants)
+		}
+	}
+	if m := f.Max(); m > admin.ScrapeWorkers {
+		t.Fatalf("%d reads in flight at once, want at most %d", m, admin.ScrapeWorkers)
 	}
 }
