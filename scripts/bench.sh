@@ -13,7 +13,8 @@
 # 11): wrk (Debian's `wrk`; installed with apt-get when missing and run as
 # root) with the Lua scripts of scripts/wrk/, for each scenario ×
 # connection count, repetitions interleaved (baseline, baseline+ledger,
-# [ratelimit,] quota-center, …), recording the CPU of every process per
+# [ratelimit,] quota-center, then the order turned by one each rep),
+# recording the CPU of every process per
 # answer. Then,
 # for each scenario × connection count, the qc-bench runs (issue 4),
 # interleaved the same way, recording each process's CPU over the measured
@@ -501,6 +502,12 @@ for scen in "${wrk_arr[@]}"; do
 		for ((rep = 1; rep <= reps; rep++)); do
 			targets=(baseline "$LABEL_FLOOR" "$LABEL_PEER" quota-center)
 			[[ $scen == pools ]] && targets=(quota-center-plain quota-center) # issue 13 §8: the same server, with and without lines
+			# The order turns by one each rep: a scenario's open sessions and
+			# ledger rows grow through its reps, and a fixed order measured
+			# each server always just after the same other one, on more of
+			# them.
+			k=$(((rep - 1) % ${#targets[@]}))
+			targets=("${targets[@]:k}" "${targets[@]:0:k}")
 			for target in "${targets[@]}"; do
 				case $target in
 				baseline) url=$base_url res=$base_res ;;
@@ -557,7 +564,7 @@ if [[ -n $peer_bin && $gateway_on != 0 ]]; then
 	fi
 fi
 if [[ -n $wrk_scenarios ]]; then
-	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections and a $wrk_settle pause, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, …; connections ∈ {$conns_list}."
+	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections and a $wrk_settle pause, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, the order turned by one each rep (rep 2 starts with the second server; a scenario's state grows through its reps); connections ∈ {$conns_list}."
 	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run. pools (issue 13 §8): the apply of 1 on a resource with 12 business lines (3 CORE, 4 GROWTH, 5 EXPLORE, pools at their defaults), round robin over the lines, interleaved with the same script's apply on the plain resource (quota-center-plain)."
 	meta wrkhow "Servers: quota-center (durable ledger row per apply, group commit and Redis auto-pipelining at their defaults), qc-baseline (cmd/qc-baseline: net/http and one EVALSHA of the same apply/heartbeat/finish scripts per request, no ledger)$([[ -n $floor_ran ]] && echo ", baseline+ledger (qc-baseline --mysql-dsn: the same EVALSHA, auto-pipelined as quota-center's, then the session's ledger row, and for a finish its settling update, through quota-center's own group commit, answered once committed: the floor of a durable row; apply and session scenarios only)")$([[ -n $peer_bin ]] && echo ", and envoyproxy/ratelimit ($(cd "$(dirname "$peer_bin")" 2>/dev/null && git describe --always 2>/dev/null || echo "built from source"); its HTTP /json endpoint, one descriptor per request, INCRBY + EXPIRE per request and no ledger; REDIS_POOL_SIZE, pipelining and local cache at its defaults) on the same Redis, apply scenario only")."
 	meta wrkhow "CPU per answer: utime+stime from /proc/<pid>/stat of the server under test, redis-server and mariadbd over the measured run, and wrk's own (bash \`times\` of its subshell), divided by the 2xx answers; \"machine\" divides the busy CPU of the whole machine (/proc/stat minus idle and iowait) the same way, and so includes any other work. CPU per answer moves much less than req/s when the machine is shared; p99 is wrk's (every request of the run)."
