@@ -68,19 +68,10 @@ func TestStatusOfReadsOnlyPooledResourcesOneByOne(t *testing.T) {
 	a := admin.NewPools(st, w.RS, w.Quota(quota.Breakers{}), w, w.Now)
 	names := []string{"llm"}
 	for i := range 400 {
-		p := w.Pol
-		p.ResourceName = fmt.Sprintf("plain-%03d", i)
-		if _, _, err := w.DB.PutPolicy(w.Ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, p.ResourceName)
+		names = append(names, putPlain(t, w, fmt.Sprintf("plain-%03d", i)))
 	}
 	granted := names[7]
-	g := pools.GrantRecord{Grant: pools.Grant{ID: "g1", Amount: 10, EffectiveMs: 1, ExpiresMs: w.Now().UnixMilli() + 60_000},
-		Kind: pools.KindGrant, CreatedMs: 1}
-	if err := w.DB.InsertGrant(w.Ctx, granted, g); err != nil {
-		t.Fatal(err)
-	}
+	grant(t, w, granted, "g1")
 	sts, oks, errs := a.StatusOf(w.Ctx, names)
 	for i, r := range names {
 		if errs[i] != nil {
@@ -136,19 +127,9 @@ func TestStatusOfReadsPooledResourcesConcurrently(t *testing.T) {
 	a := admin.NewPools(gatedGrants{Store: w.DB, f: f}, w.RS, w.Quota(quota.Breakers{}), w, w.Now)
 	var names []string
 	for i := range 6 {
-		p := w.Pol
-		p.ResourceName = fmt.Sprintf("plain-%d", i)
-		if _, _, err := w.DB.PutPolicy(w.Ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, p.ResourceName)
-		if i%3 == 0 {
-			continue // plain-0 and plain-3 use no pools
-		}
-		g := pools.GrantRecord{Grant: pools.Grant{ID: "g" + p.ResourceName, Amount: 10, EffectiveMs: 1,
-			ExpiresMs: w.Now().UnixMilli() + 60_000}, Kind: pools.KindGrant, CreatedMs: 1}
-		if err := w.DB.InsertGrant(w.Ctx, p.ResourceName, g); err != nil {
-			t.Fatal(err)
+		names = append(names, putPlain(t, w, fmt.Sprintf("plain-%d", i)))
+		if i%3 != 0 { // plain-0 and plain-3 use no pools
+			grant(t, w, names[i], "g"+names[i])
 		}
 	}
 	ctx, cancel := context.WithTimeout(w.Ctx, 10*time.Second)
@@ -167,5 +148,26 @@ func TestStatusOfReadsPooledResourcesConcurrently(t *testing.T) {
 	}
 	if m := f.Max(); m > admin.ScrapeWorkers {
 		t.Fatalf("%d reads in flight at once, want at most %d", m, admin.ScrapeWorkers)
+	}
+}
+
+// putPlain stores the world's policy under name (no lines) and returns name.
+func putPlain(t *testing.T, w *testenv.PoolWorld, name string) string {
+	t.Helper()
+	p := w.Pol
+	p.ResourceName = name
+	if _, _, err := w.DB.PutPolicy(w.Ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// grant gives resource a grant id of 10 units in force for a minute.
+func grant(t *testing.T, w *testenv.PoolWorld, resource, id string) {
+	t.Helper()
+	g := pools.GrantRecord{Grant: pools.Grant{ID: id, Amount: 10, EffectiveMs: 1, ExpiresMs: w.Now().UnixMilli() + 60_000},
+		Kind: pools.KindGrant, CreatedMs: 1}
+	if err := w.DB.InsertGrant(w.Ctx, resource, g); err != nil {
+		t.Fatal(err)
 	}
 }
