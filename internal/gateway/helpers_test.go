@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -34,15 +35,26 @@ type gw struct {
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
+//
+// The port is drawn below Linux's ephemeral range (32768-60999 by
+// default), not asked of the kernel with :0: a port of that range, closed
+// here and bound again by the server a moment later, could meanwhile be
+// taken as the local port of any outgoing connection of the tests running
+// alongside (TestMutualTLS failed so: "bind: address already in use").
+// Nothing on this machine takes ports of 21000-31999 by itself.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 21000+rand.IntN(11000)))
+		if err != nil {
+			continue // in use: draw again
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		return addr
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	t.Fatal("no free port in 127.0.0.1:21000-31999 after 100 draws")
+	return ""
 }
 
 // startGW writes the mapping file and starts quota-center in mode with it.
