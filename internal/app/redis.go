@@ -62,10 +62,12 @@ func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls i
 	if cl, ok := rdb.(*redis.Client); ok && cl.Options().ReadTimeout > 0 {
 		timeout = cl.Options().ReadTimeout
 	}
-	return redisstore.NewPipelined(rdb, redisstore.Pipelining{
+	s := redisstore.NewPipelined(rdb, redisstore.Pipelining{
 		MaxCalls: c.PipelineMaxCalls, InFlight: hotInFlight(rdb, c),
 		Timeout: timeout, OnPipeline: onPipeline,
 	})
+	s.HashSessions = c.SessionRecord == config.SessionRecordHash
+	return s
 }
 
 // hotInFlight is how many hot-path pipelines are out at once on rdb:

@@ -34,3 +34,24 @@ func TestHotPipelinesInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestHotStoreSessionRecord: QC_REDIS_SESSION_RECORD=hash makes the hot
+// store write new sessions in the full form (redisstore.Store.HashSessions),
+// packed (the default) does not.
+func TestHotStoreSessionRecord(t *testing.T) {
+	one := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer one.Close()
+	for _, c := range []struct {
+		record string
+		hash   bool
+	}{{config.SessionRecordPacked, false}, {config.SessionRecordHash, true}} {
+		s := hotStore(one, config.Redis{SessionRecord: c.record, PipelineMaxCalls: 8}, nil)
+		if s.HashSessions != c.hash {
+			t.Errorf("session record %q: HashSessions %v, want %v", c.record, s.HashSessions, c.hash)
+		}
+		s.Close()
+	}
+	if d, _, err := config.Load("serve", []string{"--redis-addr", "a:1", "--mysql-dsn", "u@tcp(b:3306)/qc", "--insecure-open-quota"}); err != nil || d.Redis.SessionRecord != config.SessionRecordPacked {
+		t.Fatalf("default session record: %+v %v, want packed", d.Redis.SessionRecord, err)
+	}
+}

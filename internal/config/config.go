@@ -81,7 +81,20 @@ type Redis struct {
 	// replica then loses no answered change (docs/reliability.md).
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// SessionRecord is the form apply writes a new session in: packed (the
+	// default: status, lease and one record field, ~16k fewer Redis
+	// instructions per apply) or hash (one field each, as builds before
+	// the packed record wrote it). This build reads both; set hash during
+	// a rolling upgrade from an older build, until none is left
+	// (redisstore.Store.HashSessions; docs/operations.md, "Upgrading").
+	SessionRecord string
 }
+
+// The session record forms (Redis.SessionRecord).
+const (
+	SessionRecordPacked = "packed"
+	SessionRecordHash   = "hash"
+)
 
 // MySQL configures the ledger and policy store.
 type MySQL struct {
@@ -165,7 +178,7 @@ func Default() Config {
 			Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 			WriteTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxBodyBytes: 1 << 20,
 		},
-		Redis:     Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, WaitTimeout: 100 * time.Millisecond},
+		Redis:     Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, WaitTimeout: 100 * time.Millisecond, SessionRecord: SessionRecordPacked},
 		MySQL:     MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 0},
 		Sweeper:   Sweeper{Interval: 5 * time.Second, Batch: 500},
 		Breaker:   Breaker{Failures: 5, OpenFor: 5 * time.Second},
@@ -238,6 +251,7 @@ func LoadWith(name string, args []string, more func(*flag.FlagSet)) (Config, *fl
 	fs.IntVar(&c.Redis.WaitReplicas, "redis-wait-replicas", c.Redis.WaitReplicas, "replicas that must acknowledge each state-changing script call before it is answered (Redis WAIT; 0 = do not wait)")
 	fs.DurationVar(&c.Redis.WaitTimeout, "redis-wait-timeout", c.Redis.WaitTimeout, "longest wait for redis-wait-replicas; a call not acknowledged by then is answered anyway and counted")
 	fs.IntVar(&c.Redis.PipelineMaxCalls, "redis-pipeline-max-calls", c.Redis.PipelineMaxCalls, "most apply/heartbeat/finish script calls of concurrent requests sent to Redis as one pipeline (0 = one round trip each)")
+	fs.StringVar(&c.Redis.SessionRecord, "redis-session-record", c.Redis.SessionRecord, "form of a new session in Redis: packed (fewer Redis instructions per apply) or hash (readable by builds before the packed record: set it during a rolling upgrade from one)")
 	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", c.MySQL.DSN, "MySQL DSN, go-sql-driver form user:pass@tcp(host:3306)/db")
 	fs.DurationVar(&c.MySQL.Timeout, "mysql-timeout", c.MySQL.Timeout, "MySQL per-query timeout")
 	fs.IntVar(&c.MySQL.MaxOpenConns, "mysql-max-open-conns", c.MySQL.MaxOpenConns, "MySQL connection pool size")

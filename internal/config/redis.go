@@ -39,6 +39,9 @@ func (r Redis) validate() []error {
 	if r.WaitTimeout <= 0 || r.WaitTimeout >= r.Timeout {
 		bad("redis-wait-timeout must be above 0 and below redis-timeout (%s: the WAIT reply is read within it), got %s", r.Timeout, r.WaitTimeout)
 	}
+	if r.SessionRecord != SessionRecordPacked && r.SessionRecord != SessionRecordHash {
+		bad("redis-session-record must be packed or hash, got %q", r.SessionRecord)
+	}
 	mode := r.Mode
 	switch mode {
 	case "", RedisStandalone, RedisCluster, RedisSentinel:

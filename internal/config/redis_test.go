@@ -66,6 +66,7 @@ func TestBadRedisTopologiesAreRefusedClearly(t *testing.T) {
 		{serveArgs("--redis-addr", "a:1", "--redis-wait-replicas", "-1"), "redis-wait-replicas must be between 0 and 16"},
 		{serveArgs("--redis-addr", "a:1", "--redis-wait-timeout", "0s"), "redis-wait-timeout must be above 0"},
 		{serveArgs("--redis-addr", "a:1", "--redis-wait-timeout", "500ms"), "below redis-timeout (500ms"},
+		{serveArgs("--redis-addr", "a:1", "--redis-session-record", "json"), `redis-session-record must be packed or hash, got "json"`},
 		{[]string{"--redis-mode", "cluster"}, "redis-mode cluster needs redis-addr"},
 	} {
 		_, _, err := Load("serve", tc.args)

@@ -9,7 +9,8 @@
 //
 //	qc:{r}:limit         string  the resource's totalLimit
 //	qc:{r}:b:<periodMs>  hash    charged, reserved of one period
-//	qc:{r}:s:<session>   hash    one session (amount, granted, lease, status …)
+//	qc:{r}:s:<session>   hash    one session (amount, granted, lease, status …; or status,
+//	                             lease and a packed record r: record.go, scripts/session_record.lib)
 //	qc:{r}:leases        zset    USING sessions by lease expiry (ms)
 //	qc:{r}:leaked        set     swept sessions whose ledger row is not yet LEAKED
 //	qc:{r}:lock:<name>   string  a short lock (seeding a period's balance, reconciling)

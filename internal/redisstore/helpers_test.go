@@ -281,7 +281,7 @@ func (e *env) session(tb testing.TB, id string) map[string]string {
 	if err != nil {
 		tb.Fatalf("HGETALL session %s: %v", id, err)
 	}
-	return m
+	return unpackSession(m)
 }
 
 func (e *env) sweep(tb testing.TB, max int) []quota.LeakedSession {

@@ -257,13 +257,17 @@ func (s *Store) SweepHeldNext(ctx context.Context, resource string, max int, ret
 	return out, orphans, next, nil
 }
 
+// periodFields are what sweepOnce reads of a session: its period, from
+// its own field or its packed record (record.go).
+var periodFields = []string{"period", recordField}
+
 // sweepOnce reads the expired candidates' periods and runs sweep.lua.
 func (s *Store) sweepOnce(ctx context.Context, resource string, expired, leaked []string, retention time.Duration) ([]sweptReply, error) {
-	periods := make([]*redis.StringCmd, len(expired))
+	periods := make([]*redis.SliceCmd, len(expired))
 	if len(expired) > 0 {
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, id := range expired {
-				periods[i] = p.HGet(ctx, sessionKey(resource, id), "period")
+				periods[i] = p.HMGet(ctx, sessionKey(resource, id), periodFields...)
 			}
 			return nil
 		})
@@ -279,7 +283,12 @@ func (s *Store) sweepOnce(ctx context.Context, resource string, expired, leaked 
 	var balances []string
 	for i, id := range expired {
 		keys = append(keys, sessionKey(resource, id))
-		per, idx := periods[i].Val(), 0 // "": no session (an index entry left behind)
+		v := periods[i].Val()
+		fromRecord(periodFields, v)
+		per, idx := "", 0 // "": no session (an index entry left behind)
+		if len(v) > 0 {
+			per, _ = v[0].(string)
+		}
 		if per != "" {
 			if balanceAt[per] == 0 {
 				balances = append(balances, per)
@@ -329,8 +338,9 @@ func (s *Store) OpenSessionIDs(ctx context.Context, resource string, leaseBefore
 	return ids, wrap("open sessions", err)
 }
 
-// sessionFields are read by Sessions, in this order.
-var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo", "line", "fod"}
+// sessionFields are read by Sessions, in this order; the last, a packed
+// session's record (record.go), fills in the fields it holds.
+var sessionFields = []string{"status", "client", "granted", "actual", "refunded", "overage", "period", "start", "end", "leaked", "amount", "min", "fo", "line", "fod", recordField}
 
 // Sessions reads session hashes in one pipeline; missing ones are absent.
 func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (map[string]quota.SessionState, error) {
@@ -349,7 +359,9 @@ func (s *Store) Sessions(ctx context.Context, resource string, ids []string) (ma
 		return nil, wrap("sessions", err)
 	}
 	for i, c := range cmds {
-		st, ok, err := decodeSession(c.Val())
+		v := c.Val()
+		fromRecord(sessionFields, v)
+		st, ok, err := decodeSession(v)
 		if err != nil {
 			return nil, wrap("sessions", fmt.Errorf("session %s: %w", ids[i], err))
 		}

@@ -40,6 +40,11 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 			model := pools.NewModel(lay, true)
 			per := e.current(t)
 			e.seed(t, per, limit, quota.PeriodTotals{})
+			// New sessions are written in both forms (scripts/session_record.lib),
+			// by a Store that packs them and one that does not, as during a
+			// rolling upgrade; every later step reads either.
+			full := New(e.rdb)
+			full.HashSessions = true
 			cmds := map[string]quota.ApplyCmd{}     // sent, by session id
 			first := map[string]quota.ApplyResult{} // answered, by session id
 			var open []string                       // granted, not finished
@@ -98,7 +103,11 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, err := e.s.Apply(ctxT(t), c)
+					st, packed := e.s, c.OtherSessionID != "" && c.Attempt != "" // the fast path's new session
+					if rng.IntN(2) == 0 {
+						st, packed = full, false
+					}
+					got, err := st.Apply(ctxT(t), c)
 					if err != nil {
 						t.Fatalf("step %d: apply %s: %v", step, id, err)
 					}
@@ -116,6 +125,11 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 						!got.PeriodStart.Equal(per.Start) || got.OtherForm {
 						t.Fatalf("step %d: apply %s: %+v, want start = now, lease now + %s, period start %s", step, id, got, c.Lease, per.Start)
 					}
+					raw, err := e.rdb.HGetAll(ctxT(t), sessionKey(e.res, id)).Result()
+					if _, rec := raw[recordField]; err != nil || rec != packed || (packed && len(raw) != 3) {
+						t.Fatalf("step %d: apply %s wrote %v (%v), want the packed form %v", step, id, raw, err, packed)
+					}
+					outcomes[map[bool]string{true: "packed", false: "full"}[packed]]++
 					first[id] = got
 					if b := e.balance(t, per); got.Remaining != b.Remaining() {
 						t.Fatalf("step %d: apply %s answered remaining %d, the balance holds %d", step, id, got.Remaining, b.Remaining())
@@ -133,7 +147,7 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 				}
 			}
 		}
-		for _, o := range []string{"granted", "partial", "refused", "replayed", "finished", "cancelled"} {
+		for _, o := range []string{"granted", "partial", "refused", "replayed", "finished", "cancelled", "packed", "full"} {
 			if outcomes[o] == 0 {
 				t.Errorf("no step ended %s: %v", o, outcomes)
 			}

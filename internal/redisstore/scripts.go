@@ -16,7 +16,11 @@ var scriptFS embed.FS
 const includePrefix = "-- include "
 
 // source reads an embedded script, with its includes in place.
-func source(name string) string {
+func source(name string) string { return sourceWith(name, nil) }
+
+// sourceWith is source with some includes swapped: swap maps a .lib named
+// by an include line to the .lib put there instead (a variant of a script).
+func sourceWith(name string, swap map[string]string) string {
 	b, err := scriptFS.ReadFile("scripts/" + name)
 	if err != nil {
 		panic(err) // embedded at build time: cannot happen
@@ -24,7 +28,10 @@ func source(name string) string {
 	lines := strings.SplitAfter(string(b), "\n")
 	for i, l := range lines {
 		if lib, ok := strings.CutPrefix(strings.TrimSpace(l), includePrefix); ok {
-			lines[i] = source(lib) + "\n"
+			if alt, ok := swap[lib]; ok {
+				lib = alt
+			}
+			lines[i] = sourceWith(lib, swap) + "\n"
 		}
 	}
 	return strings.Join(lines, "")
@@ -51,4 +58,9 @@ var (
 	failOpenScript      = load("failopen.lua")
 	failOpenScopeScript = load("failopen_scope.lua")
 	dropScript          = load("drop.lua")
+
+	// applyHashScript is apply.lua whose fast path writes a new session in
+	// the full form, as builds before the packed record did
+	// (Store.HashSessions; scripts/session_record.lib).
+	applyHashScript = redis.NewScript(sourceWith("apply.lua", map[string]string{"fast_session.lib": "fast_session_hash.lib"}))
 )

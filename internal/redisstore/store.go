@@ -23,6 +23,15 @@ type Store struct {
 	// BalanceRetention is how long a period's balance outlives the period's
 	// end, for late finishes to refund into (default 7 days).
 	BalanceRetention time.Duration
+	// HashSessions makes apply.lua write every new session in the full
+	// form, one hash field each, instead of the packed record of its fast
+	// path (scripts/session_record.lib; ~16k fewer Redis instructions per
+	// apply). Every script and reader of this build reads both forms;
+	// builds before the packed record read only the full one, so a rolling
+	// upgrade from one sets this (QC_SESSION_RECORD=hash) until no older
+	// instance is left (docs/operations.md, "Upgrading"). Set it before the
+	// Store is used.
+	HashSessions bool
 
 	pipe *pipeliner // nil: auto-pipelining off
 	wait Wait       // see WithWait
@@ -214,7 +223,11 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		keys = append(keys, poolKey(r), grantsKey(r))
 		args = append(args, mode, line, luaBool(p.Critical), luaBool(p.Continuation))
 	}
-	v, err := s.runHot(ctx, applyScript, keys, args...)
+	script := applyScript
+	if s.HashSessions {
+		script = applyHashScript
+	}
+	v, err := s.runHot(ctx, script, keys, args...)
 	if err != nil {
 		return quota.ApplyResult{}, wrap("apply", err)
 	}

@@ -32,6 +32,7 @@
 -- sessions hold, and each of them is given back once, by its own script.
 -- An error reply QCNEGATIVE (nothing changed) when the correction would
 -- leave charged or reserved below zero.
+-- include session_record.lib
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return 2
 end
@@ -48,7 +49,7 @@ if ARGV[5] ~= '' and (c ~= ARGV[5] or r ~= ARGV[6]) then
 end
 local dc, dr = tonumber(ARGV[1]), tonumber(ARGV[2])
 for i = 4, #KEYS do
-  local s = redis.call('HMGET', KEYS[i], 'status', 'period', 'bep', 'granted')
+  local s = sessionGet(KEYS[i], {'status', 'period', 'bep', 'granted'})
   if s[1] == 'USING' and s[2] == ARGV[7] and (not s[3] or s[3] == b[3]) then
     dr = dr + tonumber(s[4])
   end

@@ -121,9 +121,7 @@ if not ARGV[11] and ARGV[10] ~= '' and ARGV[9] ~= '' and redis.call('EXISTS', KE
         redis.call('HINCRBY', KEYS[2], 'reserved', granted)
       end
       local ls = string.format('%d', now + ARGV[6])
-      redis.call('HSET', KEYS[3], 'amount', ARGV[1], 'min', ARGV[2], 'client', ARGV[3], 'granted', granted,
-        'remaining', string.format('%d', base - n), 'lease', ls, 'start', string.format('%d', now),
-        'period', ARGV[4], 'status', 'USING', 'att', ARGV[9], 'bep', b[3])
+      -- include fast_session.lib
       redis.call('ZADD', KEYS[4], ls, ARGV[7])
       return {1, n, base - n, now}
     end

@@ -40,7 +40,8 @@
 -- finish with nothing used would leave it. The grants' 'u:<id>' are not
 -- rebuilt with the balance: they count the session while it exists (its
 -- grant wrote both in one script).
-local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'att', 'bep')
+-- include session_record.lib
+local s = sessionGet(KEYS[1], {'status', 'granted', 'period', 'att', 'bep'})
 if ARGV[4] ~= '' and not s[1] then
   return {4}
 end

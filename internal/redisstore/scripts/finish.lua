@@ -24,6 +24,7 @@
 -- An error reply QCNEGATIVE (nothing written) when the settlement would
 -- leave the balance's charged or reserved below zero.
 -- include grantroom.lib
+-- include session_record.lib
 -- The session's state in one read: what every finish needs, and 'dd' (set
 -- on a session applied with pools). What only a replay answers, and the
 -- rest of what a pools session drew, are read when needed: each field
@@ -32,7 +33,13 @@
 -- (Decimal strings become numbers by arithmetic, x + 0: one strtod each,
 -- where tonumber(x) makes two; each string converted so is a decimal one:
 -- TIME, the caller's arguments, the fields these scripts write.)
-local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start', 'bep', 'dd')
+-- A packed session (session_record.lib) has granted, period, client and
+-- start only in its record, and bep there unless written since.
+local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start', 'bep', 'dd', 'r')
+if s[8] then
+  local g, st, per, ep, c = string.match(s[8], '^[^|]*|[^|]*|([^|]*)|[^|]*|([^|]*)|([^|]*)|[^|]*|([^|]*)|(.*)$')
+  s[2], s[3], s[4], s[5], s[6] = s[2] or g, s[3] or per, s[4] or c, s[5] or st, s[6] or ep
+end
 if not s[1] or s[1] == 'CANCELLED' or (ARGV[4] ~= '' and s[4] ~= ARGV[4]) then
   return {0}
 end

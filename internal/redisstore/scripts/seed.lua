@@ -44,6 +44,7 @@
 -- epoch, restored or still present; a session left out keeps its old one,
 -- so a give-back (cancel.lua) of a reservation the rebuilt balance never
 -- counted (no ledger row) takes nothing from it.
+-- include session_record.lib
 if ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then
   return 2
 end
@@ -103,7 +104,7 @@ local function ahead(sk, i)
   if E == '' or ARGV[i + 6] ~= ARGV[9] then
     return
   end
-  local x = redis.call('HMGET', sk, 'status', 'granted', 'actual', 'bep')
+  local x = sessionGet(sk, {'status', 'granted', 'actual', 'bep'})
   if x[4] == E then
     return
   end

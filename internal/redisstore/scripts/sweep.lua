@@ -20,6 +20,7 @@
 -- in the lease index for the next sweep.
 -- An error reply QCNEGATIVE (nothing changed) when the sweeps would leave a
 -- balance's reserved below zero.
+-- include session_record.lib
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[2])
@@ -35,7 +36,7 @@ for i = 1, n do
   local score = redis.call('ZSCORE', KEYS[1], id)
   if score and tonumber(score) <= now then
     local sk = KEYS[2 + i]
-    local s = redis.call('HMGET', sk, 'status', 'granted', 'period', 'lease', 'client', 'bep')
+    local s = sessionGet(sk, {'status', 'granted', 'period', 'lease', 'client', 'bep'})
     if s[1] ~= 'USING' or s[3] == per then
       local p = {id = id, sk = sk, s = s, sweep = s[1] == 'USING' and tonumber(s[4]) <= now}
       if p.sweep then
@@ -90,7 +91,7 @@ for a = 3 + 3 * n, #ARGV do
   j = j + 1
   local id = ARGV[a]
   if not seen[id] and redis.call('SISMEMBER', KEYS[2], id) == 1 then
-    local s = redis.call('HMGET', KEYS[2 + n + j], 'status', 'granted', 'period', 'end', 'client')
+    local s = sessionGet(KEYS[2 + n + j], {'status', 'granted', 'period', 'end', 'client'})
     if not s[1] then
       redis.call('SREM', KEYS[2], id) -- expired: nothing left to report
     else
