@@ -81,6 +81,15 @@
 #                         only, 0 = one start for every scenario
 #                         (default flush; keys when QC_BENCH_REDIS is the
 #                         machine's shared 127.0.0.1:6379)
+#   QC_BENCH_FRESH_REPS   wrk scenarios whose every rep after the first starts
+#                         on fresh backends too (as above): the apply
+#                         scenario never finishes a session, so without it
+#                         each rep ran on the ~100,000 open sessions and rows
+#                         per server of every rep before it, and Redis's and
+#                         MariaDB's CPU per apply grew rep after rep (issue 23
+#                         §3, docs/performance.md "Fresh backends per rep").
+#                         Not heartbeat (its sessions are opened once).
+#                         (default "apply"; "" = none)
 #   QC_BENCH_GATEWAY      0 = skip the gateway runs; else, with
 #                         QC_BENCH_PEER_RATELIMIT and ghz (GHZ, PATH or
 #                         $(go env GOPATH)/bin), scripts/bench-gateway.sh runs
@@ -132,6 +141,7 @@ out=${QC_BENCH_OUT:-docs/performance.md}
 keep=${QC_BENCH_KEEP:-0}
 quiet_wait=${QC_BENCH_QUIET_WAIT:-10}
 fresh_mode=${QC_BENCH_FRESH:-}
+fresh_reps=" ${QC_BENCH_FRESH_REPS-apply} "
 gateway_on=${QC_BENCH_GATEWAY:-1}
 read -r -a serve_args <<<"${QC_BENCH_SERVE_ARGS:-}"
 before=${QC_BENCH_BEFORE:-}
@@ -166,6 +176,7 @@ sql() { mariadb --protocol=tcp -h "$mysql_host" -P "$mysql_port" -uroot --connec
 port_busy() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
 
 [[ $fresh_mode == flush || $fresh_mode == keys || $fresh_mode == 0 ]] || die "QC_BENCH_FRESH=$fresh_mode: want flush, keys or 0"
+[[ $fresh_reps != *" heartbeat "* ]] || die "QC_BENCH_FRESH_REPS cannot list heartbeat: its sessions are opened once per scenario"
 for tool in go curl redis-cli mariadb; do
 	command -v "$tool" >/dev/null || die "$tool is not installed"
 done
@@ -500,6 +511,9 @@ for scen in "${wrk_arr[@]}"; do
 	fi
 	for c in "${conn_arr[@]}"; do
 		for ((rep = 1; rep <= reps; rep++)); do
+			if ((rep > 1)) && [[ $fresh_reps == *" $scen "* ]]; then
+				if [[ $scen == apply ]]; then fresh_backends peer; else fresh_backends; fi
+			fi
 			targets=(baseline "$LABEL_FLOOR" "$LABEL_PEER" quota-center)
 			[[ $scen == pools ]] && targets=(quota-center-plain quota-center) # issue 13 §8: the same server, with and without lines
 			# The order turns by one each rep: a scenario's open sessions and
@@ -564,7 +578,7 @@ if [[ -n $peer_bin && $gateway_on != 0 ]]; then
 	fi
 fi
 if [[ -n $wrk_scenarios ]]; then
-	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections and a $wrk_settle pause, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, the order turned by one each rep (rep 2 starts with the second server; a scenario's state grows through its reps); connections ∈ {$conns_list}."
+	meta wrkhow "Load generator: wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}') (Debian's package), \`-t $wrk_threads -c N -d $wrk_duration --latency\` after a $wrk_warmup warm-up on fresh connections and a $wrk_settle pause, with the Lua scripts of scripts/wrk/ (apply.lua, session.lua, heartbeat.lua, pools.lua, ratelimit.lua); each connection has one request in flight and sends the next as soon as the answer is read. $reps repetitions per server and cell, interleaved baseline$([[ -n $floor_ran ]] && echo ", baseline+ledger")$([[ -n $peer_bin ]] && echo ", envoyproxy/ratelimit"), quota-center, the order turned by one each rep (rep 2 starts with the second server; a scenario's state grows through its reps$([[ $fresh_mode != 0 && -n ${fresh_reps// /} ]] && echo ", except in${fresh_reps% }, whose every rep starts on fresh backends"); connections ∈ {$conns_list}."
 	meta wrkhow "apply: POST /quota/apply of 1 on the benchmark resource, every request a new session (server-made id). session: each connection sends an apply, or, when an apply's 200 answer is waiting for its finish, that finish (actualUsedAmount 1): a finish leaves only after its apply was answered; sessions/s counts finishes answered 200. heartbeat: POST /quota/heartbeat round-robin over $hb_n sessions opened before the first run. pools (issue 13 §8): the apply of 1 on a resource with 12 business lines (3 CORE, 4 GROWTH, 5 EXPLORE, pools at their defaults), round robin over the lines, interleaved with the same script's apply on the plain resource (quota-center-plain)."
 	meta wrkhow "Servers: quota-center (durable ledger row per apply, group commit and Redis auto-pipelining at their defaults), qc-baseline (cmd/qc-baseline: net/http and one EVALSHA of the same apply/heartbeat/finish scripts per request, no ledger)$([[ -n $floor_ran ]] && echo ", baseline+ledger (qc-baseline --mysql-dsn: the same EVALSHA, auto-pipelined as quota-center's, then the session's ledger row, and for a finish its settling update, through quota-center's own group commit, answered once committed: the floor of a durable row; apply and session scenarios only)")$([[ -n $peer_bin ]] && echo ", and envoyproxy/ratelimit ($(cd "$(dirname "$peer_bin")" 2>/dev/null && git describe --always 2>/dev/null || echo "built from source"); its HTTP /json endpoint, one descriptor per request, INCRBY + EXPIRE per request and no ledger; REDIS_POOL_SIZE, pipelining and local cache at its defaults) on the same Redis, apply scenario only")."
 	meta wrkhow "CPU per answer: utime+stime from /proc/<pid>/stat of the server under test, redis-server and mariadbd over the measured run, and wrk's own (bash \`times\` of its subshell), divided by the 2xx answers; \"machine\" divides the busy CPU of the whole machine (/proc/stat minus idle and iowait) the same way, and so includes any other work. CPU per answer moves much less than req/s when the machine is shared; p99 is wrk's (every request of the run)."
