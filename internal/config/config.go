@@ -82,11 +82,11 @@ type Redis struct {
 	WaitReplicas int
 	WaitTimeout  time.Duration
 	// SessionRecord is the form apply writes a new session in: packed (the
-	// default: status, lease and one record field, ~16k fewer Redis
+	// default: six hash fields instead of eleven, ~11k fewer Redis
 	// instructions per apply) or hash (one field each, as builds before
 	// the packed record wrote it). This build reads both; set hash during
 	// a rolling upgrade from an older build, until none is left
-	// (redisstore.Store.HashSessions; docs/operations.md, "Upgrading").
+	// (redisstore.Store.HashSessions; docs/operations.md, "Running it").
 	SessionRecord string
 }
 

@@ -126,7 +126,7 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 						t.Fatalf("step %d: apply %s: %+v, want start = now, lease now + %s, period start %s", step, id, got, c.Lease, per.Start)
 					}
 					raw, err := e.rdb.HGetAll(ctxT(t), sessionKey(e.res, id)).Result()
-					if _, rec := raw[recordField]; err != nil || rec != packed || (packed && len(raw) != 3) {
+					if _, rec := raw[recordField]; err != nil || rec != packed || (packed && len(raw) != 6) {
 						t.Fatalf("step %d: apply %s wrote %v (%v), want the packed form %v", step, id, raw, err, packed)
 					}
 					outcomes[map[bool]string{true: "packed", false: "full"}[packed]]++

@@ -4,16 +4,17 @@ import "strings"
 
 // recordField is the hash field of a packed session's record, and
 // recordFields its fields in order (scripts/session_record.lib): apply.lua's
-// fast path writes a new session on a plain resource as status, lease and
-// r = "amount|min|granted|remaining|start|period|att|bep|client" (client
-// last: the one free-form value, which may hold '|'). A field the hash has
-// of its own wins over the record's copy (bep, att, fields seed.lua wrote).
+// fast path writes a new session on a plain resource as status, client,
+// att, bep, lease and r = "amount|min|granted|remaining|start|period" (the
+// numbers no script changes after the apply; decimal, so no value holds
+// '|'). A field the hash has of its own wins over the record's copy (seed.lua
+// may write the full form's fields onto a session it restores).
 const recordField = "r"
 
-var recordFields = [...]string{"amount", "min", "granted", "remaining", "start", "period", "att", "bep", "client"}
+var recordFields = [...]string{"amount", "min", "granted", "remaining", "start", "period"}
 
-// splitRecord splits a packed record into its nine values; ok is false when
-// r does not hold nine (not a record: then nothing is taken from it).
+// splitRecord splits a packed record into its six values; ok is false when
+// r does not hold six (not a record: then nothing is taken from it).
 func splitRecord(r string) (vals [len(recordFields)]string, ok bool) {
 	for i := 0; i < len(recordFields)-1; i++ {
 		v, rest, found := strings.Cut(r, "|")
@@ -21,6 +22,9 @@ func splitRecord(r string) (vals [len(recordFields)]string, ok bool) {
 			return vals, false
 		}
 		vals[i], r = v, rest
+	}
+	if strings.Contains(r, "|") {
+		return vals, false
 	}
 	vals[len(recordFields)-1] = r
 	return vals, true

@@ -15,11 +15,11 @@ func TestSplitRecord(t *testing.T) {
 		ok   bool
 		want [len(recordFields)]string
 	}{
-		{"10|0|10|90|1700|1600|a1|e1|client-1", true, [9]string{"10", "0", "10", "90", "1700", "1600", "a1", "e1", "client-1"}},
-		{"10|0|10|90|1700|1600|a1|e1|odd|client|", true, [9]string{"10", "0", "10", "90", "1700", "1600", "a1", "e1", "odd|client|"}},
-		{"||||||||", true, [9]string{}},
-		{"10|0|10|90|1700|1600|a1|e1", false, [9]string{}},
-		{"", false, [9]string{}},
+		{"10|0|10|90|1700|1600", true, [6]string{"10", "0", "10", "90", "1700", "1600"}},
+		{"|||||", true, [6]string{}},
+		{"10|0|10|90|1700", false, [6]string{}},
+		{"10|0|10|90|1700|1600|x", false, [6]string{}},
+		{"", false, [6]string{}},
 	} {
 		got, ok := splitRecord(c.r)
 		if ok != c.ok || (ok && got != c.want) {
@@ -29,12 +29,12 @@ func TestSplitRecord(t *testing.T) {
 }
 
 func TestFromRecordKeepsTheHashsOwnFields(t *testing.T) {
-	fields := []string{"status", "granted", "bep", "att", "line", "client", recordField}
-	vals := []any{"USING", nil, "e2", "", nil, nil, "10|0|8|92|1700|1600|a1|e1|c|x"}
+	fields := []string{"status", "granted", "start", "amount", "line", "client", recordField}
+	vals := []any{"USING", nil, nil, "12", nil, "c", "10|0|8|92|1700|1600"}
 	fromRecord(fields, vals)
-	want := []any{"USING", "8", "e2", "", nil, "c|x", "10|0|8|92|1700|1600|a1|e1|c|x"}
+	want := []any{"USING", "8", "1700", "12", nil, "c", "10|0|8|92|1700|1600"}
 	if fmt.Sprint(vals) != fmt.Sprint(want) {
-		t.Fatalf("fromRecord: %q, want %q (own bep and an own empty att win, line is not in the record)", vals, want)
+		t.Fatalf("fromRecord: %q, want %q (an own amount wins, line and client are not in the record)", vals, want)
 	}
 	full := []any{"USING", nil, nil, nil, nil, nil, nil} // a full-form session: no record
 	fromRecord(fields, full)
@@ -43,18 +43,19 @@ func TestFromRecordKeepsTheHashsOwnFields(t *testing.T) {
 	}
 	bad := []any{"USING", nil, nil, nil, nil, nil, "not|a|record"}
 	fromRecord(fields, bad)
-	if bad[1] != nil || bad[5] != nil {
+	if bad[1] != nil || bad[2] != nil {
 		t.Fatalf("fromRecord took values from a malformed record: %q", bad)
 	}
-	h := unpackSession(map[string]string{"status": "USING", "lease": "5", "bep": "e2", recordField: "10|0|8|92|1700|1600|a1|e1|c"})
-	if len(h) != 11 || h["bep"] != "e2" || h["client"] != "c" || h["granted"] != "8" || h[recordField] != "" {
+	h := unpackSession(map[string]string{"status": "USING", "lease": "5", "client": "c", "att": "a", "bep": "e",
+		"amount": "12", recordField: "10|0|8|92|1700|1600"})
+	if len(h) != 11 || h["amount"] != "12" || h["granted"] != "8" || h["period"] != "1600" || h[recordField] != "" {
 		t.Fatalf("unpackSession: %v", h)
 	}
 }
 
 // TestPackedSessionIsReadByEveryScript applies sessions as POST /quota/apply
 // does (a scoped id and an attempt: apply.lua's fast path), checks that
-// they are stored packed (status, lease and the record, three fields) or,
+// they are stored packed (six fields, the record in a listpack-encoded hash) or,
 // with HashSessions, in the full form, and drives every script that reads
 // a session over them: replay, heartbeat, finish, give-back by attempt,
 // sweep, and Sessions, with the same answers for both forms.
@@ -72,8 +73,14 @@ func TestPackedSessionIsReadByEveryScript(t *testing.T) {
 				c.Lease = lease
 				e.grant(t, c, amount)
 				raw, err := e.rdb.HGetAll(ctxT(t), sessionKey(e.res, id)).Result()
-				if _, rec := raw[recordField]; err != nil || rec == hash || (!hash && len(raw) != 3) || (hash && len(raw) != 11) {
+				if _, rec := raw[recordField]; err != nil || rec == hash || (!hash && len(raw) != 6) || (hash && len(raw) != 11) {
 					t.Fatalf("hash %v: session %s stored as %v (%v)", hash, id, raw, err)
+				}
+				if e.mr != nil {
+					return c // miniredis has no OBJECT ENCODING
+				}
+				if enc, err := e.rdb.ObjectEncoding(ctxT(t), sessionKey(e.res, id)).Result(); err != nil || enc != "listpack" {
+					t.Fatalf("hash %v: session %s is a %q (%v), want a listpack (a record within hash-max-listpack-value)", hash, id, enc, err)
 				}
 				return c
 			}

@@ -25,11 +25,11 @@ type Store struct {
 	BalanceRetention time.Duration
 	// HashSessions makes apply.lua write every new session in the full
 	// form, one hash field each, instead of the packed record of its fast
-	// path (scripts/session_record.lib; ~16k fewer Redis instructions per
+	// path (scripts/session_record.lib; ~11k fewer Redis instructions per
 	// apply). Every script and reader of this build reads both forms;
 	// builds before the packed record read only the full one, so a rolling
-	// upgrade from one sets this (QC_SESSION_RECORD=hash) until no older
-	// instance is left (docs/operations.md, "Upgrading"). Set it before the
+	// upgrade from one sets this (QC_REDIS_SESSION_RECORD=hash) until no
+	// older instance is left (docs/operations.md, "Running it"). Set it before the
 	// Store is used.
 	HashSessions bool
 

@@ -15,8 +15,7 @@
 -- 'fo' or not the client's (nothing changed), 2 when a live session is
 -- stored under the scoped id already (nothing changed). A CANCELLED
 -- tombstone under the scoped id is replaced.
--- include session_record.lib
-local s = sessionGet(KEYS[1], {'fo', 'client'})
+local s = redis.call('HMGET', KEYS[1], 'fo', 'client')
 if s[1] ~= '1' or s[2] ~= ARGV[3] then
   return 0
 end

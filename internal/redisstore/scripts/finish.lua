@@ -33,12 +33,12 @@
 -- (Decimal strings become numbers by arithmetic, x + 0: one strtod each,
 -- where tonumber(x) makes two; each string converted so is a decimal one:
 -- TIME, the caller's arguments, the fields these scripts write.)
--- A packed session (session_record.lib) has granted, period, client and
--- start only in its record, and bep there unless written since.
+-- A packed session (session_record.lib) has granted, start and period
+-- only in its record.
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start', 'bep', 'dd', 'r')
 if s[8] then
-  local g, st, per, ep, c = string.match(s[8], '^[^|]*|[^|]*|([^|]*)|[^|]*|([^|]*)|([^|]*)|[^|]*|([^|]*)|(.*)$')
-  s[2], s[3], s[4], s[5], s[6] = s[2] or g, s[3] or per, s[4] or c, s[5] or st, s[6] or ep
+  local g, st, per = string.match(s[8], '^[^|]*|[^|]*|([^|]*)|[^|]*|([^|]*)|([^|]*)$')
+  s[2], s[3], s[5] = s[2] or g, s[3] or per, s[5] or st
 end
 if not s[1] or s[1] == 'CANCELLED' or (ARGV[4] ~= '' and s[4] ~= ARGV[4]) then
   return {0}

@@ -5,11 +5,7 @@
 -- A session of another client is "not found": its existence is not revealed.
 -- So is a CANCELLED tombstone (cancel.lua): to a client that session was
 -- never granted, and the caller asks the ledger what it is.
--- include session_record.lib
-local s = redis.call('HMGET', KEYS[1], 'status', 'client', 'r')
-if s[3] and not s[2] then
-  s[2] = string.match(s[3], '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$')
-end
+local s = redis.call('HMGET', KEYS[1], 'status', 'client')
 local st = s[1]
 if not st or st == 'CANCELLED' or (ARGV[3] ~= '' and s[2] ~= ARGV[3]) then
   return {0}
