@@ -87,7 +87,8 @@
 #                         each rep ran on the ~100,000 open sessions and rows
 #                         per server of every rep before it, and Redis's and
 #                         MariaDB's CPU per apply grew rep after rep (issue 23
-#                         §3, docs/performance.md "Fresh backends per rep").
+#                         §3, docs/performance.md "The packed session record, and fresh
+#                         backends per rep").
 #                         Not heartbeat (its sessions are opened once).
 #                         (default "apply"; "" = none)
 #   QC_BENCH_GATEWAY      0 = skip the gateway runs; else, with
