@@ -125,9 +125,17 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 						!got.PeriodStart.Equal(per.Start) || got.OtherForm {
 						t.Fatalf("step %d: apply %s: %+v, want start = now, lease now + %s, period start %s", step, id, got, c.Lease, per.Start)
 					}
+					// The record the fast path writes, unless it would pass 64 bytes
+					// (fast_session.lib): then the full form.
+					rec := fmt.Sprintf("%d|%d|%d|%d|%d|%d", amount, minAmount, got.Granted, got.Remaining,
+						got.StartTime.UnixMilli(), per.Start.UnixMilli())
+					if packed && len(rec) > 64 {
+						outcomes["long record"]++
+					}
+					packed = packed && len(rec) <= 64
 					raw, err := e.rdb.HGetAll(ctxT(t), sessionKey(e.res, id)).Result()
-					if _, rec := raw[recordField]; err != nil || rec != packed || (packed && len(raw) != 6) {
-						t.Fatalf("step %d: apply %s wrote %v (%v), want the packed form %v", step, id, raw, err, packed)
+					if r, ok := raw[recordField]; err != nil || ok != packed || (packed && (len(raw) != 6 || r != rec)) || (!packed && raw["granted"] != fmt.Sprint(got.Granted)) {
+						t.Fatalf("step %d: apply %s wrote %v (%v), want the packed form %v (record %q)", step, id, raw, err, packed, rec)
 					}
 					outcomes[map[bool]string{true: "packed", false: "full"}[packed]]++
 					first[id] = got
@@ -147,7 +155,7 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 				}
 			}
 		}
-		for _, o := range []string{"granted", "partial", "refused", "replayed", "finished", "cancelled", "packed", "full"} {
+		for _, o := range []string{"granted", "partial", "refused", "replayed", "finished", "cancelled", "packed", "full", "long record"} {
 			if outcomes[o] == 0 {
 				t.Errorf("no step ended %s: %v", o, outcomes)
 			}
