@@ -24,7 +24,6 @@
 -- An error reply QCNEGATIVE (nothing written) when the settlement would
 -- leave the balance's charged or reserved below zero.
 -- include grantroom.lib
--- include session_record.lib
 -- The session's state in one read: what every finish needs, and 'dd' (set
 -- on a session applied with pools). What only a replay answers, and the
 -- rest of what a pools session drew, are read when needed: each field
@@ -33,8 +32,8 @@
 -- (Decimal strings become numbers by arithmetic, x + 0: one strtod each,
 -- where tonumber(x) makes two; each string converted so is a decimal one:
 -- TIME, the caller's arguments, the fields these scripts write.)
--- A packed session (session_record.lib) has granted, start and period
--- only in its record.
+-- A packed session (scripts/session_record.lib) has granted, start and
+-- period only in its record "amount|min|granted|remaining|start|period".
 local s = redis.call('HMGET', KEYS[1], 'status', 'granted', 'period', 'client', 'start', 'bep', 'dd', 'r')
 if s[8] then
   local g, st, per = string.match(s[8], '^[^|]*|[^|]*|([^|]*)|[^|]*|([^|]*)|([^|]*)$')
