@@ -21,6 +21,9 @@ import (
 // inside pipelines (auto-pipelining sends every hot-path call in one) nor
 // for the node clients Wait sends to: those errors reach the store.
 func slotMoving(err error) bool {
+	if err == nil {
+		return false // every answer but a failure: no allocation (redis.HasErrorPrefix's errors.As target escapes)
+	}
 	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN Hash slot not served"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true

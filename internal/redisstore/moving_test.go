@@ -43,6 +43,21 @@ func TestSlotMovingAnswersAreUnavailableButNotFailures(t *testing.T) {
 	}
 }
 
+// Every hot-path answer goes through slotMoving (retryMoving): a success
+// is not moving and costs no allocation (redis.HasErrorPrefix's errors.As
+// target escapes: four allocations per answer before the nil check).
+func TestSlotMovingOfASuccessIsFalseWithoutAllocating(t *testing.T) {
+	if slotMoving(nil) {
+		t.Fatal("slotMoving(nil) = true")
+	}
+	if n := testing.AllocsPerRun(100, func() { slotMoving(nil) }); n != 0 {
+		t.Fatalf("slotMoving(nil) allocates %v times, want 0", n)
+	}
+	if !slotMoving(serverErr("MOVED 1 127.0.0.1:7001")) || slotMoving(errors.New("MOVED but not a Redis error")) {
+		t.Fatal("slotMoving must still tell a server's MOVED answer from other errors")
+	}
+}
+
 func TestRetryMovingSendsTheCallAgainUntilTheSlotHasMoved(t *testing.T) {
 	calls := 0
 	v, err := retryMoving(context.Background(), func() (any, error) {

@@ -19,6 +19,18 @@ var (
 func poolKey(r string) string   { return prefix(r) + "pl" }
 func grantsKey(r string) string { return prefix(r) + "gr" }
 
+// luaTrue and luaFalse are luaBool's answers boxed once, for argument
+// lists ([]any) built per call.
+var luaTrue, luaFalse any = "1", "0"
+
+// luaFlag is luaBool as an argument of a script call, without boxing it.
+func luaFlag(b bool) any {
+	if b {
+		return luaTrue
+	}
+	return luaFalse
+}
+
 func luaBool(b bool) string {
 	if b {
 		return "1"

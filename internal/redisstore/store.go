@@ -210,8 +210,10 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	per := c.Period.ID()
 	line := ""
 	keys := []string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c)}
-	args := []any{itoa(c.Amount), itoa(c.MinAmount), c.ClientID, itoa(per), itoa(c.Period.EndMillis()),
-		itoa(c.Lease.Milliseconds()), c.SessionID, luaBool(c.FirstPeriod), c.Attempt, c.OtherSessionID}
+	// Numbers go as int64: go-redis writes them in decimal, as itoa would,
+	// without a string made and boxed for each (small ones box for free).
+	args := []any{c.Amount, c.MinAmount, c.ClientID, per, c.Period.EndMillis(),
+		c.Lease.Milliseconds(), c.SessionID, luaFlag(c.FirstPeriod), c.Attempt, c.OtherSessionID}
 	if p := c.Pools; p != nil {
 		// A plain resource's apply reads neither the pools' keys nor their
 		// arguments (apply.lua, ARGV[11] absent): they are not sent.
@@ -254,7 +256,11 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 	switch a.code {
 	case applyGranted:
 		res.Outcome = quota.ApplyGranted
-		s.periods.Store(r, per) // finish and cancel guess the session's period from it
+		// finish and cancel guess the session's period from it; stored only
+		// when it changed (a Store allocates, a Load does not).
+		if p, _ := s.periods.Load(r); p == nil || p.(int64) != per {
+			s.periods.Store(r, per)
+		}
 	case applyReplayed:
 		res.Outcome = quota.ApplyReplayed
 	case applyRefused:
@@ -356,7 +362,7 @@ func (s *Store) cancel(ctx context.Context, resource, sessionID, attempt string)
 func (s *Store) Heartbeat(ctx context.Context, resource, sessionID, clientID string, lease time.Duration) (time.Time, error) {
 	v, err := s.runHot(ctx, heartbeatScript,
 		[]string{sessionKey(resource, sessionID), leasesKey(resource)},
-		itoa(lease.Milliseconds()), sessionID, clientID)
+		lease.Milliseconds(), sessionID, clientID) // an int64 goes in decimal, as itoa would
 	if err != nil {
 		return time.Time{}, wrap("heartbeat", err)
 	}
@@ -381,7 +387,7 @@ func (s *Store) Finish(ctx context.Context, c quota.FinishCmd) (quota.FinishResu
 	for try := 1; ; try++ {
 		v, err := s.runHot(ctx, finishScript,
 			[]string{sessionKey(r, c.SessionID), leasesKey(r), limitKey(r), balanceKey(r, per), grantsKey(r)},
-			itoa(c.Actual), itoa(c.Retention.Milliseconds()), c.SessionID, c.ClientID, itoa(per))
+			c.Actual, c.Retention.Milliseconds(), c.SessionID, c.ClientID, per) // int64s go in decimal
 		if err != nil {
 			return quota.FinishResult{}, wrap("finish", err)
 		}
