@@ -143,10 +143,8 @@ func NewService(b BalanceStore, l Ledger, p PolicyStore, s Scheduler, opt Option
 
 func randomID() string {
 	var b [16]byte
-	var h [32]byte
 	_, _ = rand.Read(b[:])
-	hex.Encode(h[:], b[:])
-	return string(h[:]) // one allocation; hex.EncodeToString makes two
+	return hex.EncodeToString(b[:])
 }
 
 // sessionIDChars: a session id is 1 to 64 of these.
