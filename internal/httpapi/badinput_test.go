@@ -101,6 +101,14 @@ func badCases() []badCase {
 				req: request{method: e.method, path: e.path, body: valid, ctype: "application/json; =="}},
 			badCase{name: e.name + " refuses two Content-Type headers with 415", want: http.StatusUnsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE",
 				req: request{method: e.method, path: e.path, body: valid, ctype: "application/json\ntext/plain"}},
+			// A body said to be gzip (it is not) or in Latin-1 was read as
+			// plain UTF-8 JSON and granted (review of 4 December).
+			badCase{name: e.name + " refuses a gzip Content-Encoding with 415", want: http.StatusUnsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE",
+				req: request{method: e.method, path: e.path, body: valid, encoding: "gzip"}},
+			badCase{name: e.name + " refuses identity then br Content-Encodings with 415", want: http.StatusUnsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE",
+				req: request{method: e.method, path: e.path, body: valid, encoding: "identity, br"}},
+			badCase{name: e.name + " refuses a JSON body in charset latin1 with 415", want: http.StatusUnsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE",
+				req: request{method: e.method, path: e.path, body: valid, ctype: "application/json; charset=latin1"}},
 			badCase{name: e.name + " refuses a query parameter (only the body is read)", want: http.StatusBadRequest, code: "INVALID_ARGUMENT",
 				req: request{method: e.method, path: e.path + "?resourceName=" + otherRes, body: valid}},
 			badCase{name: e.name + " refuses a body over 1 MiB with Content-Length with 413", want: http.StatusRequestEntityTooLarge, code: "PAYLOAD_TOO_LARGE",

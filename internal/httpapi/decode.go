@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/quotacenter/quota-center/internal/quota"
 	"github.com/quotacenter/quota-center/internal/strictjson"
@@ -107,9 +108,26 @@ func readBody(r *http.Request) ([]byte, error) {
 	// The exact "application/json" every client sends needs no parsing
 	// (mime.ParseMediaType allocates a parameter map per call).
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		mt, _, err := mime.ParseMediaType(ct)
+		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && mt != "application/problem+json") {
 			return nil, fmt.Errorf("%w: Content-Type must be application/json, got %q", errMediaType, ct)
+		}
+		// JSON is UTF-8 (RFC 8259 §8.1): a body said to be in another
+		// charset would be read as UTF-8 all the same, so it is refused.
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return nil, fmt.Errorf("%w: a JSON body is UTF-8, got charset %q", errMediaType, cs)
+		}
+	}
+	// A body in a content coding (gzip, …) would be read as if it were
+	// plain JSON: refused, as RFC 9110 §8.4.1 says a server does with a
+	// coding it does not take.
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 {
+		for _, v := range ce {
+			for _, c := range strings.Split(v, ",") {
+				if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+					return nil, fmt.Errorf("%w: Content-Encoding %q is not taken; send the JSON body unencoded", errMediaType, c)
+				}
+			}
 		}
 	}
 	body, err := io.ReadAll(r.Body)

@@ -131,7 +131,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 				retry = strconv.Itoa(max(1, int(math.Ceil(coe.RetryAfter.Seconds()))))
 				body.Message = coe.Error()
 			} else {
-				body.Message = "a backend (Redis or MySQL) did not answer in time; retry the request (an apply with the same sessionId)"
+				body.Message = "a backend (Redis or MySQL) did not answer in time; " + retryHint(routeOf(r))
 			}
 			w.Header().Set("Retry-After", retry)
 		}
@@ -142,6 +142,23 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Debug("request refused", zap.String("route", routeOf(r)), zap.String("code", code), zap.Error(err))
 	}
 	writeJSON(w, status, body)
+}
+
+// retryHint is the 503's advice for a request of route (routeOf): what to
+// send again. Every hot-path call is idempotent by session id: an apply
+// sent again with the same sessionId replays its first answer (never a
+// second reservation), a finish with the same actual replays, a heartbeat
+// renews the lease once more.
+func retryHint(route string) string {
+	switch route {
+	case "/quota/apply":
+		return "retry the apply with the same sessionId (it replays, it never reserves twice)"
+	case "/quota/finish":
+		return "retry the finish with the same sessionId and actualUsedAmount (a repeat replays)"
+	case "/quota/heartbeat":
+		return "retry the heartbeat"
+	}
+	return "retry the request"
 }
 
 // jsonContentType is the Content-Type header value of every JSON answer,

@@ -50,16 +50,24 @@ func TestUnreachableRedisAnswers503(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		req  request
+		hint string // what the message says to send again
 	}{
-		{"apply answers 503", apply.req(obj(apply.fields...))},
-		{"apply with a client-given session id answers 503", apply.req(apply.with("sessionId", str("s-1")))},
-		{"heartbeat answers 503", heartbeat.req(obj(heartbeat.fields...))},
-		{"finish answers 503", finish.req(obj(finish.fields...))},
-		{"status answers 503", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res}},
-		{"PUT policy answers 503 as its limit cannot go live", putPolicy.req(obj(putPolicy.fields...))},
+		{"apply answers 503", apply.req(obj(apply.fields...)), "retry the apply with the same sessionId"},
+		{"apply with a client-given session id answers 503", apply.req(apply.with("sessionId", str("s-1"))), "retry the apply with the same sessionId"},
+		{"heartbeat answers 503", heartbeat.req(obj(heartbeat.fields...)), "retry the heartbeat"},
+		{"finish answers 503", finish.req(obj(finish.fields...)), "retry the finish with the same sessionId and actualUsedAmount"},
+		{"status answers 503", request{method: http.MethodGet, path: "/quota/status?resourceName=" + res}, "retry the request"},
+		{"PUT policy answers 503 as its limit cannot go live", putPolicy.req(obj(putPolicy.fields...)), "retry the request"},
 	} {
 		t.Run(c.name+" while Redis is unreachable", func(t *testing.T) {
-			assertUnavailable(t, h.do(t, c.req))
+			r := h.do(t, c.req)
+			assertUnavailable(t, r)
+			// A finish's or heartbeat's 503 told the caller to send an
+			// apply again (review of 4 December).
+			if msg, _ := r.body["message"].(string); !strings.HasSuffix(msg, c.hint) &&
+				!strings.Contains(msg, c.hint+" (") {
+				t.Errorf("message %q, want the advice %q", msg, c.hint)
+			}
 		})
 	}
 	t.Run("an unknown resource is still 404, not 503, while Redis is unreachable", func(t *testing.T) {

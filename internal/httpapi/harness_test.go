@@ -96,6 +96,7 @@ type reply struct {
 type request struct {
 	method, path, body, ctype string
 	chunked                   bool
+	encoding                  string // Content-Encoding ("" sends none)
 }
 
 func (a *testAPI) do(t *testing.T, rq request) reply {
@@ -119,6 +120,9 @@ func (a *testAPI) do(t *testing.T, rq request) reply {
 		for _, ct := range strings.Split(rq.ctype, "\n") { // several lines: one header each
 			req.Header.Add("Content-Type", ct)
 		}
+	}
+	if rq.encoding != "" {
+		req.Header.Set("Content-Encoding", rq.encoding)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -218,6 +218,14 @@ func (s *Service) Apply(ctx context.Context, req ApplyRequest) (resp ApplyRespon
 // resp.SessionID is the stored id of the session replayed (either form).
 func (s *Service) renewReplay(ctx context.Context, pol Policy, cmd ApplyCmd, resp ApplyResponse) (ApplyResponse, error) {
 	hb, err := s.heartbeat(ctx, pol, resp.SessionID, cmd.ClientID)
+	var na *NotActiveError
+	if errors.As(err, &na) {
+		// Said as an apply's answer, not as the heartbeat's that found it
+		// ("… heartbeat r: session s is LEAKED" read as if the caller had
+		// sent a heartbeat).
+		return ApplyResponse{}, fmt.Errorf("apply %s: a replay of session %s, whose lease is over: it holds nothing now (apply with a new sessionId): %w",
+			cmd.ResourceName, cmd.SessionID, na)
+	}
 	if err != nil {
 		return ApplyResponse{}, fmt.Errorf("apply %s: replay of session %s: %w", cmd.ResourceName, cmd.SessionID, err)
 	}

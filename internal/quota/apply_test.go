@@ -3,6 +3,8 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -264,6 +266,18 @@ func TestApplyRepeatAnsweredFromTheLedger(t *testing.T) {
 	st.heartbeat = func(string, string, string, time.Duration) (time.Time, error) { return time.Time{}, ErrUnavailable }
 	if _, err := svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1"}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("renewal failed: %v", err)
+	}
+	// ... and, for a session swept meanwhile, answers as an apply: its
+	// status, and no word of a heartbeat the caller never sent (it read
+	// "replay of session s-1: heartbeat r: session s-1 is LEAKED").
+	st.heartbeat = func(string, string, string, time.Duration) (time.Time, error) {
+		return time.Time{}, fmt.Errorf("heartbeat r: %w", &NotActiveError{SessionID: "s-1", Status: StatusLeaked})
+	}
+	_, err = svc.Apply(context.Background(), ApplyRequest{ResourceName: "r", Amount: 5, SessionID: "s-1"})
+	var na *NotActiveError
+	if !errors.As(err, &na) || na.Status != StatusLeaked || strings.Contains(err.Error(), "heartbeat") ||
+		!strings.Contains(err.Error(), "apply with a new sessionId") {
+		t.Fatalf("a replay of a swept session: %v, want a LEAKED NotActiveError said as an apply's answer", err)
 	}
 }
 
