@@ -105,8 +105,16 @@ func badCases() []badCase {
 			{"identity then br Content-Encodings", "", "identity, br"},
 			{"a JSON body in charset latin1", "application/json; charset=latin1", ""},
 		} {
-			cs = append(cs, badCase{name: e.name + " refuses " + m.what + " with 415", want: http.StatusUnsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE",
-				req: request{method: e.method, path: e.path, body: valid, ctype: m.ctype, encoding: m.encoding}})
+			c := badCase{name: e.name + " refuses " + m.what + " with 415", want: http.StatusUnsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE",
+				req: request{method: e.method, path: e.path, body: valid, ctype: m.ctype, encoding: m.encoding}}
+			if m.encoding != "" { // the answer says which coding is taken (RFC 9110 §15.5.16)
+				c.check = func(t *testing.T, _ *testAPI, r reply) {
+					if got := r.header.Get("Accept-Encoding"); got != "identity" {
+						t.Errorf("Accept-Encoding = %q, want identity", got)
+					}
+				}
+			}
+			cs = append(cs, c)
 		}
 		cs = append(cs,
 			badCase{name: e.name + " refuses a query parameter (only the body is read)", want: http.StatusBadRequest, code: "INVALID_ARGUMENT",

@@ -25,6 +25,11 @@ var errRequestTimeout = errors.New("request timeout")
 // errMediaType is returned by decode for a non-JSON Content-Type (415).
 var errMediaType = errors.New("unsupported media type")
 
+// errContentCoding is wrapped with errMediaType for a Content-Encoding the
+// server does not take: the 415 then says which it takes (Accept-Encoding:
+// identity, RFC 9110 §12.5.3).
+var errContentCoding = errors.New("unsupported content coding")
+
 // noQuery refuses a query string on an endpoint that reads none, so that
 // a parameter is never silently ignored. Errors: *quota.ValidationError.
 func noQuery(r *http.Request) error {
@@ -125,7 +130,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		for _, v := range ce {
 			for _, c := range strings.Split(v, ",") {
 				if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
-					return nil, fmt.Errorf("%w: Content-Encoding %q is not taken; send the JSON body unencoded", errMediaType, c)
+					return nil, fmt.Errorf("%w: %w: Content-Encoding %q is not taken; send the JSON body unencoded", errMediaType, errContentCoding, c)
 				}
 			}
 		}

@@ -140,6 +140,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	default:
 		s.log.Debug("request refused", zap.String("route", routeOf(r)), zap.String("code", code), zap.Error(err))
+		if errors.Is(err, errContentCoding) {
+			w.Header().Set("Accept-Encoding", "identity")
+		}
 	}
 	writeJSON(w, status, body)
 }
