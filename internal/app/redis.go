@@ -64,7 +64,7 @@ func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls i
 	}
 	s := redisstore.NewPipelined(rdb, redisstore.Pipelining{
 		MaxCalls: c.PipelineMaxCalls, InFlight: hotInFlight(rdb, c),
-		Timeout: timeout, OnPipeline: onPipeline,
+		Timeout: timeout, OnPipeline: onPipeline, BatchApplies: c.BatchApplies,
 	})
 	s.HashSessions = c.SessionRecord == config.SessionRecordHash
 	return s

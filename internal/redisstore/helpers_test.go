@@ -148,7 +148,7 @@ var backendNames = []string{"redis", "cluster", "miniredis", "redis/pipelined", 
 
 // testPipelining is small so that the tests' concurrent calls fill
 // pipelines and wait for slots.
-var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2, Timeout: testPipelineTimeout}
+var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2, Timeout: testPipelineTimeout, BatchApplies: true}
 
 // testPipelineTimeout is the pipelines' time budget in tests that check
 // what calls do, not how fast: miniredis compiles every script call, and

@@ -15,7 +15,7 @@ var scriptVars = map[string]**redis.Script{
 	"cancel.lua": &cancelScript, "seed.lua": &seedScript, "balance.lua": &balanceScript,
 	"expired.lua": &expiredScript, "sweep.lua": &sweepScript, "unlock.lua": &unlockScript,
 	"adjust.lua": &adjustScript, "lock.lua": &lockScript, "failopen.lua": &failOpenScript, "failopen_scope.lua": &failOpenScopeScript,
-	"drop.lua":        &dropScript,
+	"drop.lua": &dropScript, "apply_batch.lua": &applyBatchScript,
 	"pool_layout.lua": &poolLayoutScript, "pool_seed.lua": &poolSeedScript,
 	"pool_move.lua": &poolMoveScript, "pool_grants.lua": &poolGrantsScript, "pool_close.lua": &poolCloseScript,
 	"charge.lua": &chargeScript, "uncharge.lua": &unchargeScript,

@@ -33,11 +33,7 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 			if seed == 3 {
 				limit = quota.MaxAmount - int64(rng.IntN(1000))
 			}
-			lay, err := pools.Plan(limit, pools.DefaultSettings(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			model := pools.NewModel(lay, true)
+			model := plainModel(t, limit)
 			per := e.current(t)
 			e.seed(t, per, limit, quota.PeriodTotals{})
 			// New sessions are written in both forms (scripts/session_record.lib),
@@ -161,6 +157,16 @@ func TestPlainApplyMatchesTheModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// plainModel is pools.Model of a resource without lines or grants.
+func plainModel(t *testing.T, limit int64) *pools.Model {
+	t.Helper()
+	lay, err := pools.Plan(limit, pools.DefaultSettings(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pools.NewModel(lay, true)
 }
 
 // TestFinishPast2To53IsExact settles finishes whose balance is past 2^53

@@ -206,9 +206,19 @@ func isTransient(err error) bool {
 // Errors: quota.ErrSessionConflict, pools.ErrUnknownLine, pools.ErrLineClosing, failures wrapped
 // by wrap.
 func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult, error) {
+	script, keys, args := s.applyCall(c)
+	v, err := s.runHot(ctx, script, keys, args...)
+	if err != nil {
+		return quota.ApplyResult{}, wrap("apply", err)
+	}
+	return s.applyResult(v, c)
+}
+
+// applyCall is apply.lua's call for c: the script (its variant for
+// HashSessions), its keys and its arguments.
+func (s *Store) applyCall(c quota.ApplyCmd) (*redis.Script, []string, []any) {
 	r := c.ResourceName
 	per := c.Period.ID()
-	line := ""
 	keys := []string{limitKey(r), balanceKey(r, per), sessionKey(r, c.SessionID), leasesKey(r), scopedKey(r, c)}
 	// Numbers go as int64: go-redis writes them in decimal, as itoa would,
 	// without a string made and boxed for each (small ones box for free).
@@ -221,17 +231,21 @@ func (s *Store) Apply(ctx context.Context, c quota.ApplyCmd) (quota.ApplyResult,
 		if p.NoGrants {
 			mode = "1"
 		}
-		line = p.Line
 		keys = append(keys, poolKey(r), grantsKey(r))
-		args = append(args, mode, line, luaBool(p.Critical), luaBool(p.Continuation))
+		args = append(args, mode, p.Line, luaBool(p.Critical), luaBool(p.Continuation))
 	}
-	script := applyScript
 	if s.HashSessions {
-		script = applyHashScript
+		return applyHashScript, keys, args
 	}
-	v, err := s.runHot(ctx, script, keys, args...)
-	if err != nil {
-		return quota.ApplyResult{}, wrap("apply", err)
+	return applyScript, keys, args
+}
+
+// applyResult is Apply's answer to c from apply.lua's reply v (or
+// apply_batch.lua's for c).
+func (s *Store) applyResult(v any, c quota.ApplyCmd) (quota.ApplyResult, error) {
+	r, per, line := c.ResourceName, c.Period.ID(), ""
+	if c.Pools != nil {
+		line = c.Pools.Line
 	}
 	a, err := decodeApply(v)
 	if err != nil {

@@ -176,7 +176,8 @@ func exec(ctx context.Context, rdb redis.UniversalClient, calls []*scriptCall, w
 	if !w.on() || w.OnShort == nil {
 		return
 	}
-	// A call counts as short when the WAIT after it saw fewer replicas.
+	// A call counts as short when the WAIT after it saw fewer replicas (a
+	// batch of applies as its applies).
 	short := 0
 	for i, wc := range waited {
 		if wc == nil {
@@ -184,13 +185,22 @@ func exec(ctx context.Context, rdb redis.UniversalClient, calls []*scriptCall, w
 		}
 		if n, err := wc.Result(); err != nil || n < int64(w.Replicas) {
 			if i == 0 {
-				short += len(calls) - len(again)
+				short += weight(calls) - weight(again)
 			} else {
-				short += len(again)
+				short += weight(again)
 			}
 		}
 	}
 	if short > 0 {
 		w.OnShort(short)
 	}
+}
+
+// weight is how many callers' calls calls are (scriptCall.weight).
+func weight(calls []*scriptCall) int {
+	n := 0
+	for _, c := range calls {
+		n += max(c.weight, 1)
+	}
+	return n
 }

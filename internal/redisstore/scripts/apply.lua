@@ -121,6 +121,8 @@ if not ARGV[11] and ARGV[10] ~= '' and ARGV[9] ~= '' and redis.call('EXISTS', KE
         redis.call('HINCRBY', KEYS[2], 'reserved', granted)
       end
       local ls = string.format('%d', now + ARGV[6])
+      local rem, st = string.format('%d', base - n), string.format('%d', now)
+      local sk, amt, minAmt, client, per, att, ep = KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[9], b[3]
       -- include fast_session.lib
       redis.call('ZADD', KEYS[4], ls, ARGV[7])
       return {1, n, base - n, now}
