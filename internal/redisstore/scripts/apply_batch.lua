@@ -43,6 +43,7 @@ end
 local exist = redis.call('EXISTS', unpack(KEYS, 4))
 local cur, total = held + 0, 0
 local g = {} -- granted: i, granted, remaining, lease expiry (decimal strings)
+local leaseMs, ls -- the last lease asked (ms) and its expiry: one format for a run of equal leases
 for i = 1, n do
   out[i] = 0
   if exist == 0 or redis.call('EXISTS', KEYS[2 + 2 * i], KEYS[3 + 2 * i]) == 0 then
@@ -62,8 +63,12 @@ for i = 1, n do
     if m and cur + m < 9007199254740992 then
       cur, total = cur + m, total + m
       out[i] = {1, m, base - m, now}
+      if ARGV[o + 3] ~= leaseMs then
+        leaseMs = ARGV[o + 3]
+        ls = string.format('%d', now + leaseMs)
+      end
       local k = #g
-      g[k + 1], g[k + 2], g[k + 3], g[k + 4] = i, granted, string.format('%d', base - m), string.format('%d', now + ARGV[o + 3])
+      g[k + 1], g[k + 2], g[k + 3], g[k + 4] = i, granted, string.format('%d', base - m), ls
     end
   end
 end
