@@ -55,16 +55,17 @@ func dialRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, erro
 // 2 with WAIT for replicas, 4 on a Redis Cluster),
 // each pipeline given the client's own read timeout (c.Timeout, or
 // go-redis's 3s default for the dev-mode client). onPipeline (nil: none) is
-// told each pipeline's calls. No WAIT (see Store.WithWait). Close the Store
-// before the client.
-func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls int)) *redisstore.Store {
+// told each pipeline's calls, onBatch (nil: none) each batch of applies
+// (redisstore.Pipelining.OnBatch). No WAIT (see Store.WithWait). Close the
+// Store before the client.
+func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls int), onBatch func(applies, undecided int)) *redisstore.Store {
 	timeout := c.Timeout
 	if cl, ok := rdb.(*redis.Client); ok && cl.Options().ReadTimeout > 0 {
 		timeout = cl.Options().ReadTimeout
 	}
 	s := redisstore.NewPipelined(rdb, redisstore.Pipelining{
 		MaxCalls: c.PipelineMaxCalls, InFlight: hotInFlight(rdb, c),
-		Timeout: timeout, OnPipeline: onPipeline, BatchApplies: c.BatchApplies,
+		Timeout: timeout, OnPipeline: onPipeline, BatchApplies: c.BatchApplies, OnBatch: onBatch,
 	})
 	s.HashSessions = c.SessionRecord == config.SessionRecordHash
 	return s
@@ -114,7 +115,7 @@ func OpenRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, *red
 	if err != nil {
 		return nil, nil, err
 	}
-	return rdb, hotStore(rdb, c, nil), nil
+	return rdb, hotStore(rdb, c, nil, nil), nil
 }
 
 // redisWait is the store's WAIT setting (QC_REDIS_WAIT_REPLICAS, _TIMEOUT),

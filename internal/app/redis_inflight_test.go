@@ -45,7 +45,7 @@ func TestHotStoreSessionRecord(t *testing.T) {
 		record string
 		hash   bool
 	}{{config.SessionRecordPacked, false}, {config.SessionRecordHash, true}} {
-		s := hotStore(one, config.Redis{SessionRecord: c.record, PipelineMaxCalls: 8}, nil)
+		s := hotStore(one, config.Redis{SessionRecord: c.record, PipelineMaxCalls: 8}, nil, nil)
 		if s.HashSessions != c.hash {
 			t.Errorf("session record %q: HashSessions %v, want %v", c.record, s.HashSessions, c.hash)
 		}

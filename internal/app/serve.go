@@ -175,7 +175,7 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 
 	bm := breaker.NewMetrics(reg)
 	bs := breaker.Settings{Failures: cfg.Breaker.Failures, OpenFor: cfg.Breaker.OpenFor}
-	rs := hotStore(b.rdb, cfg.Redis, gm.pipeline).WithWait(redisWait(cfg.Redis, reg))
+	rs := hotStore(b.rdb, cfg.Redis, gm.pipeline, gm.batch).WithWait(redisWait(cfg.Redis, reg))
 	// The pipelines stop before the client closes, the ledger's group
 	// commits with the ledger (b.close: Redis, then MySQL).
 	in.closers = append(in.closers, rs.Close, b.close)
@@ -454,8 +454,9 @@ func auditReconcile(ctx context.Context, log quota.AuditLog, resource string, re
 // auto-pipelines: what --mysql-group-commit-* and --redis-pipeline-max-calls
 // are tuned by.
 type groupMetrics struct {
-	commitRows    *prometheus.HistogramVec
-	pipelineCalls prometheus.Histogram
+	commitRows     *prometheus.HistogramVec
+	pipelineCalls  prometheus.Histogram
+	batchedApplies *prometheus.CounterVec
 }
 
 // groupSizeBuckets are counts of rows or calls, 1 to 1024, each power of
@@ -475,7 +476,11 @@ func newGroupMetrics(reg prometheus.Registerer) *groupMetrics {
 			Buckets: groupSizeBuckets,
 		}),
 	}
-	reg.MustRegister(m.commitRows, m.pipelineCalls)
+	m.batchedApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quota_redis_batched_applies_total",
+		Help: "Applies sent to Redis in an apply_batch.lua call (QC_REDIS_BATCH_APPLIES), by result: decided (by the batch) or undecided (left to apply.lua alone: a replay, a conflict, a period not seeded).",
+	}, []string{"result"})
+	reg.MustRegister(m.commitRows, m.pipelineCalls, m.batchedApplies)
 	return m
 }
 
@@ -484,6 +489,12 @@ func (m *groupMetrics) groupCommit(op string, rows int) {
 }
 
 func (m *groupMetrics) pipeline(calls int) { m.pipelineCalls.Observe(float64(calls)) }
+
+// batch counts one apply_batch.lua call's applies (quota_redis_batched_applies_total).
+func (m *groupMetrics) batch(applies, undecided int) {
+	m.batchedApplies.WithLabelValues("decided").Add(float64(applies - undecided))
+	m.batchedApplies.WithLabelValues("undecided").Add(float64(undecided))
+}
 
 // lifecycleConfig is the ledger lifecycle job's configuration.
 func lifecycleConfig(l config.Ledger) lifecycle.Config {

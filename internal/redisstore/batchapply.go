@@ -55,6 +55,14 @@ func batchOf(c *scriptCall) *redis.Script {
 	return bs
 }
 
+// MaxBatch is the most applies in one apply_batch.lua call; a pipeline's
+// applies of one period past it go in further batches. The script hands
+// every session key to one EXISTS and every lease to one ZADD through Lua's
+// unpack, whose results are bounded by the Lua stack (~8,000 on Redis 7.0,
+// ~5,100 in miniredis's gopher-lua): 256 applies are 512 keys and 512
+// ZADD arguments, far below either.
+const MaxBatch = 256
+
 // batchKey is what the applies of one batch share: the script, the
 // resource's limit, balance and leases keys, and the period's end and
 // first-period flag (Store.Apply's keys 0, 1, 3 and arguments 3, 4, 7).
@@ -64,15 +72,20 @@ type batchKey struct {
 	start, end, first     any
 }
 
-// applyBatch is one apply_batch.lua call and the apply calls it answers.
-type applyBatch struct {
-	call    *scriptCall
+// applyGroup is the fast-path applies of one batchKey in a pipeline, each
+// with a session key none of the others uses.
+type applyGroup struct {
 	members []*scriptCall
+	keys    map[string]struct{} // the members' session keys, once there are more than a few
 }
 
-// has says whether one of the batch's applies already uses session key k.
-func (b *applyBatch) has(k string) bool {
-	for _, m := range b.members {
+// has says whether one of the group's applies already uses session key k.
+func (g *applyGroup) has(k string) bool {
+	if g.keys != nil {
+		_, ok := g.keys[k]
+		return ok
+	}
+	for _, m := range g.members {
 		if m.keys[2] == k || m.keys[4] == k {
 			return true
 		}
@@ -80,13 +93,35 @@ func (b *applyBatch) has(k string) bool {
 	return false
 }
 
-// batchApplies returns the calls to send for calls: each batch of at least
-// MinBatch fast-path applies of one resource's period as one apply_batch.lua
-// call, in the place of its first apply, and every other call as it came,
-// in its order (an apply of a session key a batch already holds stays on
-// its own, after that batch). batches are the batched calls, for answer.
+// add makes c one of the group's applies.
+func (g *applyGroup) add(c *scriptCall) {
+	g.members = append(g.members, c)
+	if g.keys == nil && len(g.members) > 16 {
+		// Past a few, a set: the scan would grow with the square of a
+		// pipeline's applies (QC_REDIS_PIPELINE_MAX_CALLS may be 10,000).
+		g.keys = make(map[string]struct{}, 2*len(g.members))
+		for _, m := range g.members {
+			g.keys[m.keys[2]], g.keys[m.keys[4]] = struct{}{}, struct{}{}
+		}
+	} else if g.keys != nil {
+		g.keys[c.keys[2]], g.keys[c.keys[4]] = struct{}{}, struct{}{}
+	}
+}
+
+// applyBatch is one apply_batch.lua call and the apply calls it answers.
+type applyBatch struct {
+	call    *scriptCall
+	members []*scriptCall
+}
+
+// batchApplies returns the calls to send for calls: the fast-path applies
+// of one resource's period, MinBatch to MaxBatch at a time, as one
+// apply_batch.lua call each, in the place of the batch's first apply, and
+// every other call as it came, in its order (an apply of a session key
+// another apply of the pipeline already uses stays on its own, after the
+// batch of that one). batches are the batched calls, for answer.
 func batchApplies(calls []*scriptCall) (wire []*scriptCall, batches []*applyBatch) {
-	var groups map[batchKey]*applyBatch
+	var groups map[batchKey]*applyGroup
 	n := 0
 	for _, c := range calls {
 		bs := batchOf(c)
@@ -95,50 +130,48 @@ func batchApplies(calls []*scriptCall) (wire []*scriptCall, batches []*applyBatc
 		}
 		k := batchKey{bs, c.keys[0], c.keys[1], c.keys[3], c.args[3], c.args[4], c.args[7]}
 		if groups == nil {
-			groups = map[batchKey]*applyBatch{}
+			groups = map[batchKey]*applyGroup{}
 		}
 		g := groups[k]
 		if g == nil {
-			g = &applyBatch{}
+			g = &applyGroup{}
 			groups[k] = g
 		}
 		if g.has(c.keys[2]) || g.has(c.keys[4]) {
 			continue
 		}
-		g.members = append(g.members, c)
+		g.add(c)
 		n++
 	}
 	if n < MinBatch {
 		return calls, nil
 	}
+	// Each group's applies in batches of at most MaxBatch, in their order;
+	// a last batch of fewer than MinBatch goes as apply.lua calls.
+	for k, g := range groups {
+		for i := 0; i < len(g.members); i += MaxBatch {
+			part := g.members[i:min(i+MaxBatch, len(g.members))]
+			if len(part) < MinBatch {
+				break
+			}
+			b := &applyBatch{members: part}
+			for _, m := range part {
+				m.batch = b
+			}
+			b.call = b.build(k.script)
+		}
+	}
 	wire = make([]*scriptCall, 0, len(calls))
 	for _, c := range calls {
-		bs := batchOf(c)
-		if bs == nil {
+		switch b := c.batch; {
+		case b == nil:
 			wire = append(wire, c)
-			continue
-		}
-		g := groups[batchKey{bs, c.keys[0], c.keys[1], c.keys[3], c.args[3], c.args[4], c.args[7]}]
-		switch {
-		case len(g.members) < MinBatch || !g.in(c):
-			wire = append(wire, c)
-		case g.members[0] == c:
-			g.call = g.build(bs)
-			wire = append(wire, g.call)
-			batches = append(batches, g)
+		case b.members[0] == c:
+			wire = append(wire, b.call)
+			batches = append(batches, b)
 		}
 	}
 	return wire, batches
-}
-
-// in says whether c is one of the batch's applies.
-func (b *applyBatch) in(c *scriptCall) bool {
-	for _, m := range b.members {
-		if m == c {
-			return true
-		}
-	}
-	return false
 }
 
 // build makes the batch's apply_batch.lua call (its keys and arguments,

@@ -94,7 +94,9 @@ func TestApplyBatchDecidesAsApplyCallsInTurn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			p := newPipeliner(rdbA, Pipelining{MaxCalls: 128, Timeout: 5 * time.Second, BatchApplies: true})
+			var batched, undecided int // what OnBatch was told
+			p := newPipeliner(rdbA, Pipelining{MaxCalls: 128, Timeout: 5 * time.Second, BatchApplies: true,
+				OnBatch: func(a, u int) { batched, undecided = batched+a, undecided+u }})
 			sent := map[string]quota.ApplyCmd{} // id -> first apply (resource A's form)
 			var ids []string
 			for round := range 25 {
@@ -141,11 +143,16 @@ func TestApplyBatchDecidesAsApplyCallsInTurn(t *testing.T) {
 					script, keys, args := st.applyCall(c)
 					calls[j] = &scriptCall{ctx: ctxT(t), script: script, keys: keys, args: args, done: make(chan struct{})}
 				}
-				before := hook.batches
+				before, b0, u0 := hook.batches, batched, undecided
 				p.send(calls)
-
 				if hook.batches != before+1 {
 					t.Fatalf("round %d: %d apply_batch.lua calls for %d new sessions, want 1", round, hook.batches-before, len(newIDs))
+				}
+				// The batch carries each session's first apply and leaves those
+				// whose session existed to apply.lua.
+				if batched-b0 != len(newIDs)+len(existed) || undecided-u0 != len(existed) {
+					t.Fatalf("round %d: OnBatch told %d applies, %d undecided; want %d, %d", round,
+						batched-b0, undecided-u0, len(newIDs)+len(existed), len(existed))
 				}
 				// Resource B: apply.lua, one call at a time, in the batch's order.
 				order := slices.Concat(newIDs, again, existed)
@@ -353,8 +360,26 @@ func TestBatchAppliesGroupsFastPathAppliesOfOnePeriod(t *testing.T) {
 		t.Fatalf("args = %s, want %s", got, wantArgs)
 	}
 	// A group of one: nothing batched, the calls as they came.
+	for _, c := range calls {
+		c.batch = nil
+	}
 	if wire, batches := batchApplies(calls[:3]); len(batches) != 0 || !slices.Equal(wire, calls[:3]) {
 		t.Fatalf("one apply of a period: %d batches, wire %v", len(batches), wire)
+	}
+	// Past MaxBatch: batches of MaxBatch in order, a last one of fewer
+	// than MinBatch alone; a second apply of a session of the first batch
+	// after it, alone.
+	many := make([]*scriptCall, 2*MaxBatch+1)
+	for i := range many {
+		many[i] = call(st, cmd("r", fmt.Sprint("m", i), per))
+	}
+	many = append(many, call(st, cmd("r", "m0", per)))
+	wire, batches = batchApplies(many)
+	if len(batches) != 2 || !slices.Equal(batches[0].members, many[:MaxBatch]) || !slices.Equal(batches[1].members, many[MaxBatch:2*MaxBatch]) {
+		t.Fatalf("%d batches, want two of %d in order", len(batches), MaxBatch)
+	}
+	if want := []*scriptCall{batches[0].call, batches[1].call, many[2*MaxBatch], many[2*MaxBatch+1]}; !slices.Equal(wire, want) {
+		t.Fatalf("wire of %d calls, want the two batches, then the last apply and the second apply of m0", len(wire))
 	}
 }
 
@@ -451,4 +476,149 @@ func TestBatchedAppliesGrantExactlyTheLimit(t *testing.T) {
 		}
 		wantBalance(t, e.balance(t, per), 100, 0, 100)
 	})
+}
+
+// pipelineCalls makes the scriptCalls of cmds as Store.Apply sends them.
+func pipelineCalls(t *testing.T, s *Store, ctx context.Context, cmds ...quota.ApplyCmd) []*scriptCall {
+	t.Helper()
+	calls := make([]*scriptCall, len(cmds))
+	for i, c := range cmds {
+		script, keys, args := s.applyCall(c)
+		calls[i] = &scriptCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	}
+	return calls
+}
+
+// fastCmd is an apply of e's resource as POST /quota/apply sends it (a
+// scoped id and an attempt: apply.lua's fast path, batched).
+func (e *env) fastCmd(id string, amount int64, per quota.Period) quota.ApplyCmd {
+	c := e.cmd(id, amount, 0, per)
+	c.Attempt, c.OtherSessionID = "att-"+id, quota.ScopedSessionID(e.res, c.ClientID, id)
+	return c
+}
+
+// TestAPipelineOfManyAppliesGoesInBatchesOfMaxBatch: 16 × MaxBatch + 4
+// applies of one period in one pipeline (QC_REDIS_PIPELINE_MAX_CALLS may
+// be 10,000) go as 17 apply_batch.lua calls, each within what Lua's unpack
+// takes (one batch of 4,100 failed on Redis, past ~4,000 applies, and in
+// miniredis, past ~2,550, where it could fail after its writes), and are
+// each granted once.
+func TestAPipelineOfManyAppliesGoesInBatchesOfMaxBatch(t *testing.T) {
+	forEachServer(t, func(t *testing.T, e *env) {
+		n := 16*MaxBatch + 4
+		per := e.current(t)
+		e.seed(t, per, int64(n), quota.PeriodTotals{})
+		hook := &batchHook{}
+		rdb := e.sameClient(t)
+		rdb.AddHook(hook)
+		p := newPipeliner(rdb, Pipelining{MaxCalls: 10_000, Timeout: 5 * time.Second, BatchApplies: true})
+		defer p.stop()
+		cmds := make([]quota.ApplyCmd, n)
+		for i := range cmds {
+			cmds[i] = e.fastCmd(fmt.Sprintf("m%d", i), 1, per)
+		}
+		calls := pipelineCalls(t, e.s, ctxT(t), cmds...)
+		p.send(calls)
+		for i, c := range calls {
+			r, err := e.s.applyResult(c.val, cmds[i])
+			if c.err != nil || err != nil || r.Outcome != quota.ApplyGranted || r.Granted != 1 {
+				t.Fatalf("apply %d: %+v %v %v", i, r, c.err, err)
+			}
+		}
+		if hook.batches != 17 || hook.in != n {
+			t.Fatalf("%d batches carrying %d applies, want 17 carrying %d", hook.batches, hook.in, n)
+		}
+		wantBalance(t, e.balance(t, per), int64(n), 0, int64(n))
+		if z, err := e.rdb.ZCard(ctxT(t), leasesKey(e.res)).Result(); err != nil || z != int64(n) {
+			t.Fatalf("lease index holds %d (%v), want %d", z, err, n)
+		}
+	})
+}
+
+// withOldSession is a resource on real Redis with a limit of 1000 in its
+// current period and one session granted, "old".
+func withOldSession(t *testing.T) (*env, quota.Period) {
+	t.Parallel()
+	e := newEnv(t, "redis")
+	per := e.current(t)
+	e.seed(t, per, 1000, quota.PeriodTotals{})
+	e.grant(t, e.fastCmd("old", 1, per), 1)
+	return e, per
+}
+
+// TestWaitCountsEachBatchedApplyOnce: with WAIT on and no replica (every
+// WAIT short), a pipeline of three applies, one of a session that exists
+// (left by the batch to apply.lua, so sent twice): OnShort is told three
+// callers, not four.
+func TestWaitCountsEachBatchedApplyOnce(t *testing.T) {
+	e, per := withOldSession(t)
+	var short atomic.Int64
+	p := newPipeliner(e.rdb, Pipelining{MaxCalls: 128, Timeout: 5 * time.Second, BatchApplies: true})
+	defer p.stop()
+	p.wait = Wait{Replicas: 1, Timeout: 5 * time.Millisecond, OnShort: func(n int) { short.Add(int64(n)) }}
+	calls := pipelineCalls(t, e.s, ctxT(t), e.fastCmd("a", 1, per), e.fastCmd("old", 1, per), e.fastCmd("b", 1, per))
+	p.send(calls)
+	for i, c := range calls {
+		if c.err != nil {
+			t.Fatalf("apply %d: %v", i, c.err)
+		}
+	}
+	if got, err := e.s.applyResult(calls[1].val, e.fastCmd("old", 1, per)); err != nil || got.Outcome != quota.ApplyReplayed {
+		t.Fatalf("the apply of the session that exists: %+v %v, want a replay", got, err)
+	}
+	if short.Load() != 3 {
+		t.Fatalf("OnShort told %d for 3 applies", short.Load())
+	}
+}
+
+// cancelAfterBatch cancels a context once a pipeline holding an
+// apply_batch.lua call has been answered.
+type cancelAfterBatch struct {
+	batchHook
+	cancel context.CancelFunc
+}
+
+func (h *cancelAfterBatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	count := h.batchHook.ProcessPipelineHook(next)
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		before := h.batches
+		err := count(ctx, cmds)
+		if h.batches > before {
+			h.cancel()
+		}
+		return err
+	}
+}
+
+// TestAnUndecidedApplyWhoseCallerGaveUpIsNotSentAgain: the apply of a
+// session that exists, left undecided by its batch, whose caller's context
+// ends while the batch is out, is not sent to apply.lua (nothing of it runs:
+// the session keeps its attempt, which a replay by another would take off)
+// and answers the context's error.
+func TestAnUndecidedApplyWhoseCallerGaveUpIsNotSentAgain(t *testing.T) {
+	e, per := withOldSession(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	hook := &cancelAfterBatch{cancel: cancel}
+	rdb := e.sameClient(t)
+	rdb.AddHook(hook)
+	if err := applyBatchScript.Load(ctxT(t), rdb).Err(); err != nil { // no NOSCRIPT and EVAL to count
+		t.Fatal(err)
+	}
+	p := newPipeliner(rdb, Pipelining{MaxCalls: 128, Timeout: 5 * time.Second, BatchApplies: true})
+	defer p.stop()
+	retry := e.fastCmd("old", 1, per)
+	retry.Attempt = "another-attempt"
+	calls := append(pipelineCalls(t, e.s, ctxT(t), e.fastCmd("a", 1, per)), pipelineCalls(t, e.s, ctx, retry)...)
+	calls = append(calls, pipelineCalls(t, e.s, ctxT(t), e.fastCmd("b", 1, per))...)
+	p.send(calls)
+	if hook.batches != 1 || hook.others != 0 {
+		t.Fatalf("%d batches and %d other script calls sent, want the batch alone", hook.batches, hook.others)
+	}
+	if !errors.Is(calls[1].err, context.Canceled) {
+		t.Fatalf("the retry answered %v, %v; want context.Canceled", calls[1].val, calls[1].err)
+	}
+	if att := e.session(t, "old")["att"]; att != "att-old" {
+		t.Fatalf("the session's attempt is %q, want att-old (untouched)", att)
+	}
+	wantBalance(t, e.balance(t, per), 1000, 0, 3)
 }

@@ -46,6 +46,11 @@ type Pipelining struct {
 	// resource, about half of Redis's CPU per apply. Off, each is its own
 	// apply.lua call.
 	BatchApplies bool
+	// OnBatch, when set, is told of each apply_batch.lua call that was
+	// answered: how many applies it carried and how many of them it left
+	// to apply.lua (undecided). It runs on the pipeline's goroutine and
+	// must not block.
+	OnBatch func(applies, undecided int)
 }
 
 // DefaultPipelining is what quota-center serve uses unless configured
@@ -76,6 +81,9 @@ type scriptCall struct {
 	// weight is how many callers' calls this one is: 0 or 1 for a
 	// caller's own, the applies of an apply_batch.lua call (batchapply.go).
 	weight int
+	// batch is the apply_batch.lua call that carries this apply, nil when
+	// it goes on its own (batchApplies).
+	batch *applyBatch
 }
 
 // gaveUp is the error of a call whose caller no longer waits (its context
@@ -118,6 +126,7 @@ type pipeliner struct {
 	observe func(calls int)
 	wait    Wait // see Store.WithWait
 	batch   bool // Pipelining.BatchApplies
+	onBatch func(applies, undecided int)
 }
 
 func newPipeliner(rdb redis.UniversalClient, p Pipelining) *pipeliner {
@@ -127,7 +136,7 @@ func newPipeliner(rdb redis.UniversalClient, p Pipelining) *pipeliner {
 	if p.Timeout <= 0 {
 		p.Timeout = DefaultPipelining.Timeout
 	}
-	pl := &pipeliner{rdb: rdb, timeout: p.Timeout, observe: p.OnPipeline, batch: p.BatchApplies}
+	pl := &pipeliner{rdb: rdb, timeout: p.Timeout, observe: p.OnPipeline, batch: p.BatchApplies, onBatch: p.OnBatch}
 	pl.loop = group.New(p.MaxCalls, 0, p.InFlight, pl.send)
 	return pl
 }
@@ -204,11 +213,26 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	p.exec(ctx, wire)
 	var again []*scriptCall
 	for _, b := range batches {
+		n := len(again)
 		again = b.answer(again)
+		if p.onBatch != nil && b.call.err == nil {
+			p.onBatch(len(b.members), len(again)-n)
+		}
 	}
-	if len(again) > 0 {
-		// What a batch left undecided, each to apply.lua on its own.
-		p.exec(ctx, again)
+	// What a batch left undecided, each to apply.lua on its own, unless
+	// its caller has given up meanwhile (then it is not sent: nothing of it
+	// was written).
+	now = time.Now()
+	send := again[:0]
+	for _, c := range again {
+		if err := c.gaveUp(now); err != nil {
+			c.err = err
+			continue
+		}
+		send = append(send, c)
+	}
+	if len(send) > 0 {
+		p.exec(ctx, send)
 	}
 	for _, c := range live {
 		close(c.done)

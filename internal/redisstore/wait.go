@@ -196,11 +196,31 @@ func exec(ctx context.Context, rdb redis.UniversalClient, calls []*scriptCall, w
 	}
 }
 
-// weight is how many callers' calls calls are (scriptCall.weight).
+// weight is how many callers' calls calls are: 1 each, and an answered
+// apply_batch.lua call the applies it decided (those it left undecided
+// are sent again alone and counted there).
 func weight(calls []*scriptCall) int {
 	n := 0
 	for _, c := range calls {
-		n += max(c.weight, 1)
+		n += c.callers()
+	}
+	return n
+}
+
+// callers is how many callers' calls c is (see weight).
+func (c *scriptCall) callers() int {
+	if c.weight == 0 {
+		return 1
+	}
+	vals, ok := c.val.([]any)
+	if c.err != nil || !ok {
+		return c.weight
+	}
+	n := 0
+	for _, v := range vals {
+		if u, undecided := v.(int64); !undecided || u != 0 {
+			n++
+		}
 	}
 	return n
 }
