@@ -11,16 +11,21 @@ func TestThroughputSettingsDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Redis.PipelineMaxCalls != 128 || c.MySQL.GroupCommitRows != 100 || c.MySQL.GroupCommitWait != 0 {
-		t.Fatalf("defaults: pipeline %d, group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
+	if c.Redis.PipelineMaxCalls != 128 || !c.Redis.BatchApplies || c.MySQL.GroupCommitRows != 100 || c.MySQL.GroupCommitWait != 0 {
+		t.Fatalf("defaults: pipeline %d (batched applies %v), group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.Redis.BatchApplies, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
 	}
 	t.Setenv("QC_REDIS_PIPELINE_MAX_CALLS", "0")
+	t.Setenv("QC_REDIS_BATCH_APPLIES", "false")
 	c, _, err = Load("serve", []string{"--mysql-group-commit-rows", "1000", "--mysql-group-commit-wait", "3ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Redis.PipelineMaxCalls != 0 || c.MySQL.GroupCommitRows != 1000 || c.MySQL.GroupCommitWait != 3*time.Millisecond {
-		t.Fatalf("overrides: pipeline %d, group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
+	if c.Redis.PipelineMaxCalls != 0 || c.Redis.BatchApplies || c.MySQL.GroupCommitRows != 1000 || c.MySQL.GroupCommitWait != 3*time.Millisecond {
+		t.Fatalf("overrides: pipeline %d (batched applies %v), group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.Redis.BatchApplies, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
+	}
+	t.Setenv("QC_REDIS_BATCH_APPLIES", "sometimes")
+	if _, _, err := Load("serve", nil); err == nil || !strings.Contains(err.Error(), "redis-batch-applies") {
+		t.Fatalf("QC_REDIS_BATCH_APPLIES=sometimes: err = %v, want one naming redis-batch-applies", err)
 	}
 }
 
