@@ -77,7 +77,7 @@ type Redis struct {
 	PipelineMaxCalls int
 	// BatchApplies sends the new sessions of one plain resource's period
 	// in a pipeline as one script call (redisstore.Pipelining.BatchApplies:
-	// about half of Redis's CPU per apply on a hot resource). Default on.
+	// ~16 % less Redis CPU per apply on a hot resource). Default on.
 	BatchApplies bool
 	// WaitReplicas, when above 0, makes every state-changing script call
 	// wait (Redis WAIT) until that many replicas of its master acknowledged
