@@ -192,15 +192,16 @@ func (b *applyBatch) build(bs *redis.Script) *scriptCall {
 
 // answer gives each of the batch's applies its answer from the batch
 // call's, and returns again with the applies the batch left undecided
-// appended. A batch call that failed fails each of its applies with its
-// error, as a pipeline does (the script may have run: see
-// Pipelining.Timeout).
-func (b *applyBatch) answer(again []*scriptCall) []*scriptCall {
+// appended; answered is false when no apply was answered by the batch: a
+// batch call that failed fails each of its applies with its error, as a
+// pipeline does (the script may have run: see Pipelining.Timeout), and so
+// does one whose reply does not hold one answer per apply.
+func (b *applyBatch) answer(again []*scriptCall) (_ []*scriptCall, answered bool) {
 	if b.call.err != nil {
 		for _, m := range b.members {
 			m.err = b.call.err
 		}
-		return again
+		return again, false
 	}
 	vals, ok := b.call.val.([]any)
 	if !ok || len(vals) != len(b.members) {
@@ -208,7 +209,7 @@ func (b *applyBatch) answer(again []*scriptCall) []*scriptCall {
 		for _, m := range b.members {
 			m.err = err
 		}
-		return again
+		return again, false
 	}
 	for i, m := range b.members {
 		if v, undecided := vals[i].(int64); undecided && v == 0 {
@@ -217,5 +218,5 @@ func (b *applyBatch) answer(again []*scriptCall) []*scriptCall {
 		}
 		m.val = vals[i]
 	}
-	return again
+	return again, true
 }

@@ -119,8 +119,8 @@ func TestABatchAnswersEachApplyOrFailsThemAll(t *testing.T) {
 	}
 	b := mk()
 	b.call.val = []any{[]any{int64(1), int64(5), int64(7), int64(9)}, int64(0), []any{int64(3)}}
-	again := b.answer(nil)
-	if len(again) != 1 || again[0] != b.members[1] || b.members[0].val == nil || b.members[2].val == nil ||
+	again, answered := b.answer(nil)
+	if !answered || len(again) != 1 || again[0] != b.members[1] || b.members[0].val == nil || b.members[2].val == nil ||
 		b.members[1].val != nil || b.members[0].err != nil {
 		t.Fatalf("answered %+v, again %v", b.members, again)
 	}
@@ -131,8 +131,8 @@ func TestABatchAnswersEachApplyOrFailsThemAll(t *testing.T) {
 	} {
 		b := mk()
 		fail(b)
-		if again := b.answer(nil); len(again) != 0 {
-			t.Fatalf("%s: %d sent again", name, len(again))
+		if again, answered := b.answer(nil); answered || len(again) != 0 {
+			t.Fatalf("%s: answered %v, %d sent again", name, answered, len(again))
 		}
 		for i, m := range b.members {
 			if m.err == nil || m.val != nil {

@@ -214,9 +214,9 @@ func (p *pipeliner) send(calls []*scriptCall) {
 	p.exec(ctx, wire)
 	var again []*scriptCall
 	for _, b := range batches {
-		n := len(again)
-		again = b.answer(again)
-		if p.onBatch != nil && b.call.err == nil {
+		n, answered := len(again), false
+		again, answered = b.answer(again)
+		if p.onBatch != nil && answered {
 			p.onBatch(len(b.members), len(again)-n)
 		}
 	}
