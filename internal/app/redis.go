@@ -52,7 +52,8 @@ func dialRedis(ctx context.Context, c config.Redis) (redis.UniversalClient, erro
 // hotStore is the Store of quota-center's hot path on rdb: apply, heartbeat
 // and finish auto-pipelined (c.PipelineMaxCalls calls a pipeline, 0 = one
 // round trip each; redisstore.DefaultPipelining.InFlight pipelines at once,
-// 2 with WAIT for replicas, 4 on a Redis Cluster),
+// 2 with WAIT for replicas, 4 on a Redis Cluster; two sends at least
+// c.PipelineInterval apart),
 // each pipeline given the client's own read timeout (c.Timeout, or
 // go-redis's 3s default for the dev-mode client). onPipeline (nil: none) is
 // told each pipeline's calls, onBatch (nil: none) each batch of applies
@@ -64,7 +65,7 @@ func hotStore(rdb redis.UniversalClient, c config.Redis, onPipeline func(calls i
 		timeout = cl.Options().ReadTimeout
 	}
 	s := redisstore.NewPipelined(rdb, redisstore.Pipelining{
-		MaxCalls: c.PipelineMaxCalls, InFlight: hotInFlight(rdb, c),
+		MaxCalls: c.PipelineMaxCalls, InFlight: hotInFlight(rdb, c), Interval: c.PipelineInterval,
 		Timeout: timeout, OnPipeline: onPipeline, BatchApplies: c.BatchApplies, OnBatch: onBatch,
 	})
 	s.HashSessions = c.SessionRecord == config.SessionRecordHash

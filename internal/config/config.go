@@ -75,6 +75,10 @@ type Redis struct {
 	// PipelineMaxCalls is the most apply/heartbeat/finish script calls sent
 	// to Redis in one auto-pipeline (0 = one round trip per call).
 	PipelineMaxCalls int
+	// PipelineInterval is the least time between two auto-pipelines'
+	// sends (redisstore.Pipelining.Interval; a call after a quiet interval
+	// is sent at once). 0 = none.
+	PipelineInterval time.Duration
 	// BatchApplies sends the new sessions of one plain resource's period
 	// in a pipeline as one script call (redisstore.Pipelining.BatchApplies:
 	// ~16 % less Redis CPU per apply on a hot resource). Default on.
@@ -182,7 +186,7 @@ func Default() Config {
 			Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 			WriteTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxBodyBytes: 1 << 20,
 		},
-		Redis:     Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, BatchApplies: true, WaitTimeout: 100 * time.Millisecond, SessionRecord: SessionRecordPacked},
+		Redis:     Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, PipelineInterval: 500 * time.Microsecond, BatchApplies: true, WaitTimeout: 100 * time.Millisecond, SessionRecord: SessionRecordPacked},
 		MySQL:     MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 0},
 		Sweeper:   Sweeper{Interval: 5 * time.Second, Batch: 500},
 		Breaker:   Breaker{Failures: 5, OpenFor: 5 * time.Second},
@@ -255,6 +259,7 @@ func LoadWith(name string, args []string, more func(*flag.FlagSet)) (Config, *fl
 	fs.IntVar(&c.Redis.WaitReplicas, "redis-wait-replicas", c.Redis.WaitReplicas, "replicas that must acknowledge each state-changing script call before it is answered (Redis WAIT; 0 = do not wait)")
 	fs.DurationVar(&c.Redis.WaitTimeout, "redis-wait-timeout", c.Redis.WaitTimeout, "longest wait for redis-wait-replicas; a call not acknowledged by then is answered anyway and counted")
 	fs.IntVar(&c.Redis.PipelineMaxCalls, "redis-pipeline-max-calls", c.Redis.PipelineMaxCalls, "most apply/heartbeat/finish script calls of concurrent requests sent to Redis as one pipeline (0 = one round trip each)")
+	fs.DurationVar(&c.Redis.PipelineInterval, "redis-pipeline-interval", c.Redis.PipelineInterval, "least time between two auto-pipelines sent to Redis: under load, calls wait up to this long and share fewer, larger pipelines (a call after a quiet interval is sent at once; 0 = none)")
 	fs.BoolVar(&c.Redis.BatchApplies, "redis-batch-applies", c.Redis.BatchApplies, "send the new sessions of one plain resource's period in a pipeline as one script call (false = one apply script call each)")
 	fs.StringVar(&c.Redis.SessionRecord, "redis-session-record", c.Redis.SessionRecord, "form of a new session in Redis: packed (fewer Redis instructions per apply) or hash (readable by builds before the packed record: set it during a rolling upgrade from one)")
 	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", c.MySQL.DSN, "MySQL DSN, go-sql-driver form user:pass@tcp(host:3306)/db")
@@ -371,6 +376,9 @@ func (c Config) validate(backendsPaired bool) error {
 	}
 	if c.Redis.PipelineMaxCalls < 0 || c.Redis.PipelineMaxCalls > 10000 {
 		bad("redis-pipeline-max-calls must be between 0 and 10000")
+	}
+	if c.Redis.PipelineInterval < 0 || c.Redis.PipelineInterval > 100*time.Millisecond {
+		bad("redis-pipeline-interval must be between 0 and 100ms")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -11,17 +11,18 @@ func TestThroughputSettingsDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Redis.PipelineMaxCalls != 128 || !c.Redis.BatchApplies || c.MySQL.GroupCommitRows != 100 || c.MySQL.GroupCommitWait != 0 {
-		t.Fatalf("defaults: pipeline %d (batched applies %v), group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.Redis.BatchApplies, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
+	if c.Redis.PipelineMaxCalls != 128 || c.Redis.PipelineInterval != 500*time.Microsecond || !c.Redis.BatchApplies || c.MySQL.GroupCommitRows != 100 || c.MySQL.GroupCommitWait != 0 {
+		t.Fatalf("defaults: pipeline %d every %v (batched applies %v), group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.Redis.PipelineInterval, c.Redis.BatchApplies, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
 	}
 	t.Setenv("QC_REDIS_PIPELINE_MAX_CALLS", "0")
+	t.Setenv("QC_REDIS_PIPELINE_INTERVAL", "0s")
 	t.Setenv("QC_REDIS_BATCH_APPLIES", "false")
 	c, _, err = Load("serve", []string{"--mysql-group-commit-rows", "1000", "--mysql-group-commit-wait", "3ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Redis.PipelineMaxCalls != 0 || c.Redis.BatchApplies || c.MySQL.GroupCommitRows != 1000 || c.MySQL.GroupCommitWait != 3*time.Millisecond {
-		t.Fatalf("overrides: pipeline %d (batched applies %v), group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.Redis.BatchApplies, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
+	if c.Redis.PipelineMaxCalls != 0 || c.Redis.PipelineInterval != 0 || c.Redis.BatchApplies || c.MySQL.GroupCommitRows != 1000 || c.MySQL.GroupCommitWait != 3*time.Millisecond {
+		t.Fatalf("overrides: pipeline %d every %v (batched applies %v), group commit %d rows / %v", c.Redis.PipelineMaxCalls, c.Redis.PipelineInterval, c.Redis.BatchApplies, c.MySQL.GroupCommitRows, c.MySQL.GroupCommitWait)
 	}
 	t.Setenv("QC_REDIS_BATCH_APPLIES", "sometimes")
 	if _, _, err := Load("serve", nil); err == nil || !strings.Contains(err.Error(), "redis-batch-applies") {
@@ -33,6 +34,8 @@ func TestThroughputSettingsOutOfRangeAreRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"--redis-pipeline-max-calls", "-1"},
 		{"--redis-pipeline-max-calls", "10001"},
+		{"--redis-pipeline-interval", "-1us"},
+		{"--redis-pipeline-interval", "101ms"},
 		{"--mysql-group-commit-rows", "0"},
 		{"--mysql-group-commit-rows", "1001"},
 		{"--mysql-group-commit-wait", "-1ms"},

@@ -11,8 +11,12 @@
 // lone request waits for nothing but its own send, a crowd shares one send,
 // and groups grow with the time each send takes, with no timer. An optional
 // linger (a fixed wait of a group's first item for company, even with a
-// slot free) exists for callers and tests that want it; both production
-// users pass 0.
+// slot free) exists for callers that want it; the ledger passes 0 unless
+// configured. NewSpaced makes the linger a least time between two sends
+// instead (Nagle's algorithm): an item after a quiet interval goes at
+// once, and under load groups go out once per interval and grow with the
+// rate. The Redis pipeliner uses it (500µs by default), since Redis and
+// quota-center pay a write, a read and a wake-up per pipeline.
 //
 // There is no goroutine of the loop's own: a caller that finds the waiting
 // group full waits for room, every other caller adds its item under a

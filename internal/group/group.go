@@ -15,6 +15,8 @@ var ErrStopped = errors.New("group: stopped")
 type Loop[T any] struct {
 	maxItems int
 	linger   time.Duration
+	spaced   bool      // NewSpaced: linger is the least time between two groups' sends
+	lastSent time.Time // when the last group took its slot (spaced only)
 	inFlight int
 	send     func([]T)
 
@@ -45,6 +47,21 @@ type pending[T any] struct {
 // empty; the slice is the callee's) and must answer every item in it.
 func New[T any](maxItems int, linger time.Duration, inFlight int, send func([]T)) *Loop[T] {
 	return &Loop[T]{maxItems: max(1, maxItems), linger: linger, inFlight: max(1, inFlight), send: send}
+}
+
+// NewSpaced is New whose linger is the least time between the sends of
+// two groups instead of a fixed wait: a group goes when a slot is free and
+// interval has passed since the group before it took its slot (or when it
+// is full). An item that comes after a quiet interval starts a group that
+// is sent at once, so a lone item waits for nothing, as with no linger;
+// under load, groups go out once per interval (or per send's round trip,
+// if longer) and grow with the rate: Nagle's algorithm, or Kafka's
+// linger.ms counted from the last send. Join on such a loop does not lead
+// (as with any linger).
+func NewSpaced[T any](maxItems int, interval time.Duration, inFlight int, send func([]T)) *Loop[T] {
+	l := New(maxItems, interval, inFlight, send)
+	l.spaced = true
+	return l
 }
 
 // Submit hands item to the loop. It returns nil once the loop took it (send
@@ -89,11 +106,18 @@ func (l *Loop[T]) submit(ctx context.Context, expired <-chan time.Time, item T, 
 		}
 		g := l.next
 		if g == nil {
-			g = &pending[T]{items: []T{item}, lingered: l.linger <= 0}
+			wait := l.linger
+			if l.spaced && wait > 0 {
+				wait -= time.Since(l.lastSent)
+			}
+			g = &pending[T]{items: []T{item}, lingered: wait <= 0}
 			l.sending.Add(1)
 			if g.lingered && l.busy < l.inFlight {
 				// A free slot: sent now, alone.
 				l.busy++
+				if l.spaced {
+					l.lastSent = time.Now()
+				}
 				l.mu.Unlock()
 				if lead {
 					l.run(g.items, false)
@@ -107,7 +131,7 @@ func (l *Loop[T]) submit(ctx context.Context, expired <-chan time.Time, item T, 
 				g.ready = make(chan struct{})
 			}
 			if !g.lingered {
-				g.linger = time.AfterFunc(l.linger, func() { l.lingerOver(g) })
+				g.linger = time.AfterFunc(wait, func() { l.lingerOver(g) })
 			}
 			if len(g.items) == l.maxItems {
 				l.fullLocked(g)
@@ -238,6 +262,9 @@ func (l *Loop[T]) assignLocked(g *pending[T]) {
 // may start the next group.
 func (l *Loop[T]) takeLocked(g *pending[T]) {
 	l.busy++
+	if l.spaced {
+		l.lastSent = time.Now()
+	}
 	l.next = nil
 	if g.linger != nil {
 		g.linger.Stop()

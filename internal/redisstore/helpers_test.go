@@ -147,8 +147,9 @@ func (e *env) sameClient(tb testing.TB) redis.UniversalClient {
 var backendNames = []string{"redis", "cluster", "miniredis", "redis/pipelined", "cluster/pipelined", "miniredis/pipelined"}
 
 // testPipelining is small so that the tests' concurrent calls fill
-// pipelines and wait for slots.
-var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2, Timeout: testPipelineTimeout, BatchApplies: true}
+// pipelines and wait for slots, and spaced as quota-center's are, so that
+// calls also wait for the interval since the last send.
+var testPipelining = Pipelining{MaxCalls: 8, InFlight: 2, Interval: DefaultPipelining.Interval, Timeout: testPipelineTimeout, BatchApplies: true}
 
 // testPipelineTimeout is the pipelines' time budget in tests that check
 // what calls do, not how fast: miniredis compiles every script call, and
