@@ -170,6 +170,7 @@ func writeWrk(p func(string, ...any), runs []WrkRun, in reportInput) {
 	p("| apply → finish ≥ 8,000 sessions/s | %s sessions/s | %s |\n", f0(sess), passFail(sess >= 8000, !math.IsNaN(sess)))
 	writePoolsTarget(p, func(server string, f func(WrkRun) float64) float64 { return med("pools", 50, server, f) })
 	p("\n")
+	writeIssue23Targets(p, gs)
 
 	for _, s := range scens {
 		p("### %s (`%s`)\n\n", or(wrkScenarioTitle[s], s), s)

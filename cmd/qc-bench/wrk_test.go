@@ -86,3 +86,57 @@ func TestWrkReportStatesTheFloorOnlyWhenItRan(t *testing.T) {
 		t.Errorf("a floor line without baseline+ledger runs:\n%s", got)
 	}
 }
+
+// TestWrkReportStatesIssue23Targets feeds three reps of quota-center, the
+// floor and envoyproxy/ratelimit (round numbers) and checks the verdicts of
+// issue 23 §3 and the per-rep pairs, which pair runs by rep number.
+func TestWrkReportStatesIssue23Targets(t *testing.T) {
+	// 1 s runs; cpu is the server's own CPU seconds, redis redis-server's.
+	line := func(server string, rep int, reqs int64, p99us, cpu, redis float64) string {
+		return fmt.Sprintf(`{"scenario":"apply","connections":50,"server":%q,"rep":%d,`+
+			`"wrk":{"duration_us":1000000,"requests":%d,"p99_us":%g},"cpu_s":{%q:%g,"redis-server":%g}}`,
+			server, rep, reqs, p99us, server, cpu, redis)
+	}
+	lines := []string{
+		// quota-center: 10,000 req/s, own 70, 90, 80 µs, Redis 25, 35, 28 µs.
+		line(LabelQC, 3, 10000, 11000, 0.80, 0.28),
+		line(LabelQC, 1, 10000, 10000, 0.70, 0.25),
+		line(LabelQC, 2, 10000, 12000, 0.90, 0.35),
+		// the floor: 10,000 req/s, p99 10 ms.
+		line(LabelFloor, 1, 10000, 10000, 0.6, 0.3),
+		line(LabelFloor, 2, 10000, 10000, 0.6, 0.3),
+		line(LabelFloor, 3, 10000, 10000, 0.6, 0.3),
+		// ratelimit: own 100, 100, 125 µs (reps 1, 2, 3).
+		line(LabelPeer, 2, 10000, 9000, 1.00, 0.2),
+		line(LabelPeer, 1, 10000, 9000, 1.00, 0.2),
+		line(LabelPeer, 3, 10000, 9000, 1.25, 0.2),
+	}
+	got := wrkReport(t, lines)
+	for _, want := range []string{
+		"### Targets (issue 23 §3), as measured in this run (apply, 50 connections, medians)",
+		"| (a) apply ≥ 0.97× baseline+ledger req/s | 10,000 vs 10,000 req/s = 1.00× | **pass** |",
+		"| (a) apply p99 ≤ 1.1× baseline+ledger's | 11.00 vs 10.00 ms = 1.10× | **pass** |",
+		// medians 80 vs 100 µs; pairs 70/100, 90/100, 80/125.
+		"| (b) quota-center's own CPU per apply ≤ 0.8× envoyproxy/ratelimit's own | 80 vs 100 µs = 0.80×; per rep 0.70×, 0.90×, 0.64× (median 0.70×) | **pass** |",
+		"| (c) Redis CPU per apply ≤ 30 µs | 28 µs (per rep 25.0, 35.0, 28.0) | **pass** |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	// One more slow rep of quota-center tips (b), (c) and (a)'s p99; with
+	// no peer, (b) is not measured.
+	got = wrkReport(t, append(lines, line(LabelQC, 4, 10000, 13000, 0.95, 0.40)))
+	for _, want := range []string{
+		"| (a) apply p99 ≤ 1.1× baseline+ledger's | 11.50 vs 10.00 ms = 1.15× | **FAIL** |",
+		"| (b) quota-center's own CPU per apply ≤ 0.8× envoyproxy/ratelimit's own | 85 vs 100 µs = 0.85×; per rep 0.70×, 0.90×, 0.64× (median 0.70×) | **FAIL** |",
+		"| (c) Redis CPU per apply ≤ 30 µs | 32 µs (per rep 25.0, 35.0, 28.0, 40.0) | **FAIL** |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("with a fourth rep, report lacks %q:\n%s", want, got)
+		}
+	}
+	if got := wrkReport(t, lines[:6]); !strings.Contains(got, "| (b) quota-center's own CPU per apply ≤ 0.8× envoyproxy/ratelimit's own | 80 vs – µs = –; no rep of both | not measured |") {
+		t.Errorf("without ratelimit's runs, (b) is not stated as not measured:\n%s", got)
+	}
+}
