@@ -60,7 +60,7 @@ func New[T any](maxItems int, linger time.Duration, inFlight int, send func([]T)
 // (as with any linger).
 func NewSpaced[T any](maxItems int, interval time.Duration, inFlight int, send func([]T)) *Loop[T] {
 	l := New(maxItems, interval, inFlight, send)
-	l.spaced = true
+	l.spaced = interval > 0 // none: exactly New's loop
 	return l
 }
 

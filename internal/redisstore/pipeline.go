@@ -132,9 +132,11 @@ var timers = sync.Pool{New: func() any {
 	return t
 }}
 
-// pipeliner sends script calls in pipelines with a group.Loop: a pipeline
-// goes out as soon as one of InFlight slots is free, so a lone call waits
-// for nothing, and calls arriving meanwhile share the next round trip.
+// pipeliner sends script calls in pipelines with a group.Loop (NewSpaced):
+// a pipeline goes out once one of InFlight slots is free and Interval has
+// passed since the one before it was sent (or once it holds MaxCalls), so a
+// call after a quiet Interval waits for nothing, and calls arriving
+// meanwhile share the next round trip.
 type pipeliner struct {
 	rdb     redis.UniversalClient
 	loop    *group.Loop[*scriptCall]
