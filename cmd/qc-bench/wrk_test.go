@@ -24,6 +24,17 @@ func wrkReport(t *testing.T, lines []string) string {
 	return out.String()
 }
 
+// wantLines fails the test, with msg (given the missing line and the
+// report), for each of wants that got does not contain.
+func wantLines(t *testing.T, got, msg string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf(msg, want, got)
+		}
+	}
+}
+
 // TestWrkReportComputesRatesTargetsAndCPUPerAnswer feeds the report two
 // servers' wrk runs with round numbers and checks the figures it derives.
 func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
@@ -44,7 +55,7 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 		line("pools", LabelQC, 24000, 0, 5000, 1.5),           // 62.5 µs/answer, p99 1.25×
 	}
 	got := wrkReport(t, lines)
-	for _, want := range []string{
+	wantLines(t, got, "report lacks %q:\n%s",
 		"| apply ≥ 1.0× envoyproxy/ratelimit req/s | 12,000 vs 10,000 req/s = 1.20× | **pass** |",
 		"| floor of the first target: baseline+ledger (one auto-pipelined EVALSHA + the durable row, nothing else) vs envoyproxy/ratelimit req/s | 15,000 vs 10,000 req/s = 1.50× | quota-center at 0.80× of the floor |",
 		"| floor of apply → finish: baseline+ledger sessions/s (durable row and its settling update) | 10,000 sessions/s = 1.25× of 8,000 | quota-center at 0.85× of the floor |",
@@ -59,11 +70,7 @@ func TestWrkReportComputesRatesTargetsAndCPUPerAnswer(t *testing.T) {
 		"| apply on 12 lines ≤ 1.2× a plain apply, p99 (issue 13 §8) | 5.00 vs 4.00 ms = 1.25× | **FAIL** |",
 		"| apply on 12 lines ≤ 1.2× a plain apply, quota-center CPU per answer (issue 13 §8) | 63 vs 50 µs = 1.25× | **FAIL** |",
 		"| 50 | quota-center-plain | 50 |",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("report lacks %q:\n%s", want, got)
-		}
-	}
+	)
 }
 
 // TestWrkReportStatesTheFloorOnlyWhenItRan: without envoyproxy/ratelimit the
@@ -112,30 +119,22 @@ func TestWrkReportStatesIssue23Targets(t *testing.T) {
 		line(LabelPeer, 3, 10000, 9000, 1.25, 0.2),
 	}
 	got := wrkReport(t, lines)
-	for _, want := range []string{
+	wantLines(t, got, "report lacks %q:\n%s",
 		"### Targets (issue 23 §3), as measured in this run (apply, 50 connections, medians)",
 		"| (a) apply ≥ 0.97× baseline+ledger req/s | 10,000 vs 10,000 req/s = 1.00× | **pass** |",
 		"| (a) apply p99 ≤ 1.1× baseline+ledger's | 11.00 vs 10.00 ms = 1.10× | **pass** |",
 		// medians 80 vs 100 µs; pairs 70/100, 90/100, 80/125.
 		"| (b) quota-center's own CPU per apply ≤ 0.8× envoyproxy/ratelimit's own | 80 vs 100 µs = 0.80×; per rep 0.70×, 0.90×, 0.64× (median 0.70×) | **pass** |",
 		"| (c) Redis CPU per apply ≤ 30 µs | 28 µs (per rep 25.0, 35.0, 28.0) | **pass** |",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("report lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	// One more slow rep of quota-center tips (b), (c) and (a)'s p99; with
 	// no peer, (b) is not measured.
 	got = wrkReport(t, append(lines, line(LabelQC, 4, 10000, 13000, 0.95, 0.40)))
-	for _, want := range []string{
+	wantLines(t, got, "with a fourth rep, report lacks %q:\n%s",
 		"| (a) apply p99 ≤ 1.1× baseline+ledger's | 11.50 vs 10.00 ms = 1.15× | **FAIL** |",
 		"| (b) quota-center's own CPU per apply ≤ 0.8× envoyproxy/ratelimit's own | 85 vs 100 µs = 0.85×; per rep 0.70×, 0.90×, 0.64× (median 0.70×) | **FAIL** |",
 		"| (c) Redis CPU per apply ≤ 30 µs | 32 µs (per rep 25.0, 35.0, 28.0, 40.0) | **FAIL** |",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("with a fourth rep, report lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if got := wrkReport(t, lines[:6]); !strings.Contains(got, "| (b) quota-center's own CPU per apply ≤ 0.8× envoyproxy/ratelimit's own | 80 vs – µs = –; no rep of both | not measured |") {
 		t.Errorf("without ratelimit's runs, (b) is not stated as not measured:\n%s", got)
 	}

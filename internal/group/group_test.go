@@ -75,15 +75,7 @@ func TestEveryItemIsSentExactlyOnceWithinTheBound(t *testing.T) {
 	const n, maxItems = 2000, 7
 	rec := &recorder{}
 	l := New(maxItems, 0, 3, rec.send)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			if err := l.Submit(context.Background(), i); err != nil {
-				t.Errorf("Submit(%d): %v", i, err)
-			}
-		})
-	}
-	wg.Wait()
+	submitConcurrently(t, l, n)
 	l.Stop()
 	for i, c := range sentCounts(t, rec, n, maxItems) {
 		if c != 1 {
@@ -182,4 +174,19 @@ func TestSubmitBeforeGivesUpWhenItExpiresAndTakesNothing(t *testing.T) {
 	if !slices.Equal(sent, []int{1, 2}) {
 		t.Fatalf("sent %v, want [1 2] (3 expired before it was taken)", sent)
 	}
+}
+
+// submitConcurrently submits items 0 … n-1 to l, each from a goroutine of
+// its own, and returns once every Submit returned.
+func submitConcurrently(t *testing.T, l *Loop[int], n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := l.Submit(context.Background(), i); err != nil {
+				t.Errorf("Submit(%d): %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
 }

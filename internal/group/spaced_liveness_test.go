@@ -3,7 +3,6 @@ package group
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 )
@@ -154,15 +153,7 @@ func TestSpacedSendsEveryItemOnceWithoutStop(t *testing.T) {
 		const n, maxItems = 2000, 7
 		rec := &recorder{}
 		l := NewSpaced(maxItems, 100*time.Microsecond, inFlight, rec.send)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				if err := l.Submit(context.Background(), i); err != nil {
-					t.Errorf("Submit(%d): %v", i, err)
-				}
-			})
-		}
-		wg.Wait()
+		submitConcurrently(t, l, n)
 		waitFor(t, l, "every item sent before Stop", func() bool {
 			sent := 0
 			for _, g := range rec.snapshot() {
