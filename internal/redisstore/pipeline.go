@@ -77,7 +77,7 @@ type Pipelining struct {
 // Interval 500µs (issue 23 §3, chosen on the apply wrk scenario at 50
 // connections on this 2-core machine, 4 December 2026): calls per
 // pipeline ~6 -> ~10, Redis CPU per apply 21-22 -> 18-19 µs against none
-// in interleaved runs; 1ms saved ~1 µs more at twice the added wait
+// in interleaved runs; 1ms saved ~1.5 µs more at twice the added wait
 // (docs/performance.md, "Spaced pipelines").
 var DefaultPipelining = Pipelining{MaxCalls: 128, InFlight: 1, Interval: 500 * time.Microsecond, Timeout: 500 * time.Millisecond, BatchApplies: true}
 
