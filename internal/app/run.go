@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quotacenter/quota-center/internal/gateway"
+	"github.com/quotacenter/quota-center/internal/httpserve"
 )
 
 // loop is a background job of the process: it runs until ctx ends and
@@ -35,7 +36,7 @@ type instance struct {
 	// notReady makes /readyz answer 503 (httpapi.Server.Drain).
 	notReady func()
 
-	srv *http.Server
+	srv httpserve.Server
 	ln  net.Listener
 	// pprof and pln are the optional profiling server (nil: none).
 	pprof *http.Server

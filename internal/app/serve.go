@@ -27,6 +27,7 @@ import (
 	"github.com/quotacenter/quota-center/internal/console"
 	"github.com/quotacenter/quota-center/internal/dev"
 	"github.com/quotacenter/quota-center/internal/httpapi"
+	"github.com/quotacenter/quota-center/internal/httpserve"
 	"github.com/quotacenter/quota-center/internal/lifecycle"
 	"github.com/quotacenter/quota-center/internal/mysqlstore"
 	"github.com/quotacenter/quota-center/internal/period"
@@ -332,14 +333,18 @@ func build(ctx context.Context, cfg config.Config, log *zap.Logger) (_ *instance
 		Ops: ops, Pools: poolAdmin, Audit: svc, Sessions: redisstore.NewConsoleSessions(b.rdb), SignIn: api.AdminSignIn,
 		OpenAdmin: cfg.DevMode() && len(cfg.Auth.AdminTokens) == 0, Logger: log.Named("console"),
 	})
-	in.srv = &http.Server{
-		Handler:           console.Mount(api.Handler(), con),
+	in.srv, err = httpserve.New(console.Mount(api.Handler(), con), httpserve.Options{
+		Engine:            cfg.HTTP.Engine,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          zap.NewStdLog(log.Named("http.server")),
+		MaxBodyBytes:      cfg.HTTP.MaxBodyBytes,
+		ErrorBody:         httpapi.ErrorBody,
+		Logger:            log.Named("http.server"),
+	})
+	if err != nil {
+		return nil, err
 	}
 	if cfg.HTTP.PprofAddr != "" {
 		in.pln, err = net.Listen("tcp", cfg.HTTP.PprofAddr)

@@ -49,6 +49,9 @@ type HTTP struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxBodyBytes      int64 // bytes; larger bodies get 413
+	// Engine serves the connections: "fasthttp" (the default) or "net/http"
+	// (internal/httpserve; docs/operations.md, "HTTP engine").
+	Engine string
 	// PprofAddr, when set, serves net/http/pprof (CPU, heap, allocations,
 	// goroutines) on its own listener, e.g. 127.0.0.1:6060; keep it off
 	// public networks. Empty = off.
@@ -185,6 +188,7 @@ func Default() Config {
 		HTTP: HTTP{
 			Addr: ":8080", ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 			WriteTimeout: 15 * time.Second, IdleTimeout: 120 * time.Second, MaxBodyBytes: 1 << 20,
+			Engine: "fasthttp",
 		},
 		Redis:     Redis{Mode: RedisStandalone, Timeout: 500 * time.Millisecond, PoolSize: 64, PipelineMaxCalls: 128, PipelineInterval: 500 * time.Microsecond, BatchApplies: true, WaitTimeout: 100 * time.Millisecond, SessionRecord: SessionRecordPacked},
 		MySQL:     MySQL{Timeout: 2 * time.Second, MaxOpenConns: 32, GroupCommitRows: 100, GroupCommitWait: 0},
@@ -246,6 +250,7 @@ func LoadWith(name string, args []string, more func(*flag.FlagSet)) (Config, *fl
 	fs.DurationVar(&c.HTTP.ReadTimeout, "http-read-timeout", c.HTTP.ReadTimeout, "time to read a whole request")
 	fs.DurationVar(&c.HTTP.WriteTimeout, "http-write-timeout", c.HTTP.WriteTimeout, "time to write a response")
 	fs.DurationVar(&c.HTTP.IdleTimeout, "http-idle-timeout", c.HTTP.IdleTimeout, "keep-alive idle timeout")
+	fs.StringVar(&c.HTTP.Engine, "http-engine", c.HTTP.Engine, "what serves the HTTP connections: fasthttp (less CPU per request) or net/http")
 	fs.StringVar(&c.HTTP.PprofAddr, "pprof-addr", c.HTTP.PprofAddr, "serve /debug/pprof on this address (empty = off; keep it private)")
 	fs.Int64Var(&c.HTTP.MaxBodyBytes, "http-max-body-bytes", c.HTTP.MaxBodyBytes, "largest request body in bytes (larger gets 413)")
 	fs.StringVar(&c.Redis.Addr, "redis-addr", c.Redis.Addr, "Redis host:port, or a comma-separated list for cluster and sentinel modes (empty with an empty mysql-dsn = dev mode)")
@@ -354,6 +359,9 @@ func (c Config) validate(backendsPaired bool) error {
 	}
 	if c.ShutdownDrain < 0 {
 		bad("shutdown-drain must not be negative")
+	}
+	if c.HTTP.Engine != "fasthttp" && c.HTTP.Engine != "net/http" {
+		bad("http-engine must be fasthttp or net/http, got %q", c.HTTP.Engine)
 	}
 	if c.HTTP.MaxBodyBytes < 1024 {
 		bad("http-max-body-bytes must be at least 1024")

@@ -233,3 +233,25 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b) //nolint:gosec // G705: b is JSON (encoding/json or the appenders' same escaping), served as application/json
 }
+
+// ErrorBody is the JSON error body (errorBody) of an answer the HTTP engine
+// gives before any handler runs (internal/httpserve: a malformed request
+// 400, a request not read in time 408, a body over the limit 413, a header
+// section over the limit 431, a panic 500): the same shape and codes as the
+// handlers' own answers.
+func ErrorBody(status int, message string) []byte {
+	code := CodeInvalidArgument
+	switch status {
+	case http.StatusRequestTimeout:
+		code = CodeRequestTimeout
+	case http.StatusRequestEntityTooLarge:
+		code = CodePayloadTooLarge
+	case http.StatusInternalServerError:
+		code = CodeInternal
+	}
+	b, err := json.Marshal(errorBody{Code: code, Message: message})
+	if err != nil { // an errorBody of strings always marshals
+		panic(err)
+	}
+	return b
+}

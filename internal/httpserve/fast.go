@@ -1,0 +1,183 @@
+package httpserve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// fastServer is EngineFast: fasthttp's server calling h through the bridge.
+type fastServer struct {
+	srv       *fasthttp.Server
+	h         http.Handler
+	errorBody func(status int, message string) []byte
+	log       *zap.Logger
+	maxBody   int64
+
+	base   context.Context // every request's context derives from it; ended by Close
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+}
+
+func newFast(h http.Handler, o Options) *fastServer {
+	f := &fastServer{h: h, errorBody: o.ErrorBody, log: o.Logger, maxBody: o.MaxBodyBytes}
+	if f.errorBody == nil {
+		f.errorBody = plainErrorBody
+	}
+	f.base, f.cancel = context.WithCancel(context.Background())
+	read := o.ReadTimeout
+	if read <= 0 {
+		read = o.ReadHeaderTimeout
+	}
+	maxBody := int(o.MaxBodyBytes)
+	if o.MaxBodyBytes <= 0 || int64(maxBody) != o.MaxBodyBytes {
+		maxBody = fasthttp.DefaultMaxRequestBodySize
+		f.maxBody = int64(maxBody)
+	}
+	f.srv = &fasthttp.Server{
+		Handler:                      f.serve,
+		ErrorHandler:                 f.refuse,
+		ReadTimeout:                  read,
+		WriteTimeout:                 o.WriteTimeout,
+		IdleTimeout:                  o.IdleTimeout,
+		ReadBufferSize:               HeaderLimit,
+		MaxRequestBodySize:           maxBody,
+		DisablePreParseMultipartForm: true,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true, // an answer without a body carries no Content-Type, as under net/http
+		CloseOnShutdown:              true,
+		// A worker goroutine left without a connection for a second ends, and
+		// so does the pool's cleaner within a second of Serve's return (it
+		// sleeps this long between passes).
+		MaxIdleWorkerDuration: time.Second,
+		Logger:                fastLogger{o.Logger},
+	}
+	return f
+}
+
+// Serve implements Server.
+func (f *fastServer) Serve(ln net.Listener) error {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		_ = ln.Close()
+		return http.ErrServerClosed
+	}
+	err := f.srv.Serve(ln)
+	f.mu.Lock()
+	closed = f.closed
+	f.mu.Unlock()
+	if err == nil || closed {
+		// fasthttp's Serve returns nil once Shutdown closed its listener.
+		return http.ErrServerClosed
+	}
+	return err
+}
+
+// Shutdown implements Server.
+func (f *fastServer) Shutdown(ctx context.Context) error {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	return f.srv.ShutdownWithContext(ctx)
+}
+
+// Close implements Server.
+func (f *fastServer) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // closes the listeners and idle connections, waits for nothing
+	if err := f.srv.ShutdownWithContext(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// serve is fasthttp's handler: one request through h, on fasthttp's worker
+// goroutine. A panic that h lets out (internal/httpapi recovers its own
+// routes' panics; this catches the rest) is logged and answered 500 with
+// the connection closed, unless it is http.ErrAbortHandler, which closes
+// the connection without a log line, as net/http does.
+func (f *fastServer) serve(ctx *fasthttp.RequestCtx) {
+	r, err := newRequest(ctx)
+	if err != nil {
+		f.answer(ctx, http.StatusBadRequest, fmt.Sprintf("malformed request target: %v", err))
+		return
+	}
+	rctx, cancel := context.WithCancel(f.base)
+	defer cancel()
+	r = r.WithContext(rctx)
+	w := &responseWriter{ctx: ctx, header: make(http.Header, 4), head: r.Method == http.MethodHead}
+	defer func() {
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler { //nolint:errorlint // net/http compares the value itself
+				f.log.Error("handler panicked", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+					zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			}
+			ctx.Response.Reset()
+			f.answer(ctx, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	f.h.ServeHTTP(w, r)
+	w.finish()
+}
+
+// refuse is fasthttp's ErrorHandler: a request it could not read. The
+// connection is closed after the answer (fasthttp does so).
+func (f *fastServer) refuse(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small):
+		f.answer(ctx, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request header too large: limit is %d bytes", HeaderLimit))
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		f.answer(ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: limit is %d bytes", f.maxBody))
+	case errors.As(err, &ne) && ne.Timeout():
+		f.answer(ctx, http.StatusRequestTimeout, "request not read in time")
+	default:
+		// fasthttp's error quotes the request, headers included: the log
+		// (debug) has it, the answer does not.
+		f.log.Debug("malformed HTTP request", zap.Error(err))
+		f.answer(ctx, http.StatusBadRequest, "malformed HTTP request: the request line or a header could not be read")
+	}
+}
+
+// answer writes the engine's own answer: status and errorBody's JSON.
+func (f *fastServer) answer(ctx *fasthttp.RequestCtx, status int, message string) {
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(f.errorBody(status, message))
+	if status >= 500 || status == http.StatusRequestHeaderFieldsTooLarge || status == http.StatusRequestEntityTooLarge {
+		ctx.SetConnectionClose()
+	}
+}
+
+func plainErrorBody(_ int, message string) []byte {
+	b, _ := json.Marshal(struct {
+		Message string `json:"message"`
+	}{message})
+	return b
+}
+
+// fastLogger is fasthttp's Logger (accept and connection errors) as zap at
+// debug level: a client's broken connection is not the service's error.
+type fastLogger struct{ log *zap.Logger }
+
+func (l fastLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...))
+}
