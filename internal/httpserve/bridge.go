@@ -59,12 +59,15 @@ func newRequest(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 // status is written (later changes are ignored, as under net/http), and the
 // body is appended to fasthttp's response, which writes it with its
 // Content-Length once the handler has returned. A body written without a
-// Content-Type gets the sniffed one (http.DetectContentType), as under
-// net/http; a HEAD answer's body is not sent.
+// Content-Type gets the one sniffed from its start (http.DetectContentType)
+// when the handler returns, as under net/http, whose header goes out with
+// the first buffered bytes: whether or not WriteHeader came first, whatever
+// the size of the first Write. A HEAD answer's body is not sent.
 type responseWriter struct {
 	ctx    *fasthttp.RequestCtx
 	header http.Header
-	status int // 0 until the status is written
+	status int  // 0 until the status is written
+	sniff  bool // the header written had no Content-Type (nor Content-Encoding)
 	head   bool
 }
 
@@ -82,6 +85,8 @@ func (w *responseWriter) WriteHeader(status int) {
 		return
 	}
 	w.status = status
+	_, typed := w.header["Content-Type"]
+	w.sniff = !typed && w.header.Get("Content-Encoding") == ""
 	h := &w.ctx.Response.Header
 	for k, vs := range w.header {
 		for _, v := range vs {
@@ -95,9 +100,6 @@ func (w *responseWriter) WriteHeader(status int) {
 // a status that has no body (1xx, 204, 304).
 func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
-		if _, typed := w.header["Content-Type"]; !typed && len(p) > 0 && w.header.Get("Content-Encoding") == "" {
-			w.header.Set("Content-Type", http.DetectContentType(p))
-		}
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.status < 200 || w.status == http.StatusNoContent || w.status == http.StatusNotModified {
@@ -107,9 +109,12 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 }
 
 // finish ends the answer when the handler returned: 200 if it wrote
-// nothing.
+// nothing, the sniffed Content-Type if it wrote a body without one.
 func (w *responseWriter) finish() {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
+	}
+	if b := w.ctx.Response.Body(); w.sniff && len(b) > 0 {
+		w.ctx.Response.Header.SetContentType(http.DetectContentType(b))
 	}
 }

@@ -133,6 +133,12 @@ var answers = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/sniff":
 		_, _ = io.WriteString(w, "<html><body>hi</body></html>")
+	case "/sniff-split": // sniffed from what was written, not the first Write alone
+		_, _ = io.WriteString(w, "<ht")
+		_, _ = io.WriteString(w, "ml><body>hi</body></html>")
+	case "/status-then-sniff": // a status written first still gets the sniffed type
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "<html><body>gone</body></html>")
 	case "/empty":
 	case "/nocontent":
 		w.WriteHeader(http.StatusNoContent)
@@ -168,6 +174,8 @@ func TestAnswersAreWrittenAsNetHTTPWritesThem(t *testing.T) {
 			header       map[string][]string // nil value: absent
 		}{
 			{"GET", "/sniff", 200, "<html><body>hi</body></html>", map[string][]string{"Content-Type": {"text/html; charset=utf-8"}}},
+			{"GET", "/sniff-split", 200, "<html><body>hi</body></html>", map[string][]string{"Content-Type": {"text/html; charset=utf-8"}}},
+			{"GET", "/status-then-sniff", 404, "<html><body>gone</body></html>", map[string][]string{"Content-Type": {"text/html; charset=utf-8"}}},
 			{"GET", "/empty", 200, "", map[string][]string{"Content-Type": nil, "Content-Length": {"0"}}},
 			{"GET", "/nocontent", 204, "", map[string][]string{"Content-Type": nil}},
 			{"GET", "/late", 201, "created", map[string][]string{"X-Early": {"1"}, "X-Late": nil}},

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -27,6 +28,15 @@ type fastServer struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	closed bool
+	// lns are the listeners Serve was given, closed by Shutdown and Close
+	// themselves: fasthttp's Shutdown does nothing while a Serve has not yet
+	// registered its listener, and that Serve would then run on.
+	lns []*listener
+	// stopping is set by Shutdown and Close: every answer after it closes
+	// its connection. fasthttp's own mark (CloseOnShutdown) is undone when
+	// Shutdown's context ends first, and Close leaves busy connections open,
+	// so without this they would go on serving requests after Close.
+	stopping atomic.Bool
 }
 
 func newFast(h http.Handler, o Options) *fastServer {
@@ -47,6 +57,7 @@ func newFast(h http.Handler, o Options) *fastServer {
 	f.srv = &fasthttp.Server{
 		Handler:                      f.serve,
 		ErrorHandler:                 f.refuse,
+		ExpectHandler:                f.expect,
 		ReadTimeout:                  read,
 		WriteTimeout:                 o.WriteTimeout,
 		IdleTimeout:                  o.IdleTimeout,
@@ -67,14 +78,18 @@ func newFast(h http.Handler, o Options) *fastServer {
 
 // Serve implements Server.
 func (f *fastServer) Serve(ln net.Listener) error {
+	l := &listener{Listener: ln, log: f.log}
 	f.mu.Lock()
 	closed := f.closed
+	if !closed {
+		f.lns = append(f.lns, l)
+	}
 	f.mu.Unlock()
 	if closed {
 		_ = ln.Close()
 		return http.ErrServerClosed
 	}
-	err := f.srv.Serve(ln)
+	err := f.srv.Serve(l)
 	f.mu.Lock()
 	closed = f.closed
 	f.mu.Unlock()
@@ -87,17 +102,13 @@ func (f *fastServer) Serve(ln net.Listener) error {
 
 // Shutdown implements Server.
 func (f *fastServer) Shutdown(ctx context.Context) error {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
+	f.stop()
 	return f.srv.ShutdownWithContext(ctx)
 }
 
 // Close implements Server.
 func (f *fastServer) Close() error {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
+	f.stop()
 	f.cancel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // closes the listeners and idle connections, waits for nothing
@@ -107,11 +118,23 @@ func (f *fastServer) Close() error {
 	return nil
 }
 
+// stop marks f closed and closes the listeners Serve was given.
+func (f *fastServer) stop() {
+	f.stopping.Store(true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for _, l := range f.lns {
+		_ = l.Close()
+	}
+	f.lns = nil
+}
+
 // serve is fasthttp's handler: one request through h, on fasthttp's worker
 // goroutine. A panic that h lets out (internal/httpapi recovers its own
 // routes' panics; this catches the rest) is logged and answered 500 with
-// the connection closed, unless it is http.ErrAbortHandler, which closes
-// the connection without a log line, as net/http does.
+// the connection closed; http.ErrAbortHandler the same without a log line
+// (net/http logs none either, but closes without an answer).
 func (f *fastServer) serve(ctx *fasthttp.RequestCtx) {
 	r, err := newRequest(ctx)
 	if err != nil {
@@ -130,15 +153,21 @@ func (f *fastServer) serve(ctx *fasthttp.RequestCtx) {
 			}
 			ctx.Response.Reset()
 			f.answer(ctx, http.StatusInternalServerError, "internal error")
+			lingerOnClose(ctx.Conn())
 		}
 	}()
 	f.h.ServeHTTP(w, r)
 	w.finish()
+	if f.stopping.Load() {
+		ctx.SetConnectionClose()
+	}
 }
 
 // refuse is fasthttp's ErrorHandler: a request it could not read. The
-// connection is closed after the answer (fasthttp does so).
+// connection is closed after the answer (fasthttp does so), lingering so
+// that a client still sending reads the answer (linger.go).
 func (f *fastServer) refuse(ctx *fasthttp.RequestCtx, err error) {
+	lingerOnClose(ctx.Conn())
 	var small *fasthttp.ErrSmallBuffer
 	var ne net.Error
 	switch {
@@ -154,6 +183,19 @@ func (f *fastServer) refuse(ctx *fasthttp.RequestCtx, err error) {
 		f.log.Debug("malformed HTTP request", zap.Error(err))
 		f.answer(ctx, http.StatusBadRequest, "malformed HTTP request: the request line or a header could not be read")
 	}
+}
+
+// expect is fasthttp's ExpectHandler, for a request waiting for 100
+// Continue: a body declared over the limit is refused at once (413, the
+// connection closed), as net/http's handler refuses it without asking for
+// the body; anything else gets 100 Continue.
+func (f *fastServer) expect(ctx *fasthttp.RequestCtx) int {
+	if n := ctx.Request.Header.ContentLength(); n > 0 && int64(n) > f.maxBody {
+		lingerOnClose(ctx.Conn())
+		f.answer(ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: limit is %d bytes", f.maxBody))
+		return http.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
 }
 
 // answer writes the engine's own answer: status and errorBody's JSON.

@@ -1,6 +1,7 @@
 package httpserve_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -123,4 +124,55 @@ func TestCloseEndsTheRequestsContexts(t *testing.T) {
 	if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		t.Fatalf("Serve after Close: %v", err)
 	}
+}
+
+// TestNoRequestIsServedAfterClose: when Shutdown's budget ran out and Close
+// followed (internal/app's shutdownHTTP), a connection whose request was
+// still in progress serves no further request, under both engines: net/http
+// closes it at once; EngineFast answers the request in progress (its
+// context ended) with Connection: close and ends it, instead of serving
+// what the client sends next with the backends closing behind it.
+func TestNoRequestIsServedAfterClose(t *testing.T) {
+	forEngines(t, func(t *testing.T, engine string) {
+		entered := make(chan struct{}, 1)
+		s := start(t, engine, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				entered <- struct{}{}
+				<-r.Context().Done()
+			}
+			_, _ = io.WriteString(w, r.URL.Path)
+		}), httpserve.Options{})
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown with a request in progress: %v, want context.DeadlineExceeded", err)
+		}
+		if err := s.srv.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return // net/http: the connection was closed
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if !resp.Close {
+			t.Errorf("the answer in progress at Close has no Connection: close")
+		}
+		_, _ = io.WriteString(c, "GET /after HTTP/1.1\r\nHost: h\r\n\r\n")
+		if resp, err := http.ReadResponse(br, nil); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("a request sent after Close was served: %d %q", resp.StatusCode, b)
+		}
+	})
 }

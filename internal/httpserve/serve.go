@@ -52,7 +52,8 @@ type Server interface {
 	// closes idle connections, or returns ctx's error when it ends first.
 	Shutdown(ctx context.Context) error
 	// Close stops at once: listeners closed and, under EngineFast, every
-	// request context ended (connections still open end with the process).
+	// request context ended (a connection still busy ends after its answer,
+	// which says Connection: close).
 	Close() error
 }
 
