@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/quotacenter/quota-center/internal/httpserve"
 )
@@ -99,11 +97,7 @@ func TestWhatTheHandlerKeepsStaysIntact(t *testing.T) {
 			all = append(all, kept{r.Method, r.URL.Path, r.Header.Get("X-Key"), r.Host, b})
 		})
 		s := start(t, engine, h, httpserve.Options{})
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, s.addr)
 		br := bufio.NewReader(c)
 		const n = 50
 		for i := range n {
@@ -207,11 +201,7 @@ func TestAnswersAreWrittenAsNetHTTPWritesThem(t *testing.T) {
 func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
 	forEngines(t, func(t *testing.T, engine string) {
 		s := start(t, engine, echo, httpserve.Options{})
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, s.addr)
 		var all strings.Builder
 		for i := range 3 {
 			fmt.Fprintf(&all, "POST /n%d HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n%d", i, i)
@@ -234,12 +224,7 @@ func TestPipelinedRequestsAreAnsweredInOrder(t *testing.T) {
 func TestExpectContinueIsAnswered(t *testing.T) {
 	forEngines(t, func(t *testing.T, engine string) {
 		s := start(t, engine, echo, httpserve.Options{})
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		c := dial(t, s.addr)
 		if _, err := io.WriteString(c, "POST /e HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}

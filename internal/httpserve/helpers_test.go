@@ -72,16 +72,24 @@ func start(t *testing.T, engine string, h http.Handler, o httpserve.Options) *st
 // is closed at the test's end.
 func raw(t *testing.T, addr, req string) (*http.Response, string) {
 	t.Helper()
+	c := dial(t, addr)
+	if _, err := c.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	return readAnswer(t, bufio.NewReader(c), req)
+}
+
+// dial connects to addr, with a 10 s deadline on the connection, closed at
+// the test's end.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
-	return readAnswer(t, bufio.NewReader(c), req)
+	return c
 }
 
 // readAnswer reads one answer to req (whose method decides whether a body

@@ -142,11 +142,7 @@ func TestNoRequestIsServedAfterClose(t *testing.T) {
 			}
 			_, _ = io.WriteString(w, r.URL.Path)
 		}), httpserve.Options{})
-		c, err := net.Dial("tcp", s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, s.addr)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		br := bufio.NewReader(c)
 		if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
