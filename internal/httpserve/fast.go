@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,12 @@ func (f *fastServer) stop() {
 // the connection closed; http.ErrAbortHandler the same without a log line
 // (net/http logs none either, but closes without an answer).
 func (f *fastServer) serve(ctx *fasthttp.RequestCtx) {
+	if p := string(ctx.Request.Header.Protocol()); p != "HTTP/1.1" && p != "HTTP/1.0" {
+		// fasthttp reads any other version as HTTP/1.1; net/http answers 505.
+		f.answer(ctx, http.StatusHTTPVersionNotSupported, "HTTP version not supported: "+strconv.Quote(p)+" (HTTP/1.0 or HTTP/1.1)")
+		ctx.SetConnectionClose()
+		return
+	}
 	r, err := newRequest(ctx)
 	if err != nil {
 		f.answer(ctx, http.StatusBadRequest, fmt.Sprintf("malformed request target: %v", err))

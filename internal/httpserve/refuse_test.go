@@ -33,6 +33,7 @@ func TestTheEngineRefusesWithAJSONBody(t *testing.T) {
 		{"malformed request line", "GARBAGE\r\n\r\n", 400, "INVALID_ARGUMENT", "malformed HTTP request"},
 		{"target fasthttp cannot parse", "GET %zz HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer s3cret\r\n\r\n", 400, "INVALID_ARGUMENT", "malformed HTTP request"},
 		{"target net/url cannot parse", "GET /%zz HTTP/1.1\r\nHost: h\r\n\r\n", 400, "INVALID_ARGUMENT", "malformed request target"},
+		{"HTTP/2.0 request line", "GET /p HTTP/2.0\r\nHost: h\r\n\r\n", 505, "INVALID_ARGUMENT", `HTTP version not supported: "HTTP/2.0"`},
 		{"body not sent within the read timeout", "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc", 408, "REQUEST_TIMEOUT", "request not read in time"},
 	} {
 		resp, body := raw(t, s.addr, c.req)
