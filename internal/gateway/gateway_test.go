@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
 		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
 		goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).reaper"),
+		// fasthttp (the HTTP engine, internal/httpserve) refreshes its Date
+		// header on one goroutine per process, never stopped.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
 	)
 }
 

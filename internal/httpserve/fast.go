@@ -17,6 +17,11 @@ import (
 	"go.uber.org/zap"
 )
 
+// workerIdle is how long a fasthttp worker goroutine without a connection
+// lives (a worker serves one connection, all its requests, so this is not
+// on the path of a request).
+const workerIdle = 25 * time.Millisecond
+
 // fastServer is EngineFast: fasthttp's server calling h through the bridge.
 type fastServer struct {
 	srv       *fasthttp.Server
@@ -68,10 +73,9 @@ func newFast(h http.Handler, o Options) *fastServer {
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true, // an answer without a body carries no Content-Type, as under net/http
 		CloseOnShutdown:              true,
-		// A worker goroutine left without a connection for a second ends, and
-		// so does the pool's cleaner within a second of Serve's return (it
-		// sleeps this long between passes).
-		MaxIdleWorkerDuration: time.Second,
+		// A worker goroutine left without a connection for workerIdle ends;
+		// the pool's cleaner sleeps this long between passes.
+		MaxIdleWorkerDuration: workerIdle,
 		Logger:                fastLogger{o.Logger},
 	}
 	return f
@@ -91,6 +95,9 @@ func (f *fastServer) Serve(ln net.Listener) error {
 		return http.ErrServerClosed
 	}
 	err := f.srv.Serve(l)
+	// fasthttp's worker-pool cleaner ends at its next pass after Serve
+	// returned: wait for it, so that no goroutine of this Serve outlives it.
+	time.Sleep(2 * workerIdle)
 	f.mu.Lock()
 	closed = f.closed
 	f.mu.Unlock()
