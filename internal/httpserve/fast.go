@@ -32,14 +32,13 @@ type fastServer struct {
 
 	base   context.Context // every request's context derives from it; ended by Close
 	cancel context.CancelFunc
-	mu     sync.Mutex
-	closed bool
+	mu     sync.Mutex // guards lns, and orders Serve's check of stopping with stop
 	// lns are the listeners Serve was given, closed by Shutdown and Close
 	// themselves: fasthttp's Shutdown does nothing while a Serve has not yet
 	// registered its listener, and that Serve would then run on.
 	lns []*listener
-	// stopping is set by Shutdown and Close: every answer after it closes
-	// its connection. fasthttp's own mark (CloseOnShutdown) is undone when
+	// stopping is set by Shutdown and Close: a Serve after it returns at
+	// once, and every answer after it closes its connection. fasthttp's own mark (CloseOnShutdown) is undone when
 	// Shutdown's context ends first, and Close leaves busy connections open,
 	// so without this they would go on serving requests after Close.
 	stopping atomic.Bool
@@ -85,7 +84,7 @@ func newFast(h http.Handler, o Options) *fastServer {
 func (f *fastServer) Serve(ln net.Listener) error {
 	l := &listener{Listener: ln, log: f.log}
 	f.mu.Lock()
-	closed := f.closed
+	closed := f.stopping.Load()
 	if !closed {
 		f.lns = append(f.lns, l)
 	}
@@ -98,10 +97,7 @@ func (f *fastServer) Serve(ln net.Listener) error {
 	// fasthttp's worker-pool cleaner ends at its next pass after Serve
 	// returned: wait for it, so that no goroutine of this Serve outlives it.
 	time.Sleep(2 * workerIdle)
-	f.mu.Lock()
-	closed = f.closed
-	f.mu.Unlock()
-	if err == nil || closed {
+	if err == nil || f.stopping.Load() {
 		// fasthttp's Serve returns nil once Shutdown closed its listener.
 		return http.ErrServerClosed
 	}
@@ -128,10 +124,9 @@ func (f *fastServer) Close() error {
 
 // stop marks f closed and closes the listeners Serve was given.
 func (f *fastServer) stop() {
-	f.stopping.Store(true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.closed = true
+	f.stopping.Store(true)
 	for _, l := range f.lns {
 		_ = l.Close()
 	}
