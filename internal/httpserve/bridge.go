@@ -12,14 +12,14 @@ import (
 
 // newRequest builds the *http.Request of fasthttp's request. Every string
 // is a copy: fasthttp reuses its buffers once the handler returns, and a
-// handler may keep what it read (a cache key, a log field). The body is
-// read from fasthttp's buffer itself: Read copies out of it, and a body is
-// not read after its handler returned.
-// The request target is read as sent (r.URL.Path unnormalized, as under
-// net/http: the router sees what the client wrote). The Host header becomes r.Host and Transfer-Encoding r.TransferEncoding,
-// as net/http does; the body was read whole by fasthttp (at most
-// Options.MaxBodyBytes), so r.ContentLength is its length. Errors: a
-// request target that net/url cannot parse.
+// handler may keep what it read (a cache key, a log field). The body is read
+// from fasthttp's buffer itself: Read copies out of it, and a body is not
+// read after its handler returned. The request target is read as sent
+// (r.URL.Path unnormalised, as under net/http: the router sees what the
+// client wrote); the Host header becomes r.Host and Transfer-Encoding
+// r.TransferEncoding, as net/http does; the body was read whole by fasthttp
+// (at most Options.MaxBodyBytes), so r.ContentLength is its length.
+// Errors: a request target that net/url cannot parse.
 func newRequest(ctx *fasthttp.RequestCtx) (*http.Request, error) {
 	target := string(ctx.RequestURI())
 	u, err := url.ParseRequestURI(target)
