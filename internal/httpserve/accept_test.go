@@ -1,6 +1,7 @@
 package httpserve_test
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -49,7 +50,9 @@ func TestATemporaryAcceptErrorIsRetried(t *testing.T) {
 		go func() { served <- srv.Serve(ln) }()
 		defer func() {
 			_ = srv.Close()
-			<-served
+			if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("Serve after Close returned %v, want http.ErrServerClosed", err)
+			}
 		}()
 		resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + inner.Addr().String() + "/after")
 		select {

@@ -3,6 +3,7 @@ package httpserve_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -136,7 +137,7 @@ var answers = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	case "/empty":
 	case "/nocontent":
 		w.WriteHeader(http.StatusNoContent)
-		if _, err := w.Write([]byte("body")); err != http.ErrBodyNotAllowed {
+		if _, err := w.Write([]byte("body")); !errors.Is(err, http.ErrBodyNotAllowed) {
 			panic(fmt.Sprintf("Write after 204: %v, want http.ErrBodyNotAllowed", err))
 		}
 	case "/late":

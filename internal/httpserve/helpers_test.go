@@ -70,7 +70,7 @@ func start(t *testing.T, engine string, h http.Handler, o httpserve.Options) *st
 
 // raw writes req on a new connection and reads one answer. The connection
 // is closed at the test's end.
-func raw(t *testing.T, addr, req string) (*http.Response, string) {
+func raw(t *testing.T, addr, req string) (reply, string) {
 	t.Helper()
 	c := dial(t, addr)
 	if _, err := c.Write([]byte(req)); err != nil {
@@ -92,9 +92,17 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
+// reply is what a test reads of an answer besides its body (read whole and
+// closed by readAnswer).
+type reply struct {
+	StatusCode int
+	Header     http.Header
+	Close      bool // Connection: close
+}
+
 // readAnswer reads one answer to req (whose method decides whether a body
 // follows) from br.
-func readAnswer(t *testing.T, br *bufio.Reader, req string) (*http.Response, string) {
+func readAnswer(t *testing.T, br *bufio.Reader, req string) (reply, string) {
 	t.Helper()
 	method, _, _ := strings.Cut(req, " ")
 	resp, err := http.ReadResponse(br, &http.Request{Method: method})
@@ -106,7 +114,7 @@ func readAnswer(t *testing.T, br *bufio.Reader, req string) (*http.Response, str
 		t.Fatalf("reading the body of the answer to %q: %v", firstLine(req), err)
 	}
 	_ = resp.Body.Close()
-	return resp, string(b)
+	return reply{resp.StatusCode, resp.Header, resp.Close}, string(b)
 }
 
 func firstLine(s string) string { l, _, _ := strings.Cut(s, "\r\n"); return l }

@@ -162,12 +162,14 @@ func TestNoRequestIsServedAfterClose(t *testing.T) {
 			return // net/http: the connection was closed
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
 		if !resp.Close {
 			t.Errorf("the answer in progress at Close has no Connection: close")
 		}
 		_, _ = io.WriteString(c, "GET /after HTTP/1.1\r\nHost: h\r\n\r\n")
 		if resp, err := http.ReadResponse(br, nil); err == nil {
 			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
 			t.Fatalf("a request sent after Close was served: %d %q", resp.StatusCode, b)
 		}
 	})

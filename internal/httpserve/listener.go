@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,14 +57,26 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err == nil {
 			return &lingerConn{Conn: c}, nil
 		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Temporary() { //nolint:staticcheck // SA1019: what net/http's Serve checks
+		if !retryableAccept(err) {
 			return nil, err
 		}
 		pause = min(max(2*pause, 5*time.Millisecond), time.Second)
 		l.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("in", pause))
 		time.Sleep(pause)
 	}
+}
+
+// retryableAccept reports whether an Accept error is one of the moment
+// (what net/http's Serve takes as temporary: the process or the system out
+// of file descriptors or buffers, a connection aborted before it was
+// accepted) rather than the listener's end.
+func retryableAccept(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // lingerConn is a connection whose Close lingers once lingerOnClose was
@@ -83,7 +96,7 @@ func lingerOnClose(c net.Conn) {
 func (c *lingerConn) Close() error {
 	if c.linger.Swap(false) {
 		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-			if c.Conn.SetReadDeadline(time.Now().Add(lingerTime)) == nil {
+			if c.SetReadDeadline(time.Now().Add(lingerTime)) == nil {
 				_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, lingerBytes))
 			}
 		}
